@@ -1,0 +1,171 @@
+//! Configuration, read and validated once at start. The same variable names in Lambda and
+//! locally; a bad value fails the start with a message naming the variable.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::auth::ApiKeys;
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration: {variable}: {problem}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(variable: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            variable,
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The DynamoDB table names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tables {
+    pub approvals: String,
+    pub idempotency_keys: String,
+    pub webhook_inbox: String,
+    pub execution_ledger: String,
+}
+
+impl Tables {
+    /// The local defaults (`countersign-approvals` and so on), or every name under one prefix.
+    pub fn with_prefix(prefix: &str) -> Self {
+        Self {
+            approvals: format!("{prefix}-approvals"),
+            idempotency_keys: format!("{prefix}-idempotency-keys"),
+            webhook_inbox: format!("{prefix}-webhook-inbox"),
+            execution_ledger: format!("{prefix}-execution-ledger"),
+        }
+    }
+}
+
+/// Where an action type's approved actions are executed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionTarget {
+    pub url: String,
+    /// Whether the target dedupes by `Idempotency-Key`; a non-idempotent target is never called
+    /// twice blindly.
+    #[serde(default = "default_true")]
+    pub idempotent: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub tables: Tables,
+    pub api_keys: ApiKeys,
+    pub action_targets: BTreeMap<String, ActionTarget>,
+    pub idempotency_ttl_seconds: i64,
+    pub inbox_ttl_seconds: i64,
+    pub job_visibility_timeout_seconds: i64,
+    pub job_max_attempts: u32,
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads configuration through `lookup` (the environment, or a map in tests: setting
+    /// environment variables is unsafe in a multi-threaded test process).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.trim().is_empty());
+        let defaults = Tables::with_prefix("countersign");
+        let tables = Tables {
+            approvals: get("APPROVALS_TABLE").unwrap_or(defaults.approvals),
+            idempotency_keys: get("IDEMPOTENCY_TABLE").unwrap_or(defaults.idempotency_keys),
+            webhook_inbox: get("INBOX_TABLE").unwrap_or(defaults.webhook_inbox),
+            execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
+        };
+
+        let api_keys = get("API_KEYS")
+            .ok_or_else(|| ConfigError::new("API_KEYS", "required: tenant=key pairs, comma-separated"))?;
+        let api_keys = ApiKeys::parse(&api_keys).map_err(|e| ConfigError::new("API_KEYS", e))?;
+
+        let action_targets = get("ACTION_TARGETS").ok_or_else(|| {
+            ConfigError::new("ACTION_TARGETS", r#"required: {"<type>": {"url": "https://…", "idempotent": true}}"#)
+        })?;
+        let action_targets: BTreeMap<String, ActionTarget> =
+            serde_json::from_str(&action_targets).map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
+        for (kind, target) in &action_targets {
+            let url = url::Url::parse(&target.url)
+                .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(ConfigError::new("ACTION_TARGETS", format!("{kind}: url must be http or https")));
+            }
+        }
+
+        Ok(Self {
+            tables,
+            api_keys,
+            action_targets,
+            idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 60)?,
+            inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 60)?,
+            job_visibility_timeout_seconds: number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?,
+            job_max_attempts: number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?,
+        })
+    }
+
+    pub fn is_action_type(&self, kind: &str) -> bool {
+        self.action_targets.contains_key(kind)
+    }
+}
+
+fn number<T>(get: &impl Fn(&str) -> Option<String>, variable: &'static str, default: T, min: T) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let Some(raw) = get(variable) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<T>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(ConfigError::new(variable, format!("must be an integer of at least {min}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|name| map.get(name).cloned())
+    }
+
+    const KEYS: (&str, &str) = ("API_KEYS", "acme=acme-key-0123456789");
+    const TARGETS: (&str, &str) = ("ACTION_TARGETS", r#"{"deploy": {"url": "http://localhost:9/deploy"}}"#);
+
+    #[test]
+    fn defaults_fill_what_is_not_set() {
+        let config = config(&[KEYS, TARGETS]).unwrap();
+        assert_eq!(config.tables, Tables::with_prefix("countersign"));
+        assert_eq!(config.idempotency_ttl_seconds, 86_400);
+        assert_eq!(config.inbox_ttl_seconds, 2_592_000);
+        assert_eq!(config.job_max_attempts, 5);
+        assert!(config.action_targets["deploy"].idempotent);
+        assert!(config.is_action_type("deploy") && !config.is_action_type("refund"));
+    }
+
+    #[test]
+    fn errors_name_the_variable() {
+        assert_eq!(config(&[TARGETS]).unwrap_err().variable, "API_KEYS");
+        assert_eq!(config(&[KEYS]).unwrap_err().variable, "ACTION_TARGETS");
+        let bad_url = ("ACTION_TARGETS", r#"{"deploy": {"url": "ftp://x"}}"#);
+        assert_eq!(config(&[KEYS, bad_url]).unwrap_err().variable, "ACTION_TARGETS");
+        let bad_ttl = ("IDEMPOTENCY_TTL_SECONDS", "soon");
+        assert_eq!(config(&[KEYS, TARGETS, bad_ttl]).unwrap_err().variable, "IDEMPOTENCY_TTL_SECONDS");
+    }
+}

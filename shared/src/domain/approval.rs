@@ -1,0 +1,315 @@
+//! The approval and its state machine: pending → approved | rejected, or expired by time.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, TenantId, rfc3339};
+
+/// The status as stored. `Expired` is never stored: a pending approval past its expiry reads as
+/// expired (see [`Approval::status_at`]), so expiry needs no writer and no timer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "pending" => Some(Self::Pending),
+            "approved" => Some(Self::Approved),
+            "rejected" => Some(Self::Rejected),
+            "expired" => Some(Self::Expired),
+            _ => None,
+        }
+    }
+}
+
+/// A terminal decision's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Approved,
+    Rejected,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "approved" => Some(Self::Approved),
+            "rejected" => Some(Self::Rejected),
+            _ => None,
+        }
+    }
+
+    pub fn status(self) -> Status {
+        match self {
+            Self::Approved => Status::Approved,
+            Self::Rejected => Status::Rejected,
+        }
+    }
+}
+
+/// Through which channel a decision arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    Api,
+    ReviewPage,
+    Webhook,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::ReviewPage => "review_page",
+            Self::Webhook => "webhook",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "api" => Some(Self::Api),
+            "review_page" => Some(Self::ReviewPage),
+            "webhook" => Some(Self::Webhook),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub approver: Approver,
+    pub decided_at: EpochSeconds,
+    pub channel: Channel,
+    pub comment: Option<String>,
+    pub webhook_event_id: Option<String>,
+}
+
+/// Execution status is separate from approval status: approved means a human authorised the
+/// action, not that it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    NotStarted,
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    NeedsReconciliation,
+}
+
+impl ExecutionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not_started",
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::NeedsReconciliation => "needs_reconciliation",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "not_started" => Some(Self::NotStarted),
+            "queued" => Some(Self::Queued),
+            "running" => Some(Self::Running),
+            "succeeded" => Some(Self::Succeeded),
+            "failed" => Some(Self::Failed),
+            "needs_reconciliation" => Some(Self::NeedsReconciliation),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    pub status: ExecutionStatus,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    pub updated_at: EpochSeconds,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub tenant: TenantId,
+    pub id: ApprovalId,
+    /// The stored status; read it through [`Approval::status_at`].
+    pub status: Status,
+    pub action_type: String,
+    pub payload: Map<String, Value>,
+    pub approvers: Vec<Approver>,
+    pub context: Map<String, Value>,
+    pub idempotency_key: IdempotencyKey,
+    pub created_at: EpochSeconds,
+    pub expires_at: EpochSeconds,
+    pub decision: Option<Decision>,
+    pub execution: Execution,
+}
+
+impl Approval {
+    /// The status a reader sees at `now`: pending turns into expired at `expires_at`.
+    pub fn status_at(&self, now: EpochSeconds) -> Status {
+        match self.status {
+            Status::Pending if self.is_past_expiry(now) => Status::Expired,
+            status => status,
+        }
+    }
+
+    /// The same boundary as the store's `only_if_pending` condition (`expires_at > :now`).
+    pub fn is_past_expiry(&self, now: EpochSeconds) -> bool {
+        now >= self.expires_at
+    }
+
+    pub fn is_approver(&self, approver: &Approver) -> bool {
+        self.approvers.contains(approver)
+    }
+
+    /// The public JSON shape of the approval at `now`.
+    pub fn view(&self, now: EpochSeconds) -> ApprovalView<'_> {
+        ApprovalView {
+            id: &self.id,
+            status: self.status_at(now),
+            action: ActionView {
+                kind: &self.action_type,
+                payload: &self.payload,
+            },
+            approvers: &self.approvers,
+            context: &self.context,
+            idempotency_key: &self.idempotency_key,
+            created_at: rfc3339(self.created_at),
+            expires_at: rfc3339(self.expires_at),
+            decision: self.decision.as_ref().map(|d| DecisionView {
+                outcome: d.outcome,
+                approver: &d.approver,
+                decided_at: rfc3339(d.decided_at),
+                channel: d.channel,
+                comment: d.comment.as_deref(),
+                webhook_event_id: d.webhook_event_id.as_deref(),
+            }),
+            execution: ExecutionView {
+                status: self.execution.status,
+                attempts: self.execution.attempts,
+                last_error: self.execution.last_error.as_deref(),
+                updated_at: rfc3339(self.execution.updated_at),
+            },
+        }
+    }
+}
+
+/// The approval as the API shows it (field order is the spec's).
+#[derive(Debug, Serialize)]
+pub struct ApprovalView<'a> {
+    id: &'a ApprovalId,
+    status: Status,
+    action: ActionView<'a>,
+    approvers: &'a [Approver],
+    context: &'a Map<String, Value>,
+    idempotency_key: &'a IdempotencyKey,
+    created_at: String,
+    expires_at: String,
+    decision: Option<DecisionView<'a>>,
+    execution: ExecutionView<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct ActionView<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    payload: &'a Map<String, Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct DecisionView<'a> {
+    outcome: Outcome,
+    approver: &'a Approver,
+    decided_at: String,
+    channel: Channel,
+    comment: Option<&'a str>,
+    webhook_event_id: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct ExecutionView<'a> {
+    status: ExecutionStatus,
+    attempts: u32,
+    last_error: Option<&'a str>,
+    updated_at: String,
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn pending(expires_at: EpochSeconds) -> Approval {
+        Approval {
+            tenant: TenantId::parse("acme").unwrap(),
+            id: ApprovalId::generate(),
+            status: Status::Pending,
+            action_type: "deploy".into(),
+            payload: Map::new(),
+            approvers: vec![Approver::parse("alice").unwrap(), Approver::parse("bob").unwrap()],
+            context: Map::new(),
+            idempotency_key: IdempotencyKey::parse("k").unwrap(),
+            created_at: 0,
+            expires_at,
+            decision: None,
+            execution: Execution {
+                status: ExecutionStatus::NotStarted,
+                attempts: 0,
+                last_error: None,
+                updated_at: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn pending_reads_as_expired_from_its_expiry_on() {
+        let approval = pending(100);
+        assert_eq!(approval.status_at(99), Status::Pending);
+        assert_eq!(approval.status_at(100), Status::Expired);
+    }
+
+    #[test]
+    fn decided_approvals_never_expire() {
+        let mut approval = pending(100);
+        approval.status = Status::Approved;
+        assert_eq!(approval.status_at(1_000), Status::Approved);
+    }
+
+    #[test]
+    fn the_view_has_the_spec_shape() {
+        let approval = pending(604_800);
+        let json = serde_json::to_value(approval.view(0)).unwrap();
+        assert_eq!(json["status"], "pending");
+        assert_eq!(json["action"]["type"], "deploy");
+        assert_eq!(json["created_at"], "1970-01-01T00:00:00Z");
+        assert_eq!(json["expires_at"], "1970-01-08T00:00:00Z");
+        assert_eq!(json["decision"], Value::Null);
+        assert_eq!(json["execution"]["status"], "not_started");
+        assert_eq!(json["execution"]["attempts"], 0);
+    }
+}

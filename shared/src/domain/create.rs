@@ -1,0 +1,276 @@
+//! Validation of `POST /approvals` bodies, and the request fingerprint that tells a replay from a
+//! reused key.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::{
+    Approval, ApprovalId, Approver, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey, Status, TenantId,
+};
+
+/// One thing wrong with a request body, named by its JSON path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A valid create body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateRequest {
+    pub action_type: String,
+    pub payload: Map<String, Value>,
+    pub approvers: Vec<Approver>,
+    pub context: Map<String, Value>,
+    pub expires_in_seconds: i64,
+}
+
+impl CreateRequest {
+    pub const MIN_EXPIRES_IN: i64 = 60;
+    pub const MAX_EXPIRES_IN: i64 = 2_592_000;
+    pub const DEFAULT_EXPIRES_IN: i64 = 604_800;
+    pub const MAX_APPROVERS: usize = 20;
+
+    /// Checks every field and reports every problem at once, so a client fixes its request in one
+    /// round. `is_action_type` says which action types are configured.
+    pub fn parse(body: &Value, is_action_type: impl Fn(&str) -> bool) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let Some(body) = body.as_object() else {
+            return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+        };
+        for key in body.keys() {
+            if !matches!(key.as_str(), "action" | "approvers" | "context" | "expires_in_seconds") {
+                errors.push(FieldError::new(key.clone(), "unknown field"));
+            }
+        }
+
+        let (action_type, payload) = match body.get("action") {
+            None => {
+                errors.push(FieldError::new("action", "required"));
+                (None, Map::new())
+            }
+            Some(Value::Object(action)) => {
+                for key in action.keys() {
+                    if !matches!(key.as_str(), "type" | "payload") {
+                        errors.push(FieldError::new(format!("action.{key}"), "unknown field"));
+                    }
+                }
+                let action_type = match action.get("type") {
+                    Some(Value::String(t)) if is_action_type(t) => Some(t.clone()),
+                    Some(Value::String(_)) => {
+                        errors.push(FieldError::new("action.type", "not a configured action type"));
+                        None
+                    }
+                    Some(_) => {
+                        errors.push(FieldError::new("action.type", "must be a string"));
+                        None
+                    }
+                    None => {
+                        errors.push(FieldError::new("action.type", "required"));
+                        None
+                    }
+                };
+                (action_type, object_field(action.get("payload"), "action.payload", &mut errors))
+            }
+            Some(_) => {
+                errors.push(FieldError::new("action", "must be an object"));
+                (None, Map::new())
+            }
+        };
+
+        let approvers = parse_approvers(body.get("approvers"), &mut errors);
+        let context = object_field(body.get("context"), "context", &mut errors);
+
+        let expires_in_seconds = match body.get("expires_in_seconds") {
+            None => Self::DEFAULT_EXPIRES_IN,
+            Some(value) => match value.as_i64() {
+                Some(n) if (Self::MIN_EXPIRES_IN..=Self::MAX_EXPIRES_IN).contains(&n) => n,
+                _ => {
+                    errors.push(FieldError::new(
+                        "expires_in_seconds",
+                        "must be an integer from 60 to 2592000",
+                    ));
+                    Self::DEFAULT_EXPIRES_IN
+                }
+            },
+        };
+
+        match action_type {
+            Some(action_type) if errors.is_empty() => Ok(Self {
+                action_type,
+                payload,
+                approvers,
+                context,
+                expires_in_seconds,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+impl CreateRequest {
+    /// The new pending approval this request describes.
+    pub fn into_approval(self, tenant: TenantId, idempotency_key: IdempotencyKey, now: EpochSeconds) -> Approval {
+        Approval {
+            tenant,
+            id: ApprovalId::generate(),
+            status: Status::Pending,
+            action_type: self.action_type,
+            payload: self.payload,
+            approvers: self.approvers,
+            context: self.context,
+            idempotency_key,
+            created_at: now,
+            expires_at: now + self.expires_in_seconds,
+            decision: None,
+            execution: Execution {
+                status: ExecutionStatus::NotStarted,
+                attempts: 0,
+                last_error: None,
+                updated_at: now,
+            },
+        }
+    }
+}
+
+/// An optional JSON object; absent means empty.
+fn object_field(value: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) -> Map<String, Value> {
+    match value {
+        None => Map::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be an object"));
+            Map::new()
+        }
+    }
+}
+
+fn parse_approvers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<Approver> {
+    let Some(value) = value else {
+        errors.push(FieldError::new("approvers", "required"));
+        return Vec::new();
+    };
+    let Some(list) = value.as_array() else {
+        errors.push(FieldError::new("approvers", "must be an array of strings"));
+        return Vec::new();
+    };
+    if list.is_empty() || list.len() > CreateRequest::MAX_APPROVERS {
+        errors.push(FieldError::new("approvers", "must list 1 to 20 approvers"));
+    }
+    let mut seen = HashSet::new();
+    let mut approvers = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let field = format!("approvers[{i}]");
+        let Some(raw) = item.as_str() else {
+            errors.push(FieldError::new(field, "must be a string"));
+            continue;
+        };
+        match Approver::parse(raw) {
+            Ok(approver) if seen.insert(raw) => approvers.push(approver),
+            Ok(_) => errors.push(FieldError::new(field, "duplicate approver")),
+            Err(e) => errors.push(FieldError::new(field, e.0)),
+        }
+    }
+    approvers
+}
+
+/// SHA-256 (hex) of the body's RFC 8785 canonical form: key order and whitespace do not change it,
+/// any value does.
+pub fn fingerprint(body: &Value) -> String {
+    // Serialising a `Value` cannot fail: its keys are strings and its numbers finite.
+    let canonical = serde_json_canonicalizer::to_vec(body).unwrap_or_default();
+    hex::encode(Sha256::digest(&canonical))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(body: Value) -> Result<CreateRequest, Vec<FieldError>> {
+        CreateRequest::parse(&body, |t| t == "deploy")
+    }
+
+    fn fields(body: Value) -> Vec<String> {
+        parse(body).unwrap_err().into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_minimal_body_gets_the_defaults() {
+        let req = parse(json!({"action": {"type": "deploy"}, "approvers": ["alice"]})).unwrap();
+        assert_eq!(req.expires_in_seconds, 604_800);
+        assert!(req.payload.is_empty() && req.context.is_empty());
+    }
+
+    #[test]
+    fn every_bad_field_is_reported_at_once() {
+        let got = fields(json!({
+            "action": {"type": "launch", "payload": 3},
+            "approvers": ["alice", "alice", "", 7],
+            "context": [],
+            "expires_in_seconds": 59,
+            "extra": true
+        }));
+        assert_eq!(
+            got,
+            [
+                "extra",
+                "action.type",
+                "action.payload",
+                "approvers[1]",
+                "approvers[2]",
+                "approvers[3]",
+                "context",
+                "expires_in_seconds"
+            ]
+        );
+    }
+
+    #[test]
+    fn approvers_are_1_to_20() {
+        assert_eq!(fields(json!({"action": {"type": "deploy"}, "approvers": []})), ["approvers"]);
+        let many: Vec<String> = (0..21).map(|i| format!("a{i}")).collect();
+        assert_eq!(fields(json!({"action": {"type": "deploy"}, "approvers": many})), ["approvers"]);
+        let twenty: Vec<String> = (0..20).map(|i| format!("a{i}")).collect();
+        assert!(parse(json!({"action": {"type": "deploy"}, "approvers": twenty})).is_ok());
+    }
+
+    #[test]
+    fn expiry_bounds_are_inclusive() {
+        for (n, ok) in [(60, true), (2_592_000, true), (59, false), (2_592_001, false)] {
+            let body = json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": n});
+            assert_eq!(parse(body).is_ok(), ok, "{n}");
+        }
+        let body = json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": 60.5});
+        assert!(parse(body).is_err());
+    }
+
+    #[test]
+    fn non_objects_are_refused() {
+        assert_eq!(fields(json!([1, 2])), [""]);
+        assert_eq!(fields(json!({"approvers": ["a"]})), ["action"]);
+    }
+
+    #[test]
+    fn fingerprint_ignores_key_order_and_whitespace_but_not_values() {
+        let a: Value = serde_json::from_str(r#"{"a": 1, "b": {"x": [1, 2], "y": "z"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{ "b":{"y":"z","x":[1,2]},"a":1 }"#).unwrap();
+        let c: Value = serde_json::from_str(r#"{"a": 2, "b": {"x": [1, 2], "y": "z"}}"#).unwrap();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+        assert_eq!(fingerprint(&a).len(), 64);
+    }
+}

@@ -1,0 +1,192 @@
+//! Deciding: the request, and what a refused conditional update means.
+
+use serde_json::Value;
+
+use super::{Approval, Approver, EpochSeconds, FieldError, Outcome, Status};
+
+/// A valid decision request, whatever channel it came through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecideRequest {
+    pub outcome: Outcome,
+    pub approver: Approver,
+    pub comment: Option<String>,
+}
+
+impl DecideRequest {
+    pub const MAX_COMMENT_CHARS: usize = 2_000;
+
+    /// Parses the JSON API's body: `{"decision": "approve" | "reject", "approver", "comment"?}`.
+    pub fn parse_json(body: &Value) -> Result<Self, Vec<FieldError>> {
+        let Some(body) = body.as_object() else {
+            return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+        };
+        let mut errors = Vec::new();
+        for key in body.keys() {
+            if !matches!(key.as_str(), "decision" | "approver" | "comment") {
+                errors.push(FieldError::new(key.clone(), "unknown field"));
+            }
+        }
+        let outcome = match body.get("decision").and_then(Value::as_str) {
+            Some(raw) => Self::parse_outcome(raw),
+            None => None,
+        };
+        if outcome.is_none() {
+            errors.push(FieldError::new("decision", "must be \"approve\" or \"reject\""));
+        }
+        let approver = match body.get("approver") {
+            Some(Value::String(raw)) => Approver::parse(raw)
+                .map_err(|e| errors.push(FieldError::new("approver", e.0)))
+                .ok(),
+            _ => {
+                errors.push(FieldError::new("approver", "required string"));
+                None
+            }
+        };
+        let comment = match body.get("comment") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Self::check_comment(c, &mut errors),
+            Some(_) => {
+                errors.push(FieldError::new("comment", "must be a string"));
+                None
+            }
+        };
+        match (outcome, approver) {
+            (Some(outcome), Some(approver)) if errors.is_empty() => Ok(Self {
+                outcome,
+                approver,
+                comment,
+            }),
+            _ => Err(errors),
+        }
+    }
+
+    /// `approve` / `reject`, the verbs of every channel.
+    pub fn parse_outcome(raw: &str) -> Option<Outcome> {
+        match raw {
+            "approve" => Some(Outcome::Approved),
+            "reject" => Some(Outcome::Rejected),
+            _ => None,
+        }
+    }
+
+    /// An empty comment is no comment.
+    pub fn check_comment(raw: &str, errors: &mut Vec<FieldError>) -> Option<String> {
+        if raw.chars().count() > Self::MAX_COMMENT_CHARS {
+            errors.push(FieldError::new("comment", "must be at most 2000 characters"));
+            None
+        } else if raw.trim().is_empty() {
+            None
+        } else {
+            Some(raw.to_owned())
+        }
+    }
+}
+
+/// Why the conditional decision update did not apply, told apart from the item as it was
+/// (returned by the failed condition itself, so no second read).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecideRefusal {
+    /// No such approval for this tenant.
+    NotFound,
+    /// The same approver already made the same decision: answer as if this request had won.
+    Repeat(Box<Approval>),
+    /// Somebody else, or another outcome, won first.
+    AlreadyDecided(Box<Approval>),
+    Expired,
+    NotAnApprover,
+}
+
+/// Classifies a refused decision from the approval as it was when the condition failed.
+/// Decided beats expired (a decision made in time stands), expired beats the approver check.
+pub fn classify_refusal(old: Option<Approval>, request: &DecideRequest, now: EpochSeconds) -> DecideRefusal {
+    let Some(old) = old else {
+        return DecideRefusal::NotFound;
+    };
+    match (old.status_at(now), &old.decision) {
+        (Status::Approved | Status::Rejected, Some(d))
+            if d.outcome == request.outcome && d.approver == request.approver =>
+        {
+            DecideRefusal::Repeat(Box::new(old))
+        }
+        (Status::Approved | Status::Rejected, _) => DecideRefusal::AlreadyDecided(Box::new(old)),
+        (Status::Expired, _) => DecideRefusal::Expired,
+        (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
+        // The condition failed although the item now looks decidable: only a clock skew between
+        // this process and the condition's `:now` could do that; the caller may retry.
+        (Status::Pending, _) => DecideRefusal::Expired,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::approval::tests::pending;
+    use crate::domain::{Channel, Decision};
+
+    fn request(outcome: Outcome, approver: &str) -> DecideRequest {
+        DecideRequest {
+            outcome,
+            approver: Approver::parse(approver).unwrap(),
+            comment: None,
+        }
+    }
+
+    fn decided(outcome: Outcome, approver: &str) -> Approval {
+        let mut approval = pending(100);
+        approval.status = outcome.status();
+        approval.decision = Some(Decision {
+            outcome,
+            approver: Approver::parse(approver).unwrap(),
+            decided_at: 10,
+            channel: Channel::Api,
+            comment: None,
+            webhook_event_id: None,
+        });
+        approval
+    }
+
+    #[test]
+    fn the_json_body_is_parsed_strictly() {
+        let ok = DecideRequest::parse_json(&json!({"decision": "approve", "approver": "alice", "comment": " "}));
+        assert_eq!(ok.unwrap(), request(Outcome::Approved, "alice"));
+        let bad = DecideRequest::parse_json(&json!({"decision": "approved", "approver": 3, "x": 1})).unwrap_err();
+        let fields: Vec<_> = bad.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["x", "decision", "approver"]);
+        let long = "c".repeat(2_001);
+        assert!(DecideRequest::parse_json(&json!({"decision": "reject", "approver": "a", "comment": long})).is_err());
+    }
+
+    #[test]
+    fn missing_item_is_not_found() {
+        assert_eq!(classify_refusal(None, &request(Outcome::Approved, "alice"), 0), DecideRefusal::NotFound);
+    }
+
+    #[test]
+    fn the_same_decision_by_the_same_approver_is_a_repeat() {
+        let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(Outcome::Approved, "alice"), 50);
+        assert!(matches!(got, DecideRefusal::Repeat(_)));
+    }
+
+    #[test]
+    fn any_other_decision_after_a_win_is_already_decided() {
+        for (outcome, approver) in [(Outcome::Rejected, "alice"), (Outcome::Approved, "bob"), (Outcome::Rejected, "bob")] {
+            let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(outcome, approver), 50);
+            assert!(matches!(got, DecideRefusal::AlreadyDecided(_)), "{outcome:?} {approver}");
+        }
+    }
+
+    #[test]
+    fn a_decision_made_in_time_outlives_the_expiry() {
+        let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(Outcome::Approved, "alice"), 500);
+        assert!(matches!(got, DecideRefusal::Repeat(_)));
+    }
+
+    #[test]
+    fn expired_and_unlisted_are_told_apart() {
+        let req = request(Outcome::Approved, "mallory");
+        assert_eq!(classify_refusal(Some(pending(100)), &req, 50), DecideRefusal::NotAnApprover);
+        assert_eq!(classify_refusal(Some(pending(100)), &req, 100), DecideRefusal::Expired);
+    }
+}

@@ -1,0 +1,168 @@
+//! Identifiers parsed at the edge.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Why a value was refused; the message is safe to show to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidValue(pub &'static str);
+
+/// `apr_` followed by a ULID: sortable by creation time, unguessable enough not to enumerate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct ApprovalId(String);
+
+impl ApprovalId {
+    const PREFIX: &'static str = "apr_";
+
+    pub fn generate() -> Self {
+        Self(format!("{}{}", Self::PREFIX, ulid::Ulid::new()))
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let ulid = raw
+            .strip_prefix(Self::PREFIX)
+            .ok_or(InvalidValue("approval ids start with apr_"))?;
+        let ulid = ulid::Ulid::from_string(ulid).map_err(|_| InvalidValue("not an approval id"))?;
+        // Re-encode so that one approval has exactly one spelling (ULIDs decode case-insensitively).
+        Ok(Self(format!("{}{}", Self::PREFIX, ulid)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A tenant id from the configuration: `[A-Za-z0-9_.-]{1,64}`. It never contains `#`, so it can
+/// prefix a DynamoDB key unambiguously.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let ok = !raw.is_empty()
+            && raw.len() <= 64
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if ok {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidValue("tenant ids are 1-64 characters of A-Z a-z 0-9 _ . -"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The client's `Idempotency-Key`: 1-255 printable ASCII characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        if raw.is_empty() || raw.len() > 255 {
+            return Err(InvalidValue("Idempotency-Key must be 1-255 characters"));
+        }
+        if !raw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            return Err(InvalidValue("Idempotency-Key must be printable ASCII"));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An approver as the requester named them: non-empty, not only whitespace, at most 320
+/// characters (the longest e-mail address), no control characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Approver(String);
+
+impl Approver {
+    pub const MAX_CHARS: usize = 320;
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        if raw.trim().is_empty() {
+            return Err(InvalidValue("must be a non-empty string"));
+        }
+        if raw.chars().count() > Self::MAX_CHARS {
+            return Err(InvalidValue("must be at most 320 characters"));
+        }
+        if raw.chars().any(char::is_control) {
+            return Err(InvalidValue("must not contain control characters"));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_ids_round_trip_and_have_one_spelling() {
+        let id = ApprovalId::generate();
+        assert_eq!(ApprovalId::parse(id.as_str()).unwrap(), id);
+        let lower = format!("apr_{}", id.as_str()[4..].to_lowercase());
+        assert_eq!(ApprovalId::parse(&lower).unwrap(), id);
+    }
+
+    #[test]
+    fn malformed_approval_ids_are_refused() {
+        for raw in ["", "apr_", "apr_123", "01JD3ZZZZZZZZZZZZZZZZZZZZZ", "apr_01JD3ZZZZZZZZZZZZZZZZZZZZ!", "../etc"] {
+            assert!(ApprovalId::parse(raw).is_err(), "{raw:?} accepted");
+        }
+    }
+
+    #[test]
+    fn tenant_ids_never_contain_the_key_separator() {
+        assert!(TenantId::parse("acme-prod.eu_1").is_ok());
+        for raw in ["", "a#b", "a b", &"x".repeat(65)] {
+            assert!(TenantId::parse(raw).is_err(), "{raw:?} accepted");
+        }
+    }
+
+    #[test]
+    fn idempotency_keys_are_1_to_255_printable_ascii() {
+        assert!(IdempotencyKey::parse("deploy-prod-1042").is_ok());
+        assert!(IdempotencyKey::parse("a#b c~").is_ok());
+        assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
+        for raw in ["", "tab\tkey", "é", "nul\0"] {
+            assert!(IdempotencyKey::parse(raw).is_err(), "{raw:?} accepted");
+        }
+        assert!(IdempotencyKey::parse(&"k".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn approvers_are_non_empty_bounded_and_printable() {
+        assert!(Approver::parse("alice@example.com").is_ok());
+        for raw in ["", "   ", "a\nb", &"a".repeat(321)] {
+            assert!(Approver::parse(raw).is_err(), "{raw:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The approval domain: pure rules, no AWS. Types here can only hold valid values, so the rest of
+//! the code never re-checks them.
+
+pub(crate) mod approval;
+mod create;
+mod decide;
+mod ids;
+
+pub use approval::{Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status};
+pub use create::{CreateRequest, FieldError, fingerprint};
+pub use decide::{DecideRefusal, DecideRequest, classify_refusal};
+pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
+
+/// Seconds since the Unix epoch: the unit of every time the store compares in a condition.
+pub type EpochSeconds = i64;
+
+/// Formats epoch seconds as RFC 3339 (`2026-11-30T10:00:00Z`).
+pub fn rfc3339(at: EpochSeconds) -> String {
+    let at = time::OffsetDateTime::from_unix_timestamp(at).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

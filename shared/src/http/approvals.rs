@@ -1,0 +1,134 @@
+//! The requester's endpoints: create, read, decide (JSON).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::extract::{Tenant, idempotency_key, is_json, parse_json, read_body};
+use super::{ApiError, REPLAYED};
+use crate::App;
+use crate::domain::{
+    Approval, ApprovalId, Channel, CreateRequest, DecideRefusal, DecideRequest, Decision, classify_refusal,
+    fingerprint,
+};
+use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord};
+
+/// Create bodies above this are refused before parsing.
+pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
+/// Decision bodies are small; the same limit keeps one rule for clients.
+pub const DECIDE_BODY_LIMIT: usize = 64 * 1024;
+
+pub async fn create(
+    State(app): State<Arc<App>>,
+    Tenant(tenant): Tenant,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if !is_json(&headers) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let key = idempotency_key(&headers)?;
+    let bytes = read_body(body, &headers, CREATE_BODY_LIMIT).await?;
+    let value = parse_json(&bytes)?;
+    let request = CreateRequest::parse(&value, |t| app.config.is_action_type(t)).map_err(ApiError::invalid)?;
+
+    let now = app.clock.now();
+    let approval = request.into_approval(tenant, key.clone(), now);
+    let response_body = approval_json(&approval, now);
+    let record = IdempotencyRecord {
+        key,
+        fingerprint: fingerprint(&value),
+        approval_id: approval.id.clone(),
+        response_status: StatusCode::CREATED.as_u16(),
+        response_body: response_body.clone(),
+        created_at: now,
+        expires_at: now + app.config.idempotency_ttl_seconds,
+    };
+    match app.store.create_approval(&approval, &record, now).await? {
+        CreateOutcome::Created => Ok(created(StatusCode::CREATED, approval.id.as_str(), response_body, false)),
+        CreateOutcome::Replayed(saved) => {
+            let status = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::CREATED);
+            Ok(created(status, &saved.approval_id, saved.body, true))
+        }
+        CreateOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
+    }
+}
+
+fn created(status: StatusCode, id: &str, body: Vec<u8>, replayed: bool) -> Response {
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(location) = HeaderValue::from_str(&format!("/approvals/{id}")) {
+        headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        headers.insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+fn approval_json(approval: &Approval, now: i64) -> Vec<u8> {
+    // The view holds only strings, numbers and JSON objects: serialising it cannot fail.
+    serde_json::to_vec(&approval.view(now)).unwrap_or_default()
+}
+
+/// A path id that is not an approval id names no approval: 404, with no store call.
+fn approval_id(raw: &str) -> Result<ApprovalId, ApiError> {
+    ApprovalId::parse(raw).map_err(|_| ApiError::NotFound)
+}
+
+pub async fn get(
+    State(app): State<Arc<App>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = approval_id(&id)?;
+    let approval = app.store.get_approval(&tenant, &id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(approval.view(app.clock.now())).into_response())
+}
+
+pub async fn decide(
+    State(app): State<Arc<App>>,
+    Tenant(tenant): Tenant,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    if !is_json(&headers) {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
+    let request = DecideRequest::parse_json(&parse_json(&bytes)?).map_err(ApiError::invalid)?;
+    let id = approval_id(&id)?;
+
+    let now = app.clock.now();
+    let decision = Decision {
+        outcome: request.outcome,
+        approver: request.approver.clone(),
+        decided_at: now,
+        channel: Channel::Api,
+        comment: request.comment.clone(),
+        webhook_event_id: None,
+    };
+    match app.store.decide(&tenant, &id, &decision, now).await? {
+        DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
+        DecideOutcome::Refused(old) => match classify_refusal(old.map(|a| *a), &request, now) {
+            DecideRefusal::Repeat(approval) => {
+                let mut response = Json(approval.view(now)).into_response();
+                response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+                Ok(response)
+            }
+            DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
+                approval: json!(approval.view(now)),
+            }),
+            DecideRefusal::NotFound => Err(ApiError::NotFound),
+            DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
+            DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
+        },
+    }
+}

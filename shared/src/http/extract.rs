@@ -1,0 +1,88 @@
+//! Request parsing at the edge: the API key, the content type, the body (size-checked before it
+//! is read), JSON, the Idempotency-Key header.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use serde_json::Value;
+
+use super::ApiError;
+use crate::App;
+use crate::domain::{FieldError, IdempotencyKey, TenantId};
+
+/// The tenant whose API key authenticated the request.
+#[derive(Debug, Clone)]
+pub struct Tenant(pub TenantId);
+
+impl FromRequestParts<Arc<App>> for Tenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or(ApiError::Unauthorized)?;
+        let (scheme, key) = header.split_once(' ').ok_or(ApiError::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(ApiError::Unauthorized);
+        }
+        app.config
+            .api_keys
+            .tenant_for(key.trim())
+            .map(Tenant)
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// The media type, without parameters, lower-cased.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
+    let raw = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+}
+
+pub fn is_json(headers: &HeaderMap) -> bool {
+    media_type(headers).is_some_and(|m| m == "application/json" || (m.starts_with("application/") && m.ends_with("+json")))
+}
+
+/// Reads at most `limit` bytes: a declared length over the limit is refused before anything is
+/// read, and an undeclared one stops being read at the limit.
+pub async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(ApiError::PayloadTooLarge { limit });
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|err| {
+        let too_large = std::error::Error::source(&err)
+            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            ApiError::InvalidRequest {
+                detail: "the request body could not be read".to_owned(),
+                errors: Vec::new(),
+            }
+        }
+    })
+}
+
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidRequest {
+        detail: format!("the body is not valid JSON: {e}"),
+        errors: vec![FieldError::new("", "not valid JSON")],
+    })
+}
+
+pub fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, ApiError> {
+    let raw = headers.get("idempotency-key").ok_or(ApiError::IdempotencyKeyMissing)?;
+    let raw = raw
+        .to_str()
+        .map_err(|_| ApiError::IdempotencyKeyInvalid("Idempotency-Key must be printable ASCII"))?;
+    IdempotencyKey::parse(raw).map_err(|e| ApiError::IdempotencyKeyInvalid(e.0))
+}

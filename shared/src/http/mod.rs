@@ -1,0 +1,95 @@
+//! The HTTP API: one axum router, hosted by `lambda_http` in Lambda and by the local runner.
+
+mod approvals;
+mod extract;
+mod problem;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+pub use approvals::{CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+pub use problem::ApiError;
+
+use crate::App;
+
+/// Marks a response that repeats an earlier outcome instead of making a new one.
+pub const REPLAYED: &str = "idempotent-replayed";
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The create Lambda's routes: create, read, and (later) the operator endpoints.
+pub fn create_router(app: Arc<App>) -> Router {
+    finish(create_routes(), app)
+}
+
+/// The decide Lambda's routes.
+pub fn decide_router(app: Arc<App>) -> Router {
+    finish(decide_routes(), app)
+}
+
+/// Every route, for the local runner and the tests.
+pub fn router(app: Arc<App>) -> Router {
+    finish(create_routes().merge(decide_routes()), app)
+}
+
+fn create_routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/approvals", post(approvals::create))
+        .route("/approvals/{id}", get(approvals::get))
+}
+
+fn decide_routes() -> Router<Arc<App>> {
+    Router::new().route("/approvals/{id}/decision", post(approvals::decide))
+}
+
+fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
+    routes
+        .route("/health", get(health))
+        .fallback(|| async { ApiError::NoRoute })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(middleware::from_fn(request_context))
+        .with_state(app)
+}
+
+/// 200 once the tables answer; 503 otherwise.
+async fn health(State(app): State<Arc<App>>) -> Response {
+    match app.store.check().await {
+        Ok(()) => axum::Json(json!({"status": "ok"})).into_response(),
+        Err(err) => {
+            tracing::warn!(error = %err, "health check failed");
+            ApiError::Unavailable.into_response()
+        }
+    }
+}
+
+/// Gives every response an `x-request-id` and writes one JSON log line per request. Only the
+/// route template is logged, never the query string or headers (they may hold secrets).
+async fn request_context(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = format!("req_{}", ulid::Ulid::new());
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "(unmatched)".to_owned(), |p| p.as_str().to_owned());
+    let mut response = next.run(request).await;
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    tracing::info!(
+        request_id,
+        method = %method,
+        route,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}

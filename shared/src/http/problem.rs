@@ -1,0 +1,137 @@
+//! Every error the API answers, mapped to RFC 9457 problem+json in this one place.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::domain::FieldError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("a valid API key is required: Authorization: Bearer <key>")]
+    Unauthorized,
+    #[error("no such approval")]
+    NotFound,
+    #[error("no such route")]
+    NoRoute,
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+    #[error("the body must be JSON (Content-Type: application/json)")]
+    UnsupportedMediaType,
+    #[error("the body exceeds the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("the Idempotency-Key header is required")]
+    IdempotencyKeyMissing,
+    #[error("{0}")]
+    IdempotencyKeyInvalid(&'static str),
+    #[error("{detail}")]
+    InvalidRequest { detail: String, errors: Vec<FieldError> },
+    #[error("this Idempotency-Key was used with a different request body")]
+    IdempotencyKeyReused,
+    #[error("the approval was already decided")]
+    AlreadyDecided { approval: Value },
+    #[error("the approval expired before it was decided")]
+    ApprovalExpired,
+    #[error("this approver is not listed on the approval")]
+    NotAnApprover,
+    #[error("a dependency is not reachable")]
+    Unavailable,
+    #[error("internal error")]
+    Internal(#[from] StoreError),
+}
+
+impl ApiError {
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        Self::InvalidRequest {
+            detail: "the request body does not match the schema".to_owned(),
+            errors,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::IdempotencyKeyMissing | Self::IdempotencyKeyInvalid(_) | Self::InvalidRequest { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::IdempotencyKeyReused | Self::AlreadyDecided { .. } => StatusCode::CONFLICT,
+            Self::ApprovalExpired => StatusCode::GONE,
+            Self::NotAnApprover => StatusCode::FORBIDDEN,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable, machine-readable code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::NotFound | Self::NoRoute => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::IdempotencyKeyMissing => "idempotency_key_missing",
+            Self::IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
+            Self::InvalidRequest { .. } => "invalid_request",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::AlreadyDecided { .. } => "already_decided",
+            Self::ApprovalExpired => "approval_expired",
+            Self::NotAnApprover => "not_an_approver",
+            Self::Unavailable => "unavailable",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            Self::Unauthorized => "Unauthorized",
+            Self::NotFound | Self::NoRoute => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::UnsupportedMediaType => "Unsupported media type",
+            Self::PayloadTooLarge { .. } => "Payload too large",
+            Self::IdempotencyKeyMissing => "Idempotency-Key missing",
+            Self::IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
+            Self::InvalidRequest { .. } => "Invalid request",
+            Self::IdempotencyKeyReused => "Idempotency-Key reused",
+            Self::AlreadyDecided { .. } => "Already decided",
+            Self::ApprovalExpired => "Approval expired",
+            Self::NotAnApprover => "Not an approver",
+            Self::Unavailable => "Service unavailable",
+            Self::Internal(_) => "Internal error",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if let Self::Internal(err) = &self {
+            // The cause goes to the log, not to the caller.
+            tracing::error!(error = %err, "request failed");
+        }
+        let mut body = json!({
+            "type": format!("urn:countersign:problem:{}", self.code()),
+            "title": self.title(),
+            "status": status.as_u16(),
+            "detail": self.to_string(),
+            "code": self.code(),
+        });
+        match self {
+            Self::InvalidRequest { errors, .. } => body["errors"] = json!(errors),
+            Self::AlreadyDecided { approval } => body["approval"] = approval,
+            _ => {}
+        }
+        let mut response = (status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,183 @@
+//! Creating, reading and deciding approvals. Each operation is one DynamoDB round trip; a refused
+//! condition returns the item as it was (`ALL_OLD`), which is all the handler needs to answer.
+
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+
+use super::items::{
+    approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n, get_s,
+    idempotency_key, n, s,
+};
+use super::{Store, StoreError, TRANSACTION_TRIES, conflict_backoff};
+use crate::domain::{Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId};
+
+/// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    pub key: IdempotencyKey,
+    /// SHA-256 of the canonical request body.
+    pub fingerprint: String,
+    pub approval_id: ApprovalId,
+    pub response_status: u16,
+    pub response_body: Vec<u8>,
+    pub created_at: EpochSeconds,
+    /// From this moment the record no longer blocks its key (also the table's TTL attribute).
+    pub expires_at: EpochSeconds,
+}
+
+/// A response saved by an earlier request with the same key and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedResponse {
+    pub approval_id: String,
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created,
+    /// Same tenant, key and fingerprint: the first response, to be replayed.
+    Replayed(SavedResponse),
+    /// Same tenant and key, another body.
+    KeyReused,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecideOutcome {
+    /// This request's update applied: the approval as it is now.
+    Won(Box<Approval>),
+    /// The condition refused it: the approval as it was (`None`: no such approval for the tenant).
+    Refused(Option<Box<Approval>>),
+}
+
+impl Store {
+    /// Writes the idempotency record and the approval in one transaction, so that a key is never
+    /// taken without its approval nor an approval created twice for one key.
+    pub async fn create_approval(
+        &self,
+        approval: &Approval,
+        record: &IdempotencyRecord,
+        now: EpochSeconds,
+    ) -> Result<CreateOutcome, StoreError> {
+        // only_if_key_unused_or_expired: a record past its expiry no longer blocks the key, even
+        // while DynamoDB's TTL (which deletes late) has not removed it yet.
+        let claim_key = Put::builder()
+            .table_name(&self.tables.idempotency_keys)
+            .item("pk", idempotency_key(&approval.tenant, &record.key))
+            .item("fingerprint", s(&record.fingerprint))
+            .item("approval_id", s(record.approval_id.as_str()))
+            .item("response_status", n(record.response_status))
+            .item("response_body", b(&record.response_body))
+            .item("created_at", epoch(record.created_at))
+            .item("expires_at", epoch(record.expires_at))
+            .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
+            .expression_attribute_values(":now", epoch(now))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        // only_if_new_approval: ids are fresh ULIDs; the condition makes an overwrite impossible.
+        let put_approval = Put::builder()
+            .table_name(&self.tables.approvals)
+            .set_item(Some(approval_to_item(approval)))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+
+        for attempt in 1..=TRANSACTION_TRIES {
+            let result = self
+                .client
+                .transact_write_items()
+                .transact_items(TransactWriteItem::builder().put(claim_key.clone()).build())
+                .transact_items(TransactWriteItem::builder().put(put_approval.clone()).build())
+                .send()
+                .await;
+            let cancelled = match result.map_err(|e| e.into_service_error()) {
+                Ok(_) => return Ok(CreateOutcome::Created),
+                Err(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled,
+                Err(other) => return Err(StoreError::dynamo("TransactWriteItems", other)),
+            };
+            let reasons = cancelled.cancellation_reasons();
+            let key_reason = reasons.first();
+            if let Some(old) = key_reason
+                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                .and_then(|r| r.item())
+            {
+                if get_s(old, "fingerprint")? != record.fingerprint {
+                    return Ok(CreateOutcome::KeyReused);
+                }
+                return Ok(CreateOutcome::Replayed(SavedResponse {
+                    approval_id: get_s(old, "approval_id")?.to_owned(),
+                    status: get_n(old, "response_status")?,
+                    body: get_b(old, "response_body")?.to_vec(),
+                }));
+            }
+            // Another transaction on the same key is in flight: once it commits, our retry sees
+            // its record and replays or refuses accordingly.
+            let conflicting = reasons.iter().any(|r| r.code() == Some("TransactionConflict"));
+            if !conflicting {
+                return Err(StoreError::dynamo("TransactWriteItems", cancelled));
+            }
+            if attempt < TRANSACTION_TRIES {
+                tokio::time::sleep(conflict_backoff(attempt)).await;
+            }
+        }
+        Err(StoreError::Contention("TransactWriteItems"))
+    }
+
+    /// The approval, if it exists for this tenant. Strongly consistent: a client reading right
+    /// after a write sees it.
+    pub async fn get_approval(&self, tenant: &TenantId, id: &ApprovalId) -> Result<Option<Approval>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, id))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::dynamo("GetItem", e))?;
+        output.item().map(approval_from_item).transpose()
+    }
+
+    /// Records a terminal decision with one conditional update. Exactly one decision ever
+    /// applies; every other gets the item as it was.
+    pub async fn decide(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        decision: &Decision,
+        now: EpochSeconds,
+    ) -> Result<DecideOutcome, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, id))
+            .update_expression("SET #status = :outcome, decision = :decision")
+            // only_if_pending_unexpired_and_listed: the one condition that makes a decision
+            // terminal. A missing item fails it too (no status), so no upsert can happen.
+            .condition_expression("#status = :pending AND expires_at > :now AND contains(approvers, :approver)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":outcome", s(decision.outcome.status().as_str()))
+            .expression_attribute_values(":decision", decision_to_attr(decision))
+            .expression_attribute_values(":pending", s(Status::Pending.as_str()))
+            .expression_attribute_values(":now", epoch(now))
+            .expression_attribute_values(":approver", s(decision.approver.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result.map_err(|e| e.into_service_error()) {
+            Ok(output) => {
+                let item = output.attributes().ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                Ok(DecideOutcome::Won(Box::new(approval_from_item(item)?)))
+            }
+            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                let old = failed.item().map(approval_from_item).transpose()?;
+                Ok(DecideOutcome::Refused(old.map(Box::new)))
+            }
+            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
+        }
+    }
+}

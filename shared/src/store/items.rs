@@ -1,0 +1,240 @@
+//! Approval and idempotency items ⇄ DynamoDB attribute maps.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{Map, Value};
+
+use super::StoreError;
+use crate::domain::{
+    Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey,
+    Outcome, Status, TenantId,
+};
+
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// The approvals table's key: the tenant is part of it, so no read or write can reach another
+/// tenant's approval by id alone.
+pub(crate) fn approval_key(tenant: &TenantId, id: &ApprovalId) -> AttributeValue {
+    AttributeValue::S(format!("{tenant}#{id}"))
+}
+
+/// The idempotency table's key: keys are scoped per tenant. Tenant ids never contain `#`.
+pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> AttributeValue {
+    AttributeValue::S(format!("{tenant}#{}", key.as_str()))
+}
+
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub(crate) fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+pub(crate) fn approval_to_item(approval: &Approval) -> Item {
+    let mut item = HashMap::from([
+        ("pk".to_owned(), approval_key(&approval.tenant, &approval.id)),
+        ("tenant".to_owned(), s(approval.tenant.as_str())),
+        ("id".to_owned(), s(approval.id.as_str())),
+        ("status".to_owned(), s(approval.status.as_str())),
+        ("action_type".to_owned(), s(&approval.action_type)),
+        // Payload and context are kept as JSON text: exactly what the requester sent, with no
+        // number or null conversions through DynamoDB's types.
+        ("payload".to_owned(), s(Value::Object(approval.payload.clone()).to_string())),
+        ("context".to_owned(), s(Value::Object(approval.context.clone()).to_string())),
+        (
+            "approvers".to_owned(),
+            AttributeValue::L(approval.approvers.iter().map(|a| s(a.as_str())).collect()),
+        ),
+        ("idempotency_key".to_owned(), s(approval.idempotency_key.as_str())),
+        ("created_at".to_owned(), n(approval.created_at)),
+        ("expires_at".to_owned(), n(approval.expires_at)),
+        ("execution".to_owned(), execution_to_attr(&approval.execution)),
+    ]);
+    if let Some(decision) = &approval.decision {
+        item.insert("decision".to_owned(), decision_to_attr(decision));
+    }
+    item
+}
+
+pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("outcome".to_owned(), s(decision.outcome.as_str())),
+        ("approver".to_owned(), s(decision.approver.as_str())),
+        ("decided_at".to_owned(), n(decision.decided_at)),
+        ("channel".to_owned(), s(decision.channel.as_str())),
+    ]);
+    if let Some(comment) = &decision.comment {
+        map.insert("comment".to_owned(), s(comment));
+    }
+    if let Some(event) = &decision.webhook_event_id {
+        map.insert("webhook_event_id".to_owned(), s(event));
+    }
+    AttributeValue::M(map)
+}
+
+pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("status".to_owned(), s(execution.status.as_str())),
+        ("attempts".to_owned(), n(execution.attempts)),
+        ("updated_at".to_owned(), n(execution.updated_at)),
+    ]);
+    if let Some(error) = &execution.last_error {
+        map.insert("last_error".to_owned(), s(error));
+    }
+    AttributeValue::M(map)
+}
+
+pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
+    let decision = match item.get("decision") {
+        None | Some(AttributeValue::Null(_)) => None,
+        Some(AttributeValue::M(map)) => Some(decision_from_map(map)?),
+        Some(_) => return Err(StoreError::corrupt("decision")),
+    };
+    let execution = match item.get("execution") {
+        Some(AttributeValue::M(map)) => execution_from_map(map)?,
+        _ => return Err(StoreError::corrupt("execution")),
+    };
+    let approvers = match item.get("approvers") {
+        Some(AttributeValue::L(list)) => list
+            .iter()
+            .map(|a| match a {
+                AttributeValue::S(a) => Approver::parse(a).map_err(|_| StoreError::corrupt("approvers")),
+                _ => Err(StoreError::corrupt("approvers")),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err(StoreError::corrupt("approvers")),
+    };
+    Ok(Approval {
+        tenant: TenantId::parse(get_s(item, "tenant")?).map_err(|_| StoreError::corrupt("tenant"))?,
+        id: ApprovalId::parse(get_s(item, "id")?).map_err(|_| StoreError::corrupt("id"))?,
+        status: Status::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("status"))?,
+        action_type: get_s(item, "action_type")?.to_owned(),
+        payload: json_object(item, "payload")?,
+        approvers,
+        context: json_object(item, "context")?,
+        idempotency_key: IdempotencyKey::parse(get_s(item, "idempotency_key")?)
+            .map_err(|_| StoreError::corrupt("idempotency_key"))?,
+        created_at: get_n(item, "created_at")?,
+        expires_at: get_n(item, "expires_at")?,
+        decision,
+        execution,
+    })
+}
+
+fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
+    Ok(Decision {
+        outcome: Outcome::parse(get_s(map, "outcome")?).ok_or(StoreError::corrupt("decision.outcome"))?,
+        approver: Approver::parse(get_s(map, "approver")?).map_err(|_| StoreError::corrupt("decision.approver"))?,
+        decided_at: get_n(map, "decided_at")?,
+        channel: Channel::parse(get_s(map, "channel")?).ok_or(StoreError::corrupt("decision.channel"))?,
+        comment: opt_s(map, "comment"),
+        webhook_event_id: opt_s(map, "webhook_event_id"),
+    })
+}
+
+fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
+    Ok(Execution {
+        status: ExecutionStatus::parse(get_s(map, "status")?).ok_or(StoreError::corrupt("execution.status"))?,
+        attempts: get_n(map, "attempts")?,
+        last_error: opt_s(map, "last_error"),
+        updated_at: get_n(map, "updated_at")?,
+    })
+}
+
+pub(crate) fn get_s<'a>(item: &'a Item, name: &'static str) -> Result<&'a str, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Ok(v),
+        _ => Err(StoreError::corrupt(name)),
+    }
+}
+
+pub(crate) fn opt_s(item: &Item, name: &str) -> Option<String> {
+    match item.get(name) {
+        Some(AttributeValue::S(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+pub(crate) fn get_n<T: std::str::FromStr>(item: &Item, name: &'static str) -> Result<T, StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::N(v)) => v.parse().map_err(|_| StoreError::corrupt(name)),
+        _ => Err(StoreError::corrupt(name)),
+    }
+}
+
+pub(crate) fn get_b<'a>(item: &'a Item, name: &'static str) -> Result<&'a [u8], StoreError> {
+    match item.get(name) {
+        Some(AttributeValue::B(v)) => Ok(v.as_ref()),
+        _ => Err(StoreError::corrupt(name)),
+    }
+}
+
+pub(crate) fn b(bytes: &[u8]) -> AttributeValue {
+    AttributeValue::B(Blob::new(bytes))
+}
+
+fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, StoreError> {
+    match serde_json::from_str(get_s(item, name)?) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(StoreError::corrupt(name)),
+    }
+}
+
+/// Epoch seconds, for the conditions that compare times.
+pub(crate) fn epoch(at: EpochSeconds) -> AttributeValue {
+    n(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_approval_survives_the_round_trip() {
+        let mut approval = Approval {
+            tenant: TenantId::parse("acme").unwrap(),
+            id: ApprovalId::generate(),
+            status: Status::Approved,
+            action_type: "deploy".into(),
+            payload: json!({"build": 1042, "big": 12345678901234567890u64, "f": 0.1, "n": null})
+                .as_object()
+                .unwrap()
+                .clone(),
+            approvers: vec![Approver::parse("bob").unwrap(), Approver::parse("alice").unwrap()],
+            context: json!({"summary": "<b>x</b>"}).as_object().unwrap().clone(),
+            idempotency_key: IdempotencyKey::parse("k#1").unwrap(),
+            created_at: 1_700_000_000,
+            expires_at: 1_700_604_800,
+            decision: Some(Decision {
+                outcome: Outcome::Approved,
+                approver: Approver::parse("alice").unwrap(),
+                decided_at: 1_700_000_100,
+                channel: Channel::Webhook,
+                comment: Some("ok".into()),
+                webhook_event_id: Some("msg_1".into()),
+            }),
+            execution: Execution {
+                status: ExecutionStatus::Failed,
+                attempts: 3,
+                last_error: Some("HTTP 500".into()),
+                updated_at: 1_700_000_200,
+            },
+        };
+        assert_eq!(approval_from_item(&approval_to_item(&approval)).unwrap(), approval);
+        approval.decision = None;
+        approval.execution.last_error = None;
+        assert_eq!(approval_from_item(&approval_to_item(&approval)).unwrap(), approval);
+    }
+
+    #[test]
+    fn a_damaged_item_names_the_attribute() {
+        let mut item = approval_to_item(&crate::domain::approval::tests::pending(100));
+        item.insert("status".into(), s("maybe"));
+        assert_eq!(approval_from_item(&item).unwrap_err().to_string(), "stored item is malformed: status");
+    }
+}

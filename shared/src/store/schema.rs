@@ -1,0 +1,122 @@
+//! The table definitions (`infra/tables.json`, shared with the deployment) and their creation on
+//! a local or test AWS. Lambdas never create tables; the SAM template does.
+
+use aws_sdk_dynamodb::operation::create_table::CreateTableError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
+    StreamViewType, TimeToLiveSpecification,
+};
+use serde::Deserialize;
+
+use super::{Store, StoreError};
+use crate::config::Tables;
+
+const DEFINITIONS: &str = include_str!("../../../infra/tables.json");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TableDefinition {
+    /// The logical name, as in [`Tables`].
+    pub name: String,
+    /// The variable that names the table at run time.
+    pub env: String,
+    pub partition_key: String,
+    pub ttl_attribute: Option<String>,
+    pub stream: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Definitions {
+    tables: Vec<TableDefinition>,
+}
+
+/// Every table definition, from `infra/tables.json`.
+pub fn definitions() -> Vec<TableDefinition> {
+    // The file is compiled in and checked by this crate's tests: it cannot be malformed at run time.
+    serde_json::from_str::<Definitions>(DEFINITIONS)
+        .map(|d| d.tables)
+        .unwrap_or_default()
+}
+
+fn physical_name<'a>(tables: &'a Tables, logical: &str) -> Option<&'a str> {
+    match logical {
+        "approvals" => Some(&tables.approvals),
+        "idempotency_keys" => Some(&tables.idempotency_keys),
+        "webhook_inbox" => Some(&tables.webhook_inbox),
+        "execution_ledger" => Some(&tables.execution_ledger),
+        _ => None,
+    }
+}
+
+impl Store {
+    /// Creates every table that does not exist yet (on-demand billing, TTL and stream as
+    /// defined). Safe to run again: existing tables are left as they are.
+    pub async fn ensure_tables(&self) -> Result<(), StoreError> {
+        for def in definitions() {
+            let name = physical_name(&self.tables, &def.name).ok_or(StoreError::Corrupt("infra/tables.json"))?;
+            let mut create = self
+                .client
+                .create_table()
+                .table_name(name)
+                .billing_mode(BillingMode::PayPerRequest)
+                .attribute_definitions(
+                    AttributeDefinition::builder()
+                        .attribute_name(&def.partition_key)
+                        .attribute_type(ScalarAttributeType::S)
+                        .build()
+                        .map_err(|e| StoreError::dynamo("CreateTable", e))?,
+                )
+                .key_schema(
+                    KeySchemaElement::builder()
+                        .attribute_name(&def.partition_key)
+                        .key_type(KeyType::Hash)
+                        .build()
+                        .map_err(|e| StoreError::dynamo("CreateTable", e))?,
+                );
+            if let Some(view) = &def.stream {
+                create = create.stream_specification(
+                    StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(StreamViewType::from(view.as_str()))
+                        .build()
+                        .map_err(|e| StoreError::dynamo("CreateTable", e))?,
+                );
+            }
+            match create.send().await.map_err(|e| e.into_service_error()) {
+                Ok(_) => {}
+                Err(CreateTableError::ResourceInUseException(_)) => continue,
+                Err(e) => return Err(StoreError::dynamo("CreateTable", e)),
+            }
+            if let Some(attribute) = &def.ttl_attribute {
+                self.client
+                    .update_time_to_live()
+                    .table_name(name)
+                    .time_to_live_specification(
+                        TimeToLiveSpecification::builder()
+                            .enabled(true)
+                            .attribute_name(attribute)
+                            .build()
+                            .map_err(|e| StoreError::dynamo("UpdateTimeToLive", e))?,
+                    )
+                    .send()
+                    .await
+                    .map_err(|e| StoreError::dynamo("UpdateTimeToLive", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_definitions_name_every_table_once() {
+        let defs = definitions();
+        let names: Vec<_> = defs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["approvals", "idempotency_keys", "webhook_inbox", "execution_ledger"]);
+        let tables = Tables::with_prefix("x");
+        assert!(defs.iter().all(|d| physical_name(&tables, &d.name).is_some()));
+        assert_eq!(defs[0].stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
+    }
+}
