@@ -1,1 +1,338 @@
+//! Test support: a real AWS wire protocol (moto from PyPI, started serialized on a free port, or
+//! whatever `AWS_ENDPOINT_URL` names), the real router served over loopback HTTP, fresh tables per
+//! test, and a DynamoDB call counter installed as an SDK interceptor.
 
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use countersign::config::Tables;
+use countersign::{App, Clock, Config};
+use serde_json::Value;
+
+pub const TENANT_A: &str = "tenant-a";
+pub const KEY_A: &str = "key-a-0123456789abcdef";
+pub const TENANT_B: &str = "tenant-b";
+pub const KEY_B: &str = "key-b-0123456789abcdef";
+
+/// The local AWS every test in this process talks to.
+struct LocalAws {
+    endpoint: Option<String>,
+    // Held open for the life of the test process: moto exits when its stdin closes, so it never
+    // outlives the tests, however they end.
+    _moto: Option<(Child, ChildStdin)>,
+}
+
+fn local_aws() -> &'static LocalAws {
+    static AWS: OnceLock<LocalAws> = OnceLock::new();
+    AWS.get_or_init(|| {
+        if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|v| !v.is_empty()) {
+            // The SDK reads the variable (and credentials) itself.
+            return LocalAws { endpoint: None, _moto: None };
+        }
+        let (endpoint, moto) = start_moto();
+        LocalAws {
+            endpoint: Some(endpoint),
+            _moto: Some(moto),
+        }
+    })
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn start_moto() -> (String, (Child, ChildStdin)) {
+    let python = std::env::var_os("COUNTERSIGN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".local/venv/bin/python"));
+    assert!(
+        python.exists(),
+        "moto is not installed ({} is missing): run `make test`, which installs it, \
+         or set AWS_ENDPOINT_URL to a DynamoDB-compatible endpoint",
+        python.display()
+    );
+    let port = free_port();
+    let mut child = Command::new(&python)
+        .arg(workspace_root().join("infra/moto_server.py"))
+        .arg(port.to_string())
+        .arg("--exit-with-stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start moto with {}: {e}", python.display()));
+    let stdin = child.stdin.take().expect("stdin was piped");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("moto exited before serving: {status}");
+        }
+        assert!(Instant::now() < deadline, "moto did not start within 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (format!("http://{addr}"), (child, stdin))
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// The SDK configuration for the local AWS (or the endpoint the environment names).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    let aws = local_aws();
+    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    match &aws.endpoint {
+        Some(endpoint) => {
+            loader
+                .endpoint_url(endpoint)
+                .region(aws_config::Region::new("us-east-1"))
+                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "tests"))
+                .load()
+                .await
+        }
+        None => loader.load().await,
+    }
+}
+
+/// Counts DynamoDB round trips (every attempt, retries included) by operation name.
+#[derive(Debug, Clone, Default)]
+pub struct CallCounter(Arc<Mutex<Vec<String>>>);
+
+impl CallCounter {
+    /// The operations since the last call, in order, and resets the count.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().expect("counter lock"))
+    }
+}
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "CallCounter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let operation = cfg.load::<Metadata>().map_or("unknown", |m| m.name()).to_owned();
+        self.0.lock().expect("counter lock").push(operation);
+        Ok(())
+    }
+}
+
+/// One test's Countersign: its own tables, the real router on a loopback port.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub app: Arc<App>,
+    /// The app's DynamoDB calls.
+    pub calls: CallCounter,
+    /// An uncounted client for the test's own inspection of the tables.
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub clock: Clock,
+}
+
+impl TestApp {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// Starts with the test defaults plus `overrides` (variable name → value).
+    pub async fn start_with(overrides: &[(&str, &str)]) -> Self {
+        let app = Self::build(overrides).await;
+        app.app.store.ensure_tables().await.expect("create the test tables");
+        app
+    }
+
+    /// Like [`TestApp::start_with`], without creating the tables.
+    pub async fn build(overrides: &[(&str, &str)]) -> Self {
+        let sdk = sdk_config().await;
+        let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
+        let tables = Tables::with_prefix(&prefix);
+        let mut vars: HashMap<String, String> = HashMap::from([
+            ("API_KEYS".into(), format!("{TENANT_A}={KEY_A},{TENANT_B}={KEY_B}")),
+            (
+                "ACTION_TARGETS".into(),
+                r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}}"#.into(),
+            ),
+            ("APPROVALS_TABLE".into(), tables.approvals),
+            ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
+            ("INBOX_TABLE".into(), tables.webhook_inbox),
+            ("LEDGER_TABLE".into(), tables.execution_ledger),
+        ]);
+        for (k, v) in overrides {
+            vars.insert((*k).to_owned(), (*v).to_owned());
+        }
+        let config = Config::from_lookup(|name| vars.get(name).cloned()).expect("test configuration");
+
+        let calls = CallCounter::default();
+        let counted = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(calls.clone()).build(),
+        );
+        let clock = Clock::system();
+        let app = App::new(config, counted, clock.clone());
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let router = countersign::http::router(app.clone());
+        tokio::spawn(async move { axum::serve(listener, router).await });
+
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            app,
+            calls,
+            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            clock,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `POST /approvals` as `api_key` with `Idempotency-Key: key` and a JSON body given as text
+    /// (so tests control its exact bytes).
+    pub async fn create(&self, api_key: &str, key: &str, body: &str) -> Reply {
+        self.send(
+            self.http
+                .post(self.url("/approvals"))
+                .bearer_auth(api_key)
+                .header("content-type", "application/json")
+                .header("idempotency-key", key)
+                .body(body.to_owned()),
+        )
+        .await
+    }
+
+    /// Creates an approval and returns its id.
+    pub async fn create_ok(&self, api_key: &str, key: &str, body: &str) -> String {
+        let reply = self.create(api_key, key, body).await;
+        assert_eq!(reply.status, 201, "create failed: {}", reply.text());
+        reply.json()["id"].as_str().expect("id").to_owned()
+    }
+
+    pub async fn decide(&self, api_key: &str, id: &str, body: Value) -> Reply {
+        self.send(
+            self.http
+                .post(self.url(&format!("/approvals/{id}/decision")))
+                .bearer_auth(api_key)
+                .json(&body),
+        )
+        .await
+    }
+
+    pub async fn get(&self, api_key: &str, id: &str) -> Reply {
+        self.send(self.http.get(self.url(&format!("/approvals/{id}"))).bearer_auth(api_key))
+            .await
+    }
+
+    /// Sends a request and checks what every response must have: no 5xx, an `x-request-id`.
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let response = request.send().await.expect("HTTP request");
+        let reply = Reply {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: response.bytes().await.expect("body").to_vec(),
+        };
+        assert!(reply.status < 500, "server error {}: {}", reply.status, reply.text());
+        assert!(reply.headers.contains_key("x-request-id"), "no x-request-id");
+        reply
+    }
+
+    /// Items in a table, counted by a strongly consistent scan.
+    pub async fn count_items(&self, table: &str) -> usize {
+        let mut total = 0;
+        let mut start = None;
+        loop {
+            let page = self
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .select(Select::Count)
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .expect("scan");
+            total += page.count() as usize;
+            match page.last_evaluated_key() {
+                Some(key) => start = Some(key.clone()),
+                None => return total,
+            }
+        }
+    }
+
+    pub async fn approval_count(&self) -> usize {
+        self.count_items(&self.app.config.tables.approvals).await
+    }
+
+    /// An item as stored, by its `pk`.
+    pub async fn item(&self, table: &str, pk: &str) -> Option<HashMap<String, AttributeValue>> {
+        self.dynamodb
+            .get_item()
+            .table_name(table)
+            .key("pk", AttributeValue::S(pk.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get item")
+            .item
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.headers.get("idempotent-replayed").is_some_and(|v| v == "true")
+    }
+
+    /// The problem+json `code`, checking the content type on the way.
+    pub fn code(&self) -> String {
+        assert_eq!(
+            self.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            Some("application/problem+json"),
+            "not a problem: {}",
+            self.text()
+        );
+        self.json()["code"].as_str().expect("code").to_owned()
+    }
+}
+
+/// A valid create body for the `deploy` action.
+pub fn deploy_body(build: u64, approvers: &[&str]) -> String {
+    serde_json::json!({
+        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
+        "approvers": approvers,
+        "context": {"summary": format!("Deploy api build {build} to prod"), "requested_by": "ci"},
+        "expires_in_seconds": 86_400
+    })
+    .to_string()
+}
