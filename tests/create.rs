@@ -10,14 +10,25 @@ async fn concurrent_creates_with_one_key_make_one_approval() {
     let body = deploy_body(1042, &["alice@example.com", "bob@example.com"]);
     let replies = join_all((0..32).map(|_| t.create(KEY_A, "deploy-prod-1042", &body))).await;
 
-    assert!(replies.iter().all(|r| r.status == 201), "statuses: {:?}", replies.iter().map(|r| r.status).collect::<Vec<_>>());
+    assert!(
+        replies.iter().all(|r| r.status == 201),
+        "statuses: {:?}",
+        replies.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
     let first = &replies[0].body;
     assert!(replies.iter().all(|r| &r.body == first), "bodies differ");
     assert_eq!(replies.iter().filter(|r| r.replayed()).count(), 31);
     let location = replies[0].headers["location"].to_str().unwrap().to_owned();
-    assert!(replies.iter().all(|r| r.headers["location"] == location.as_str()));
+    assert!(
+        replies
+            .iter()
+            .all(|r| r.headers["location"] == location.as_str())
+    );
     assert_eq!(t.approval_count().await, 1);
-    assert_eq!(t.count_items(&t.app.config.tables.idempotency_keys).await, 1);
+    assert_eq!(
+        t.count_items(&t.app.config.tables.idempotency_keys).await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -37,12 +48,16 @@ async fn reordered_body_replays_and_changed_body_conflicts() {
     assert!(replay.replayed());
     assert_eq!(replay.body, first.body, "a replay is byte-identical");
 
-    let record_before = t.item(&t.app.config.tables.idempotency_keys, "tenant-a#k-1").await;
+    let record_before = t
+        .item(&t.app.config.tables.idempotency_keys, "tenant-a#k-1")
+        .await;
     let conflict = t.create(KEY_A, "k-1", changed).await;
     assert_eq!(conflict.status, 409);
     assert_eq!(conflict.code(), "idempotency_key_reused");
     assert_eq!(t.approval_count().await, 1, "nothing written");
-    let record_after = t.item(&t.app.config.tables.idempotency_keys, "tenant-a#k-1").await;
+    let record_after = t
+        .item(&t.app.config.tables.idempotency_keys, "tenant-a#k-1")
+        .await;
     assert_eq!(record_before, record_after, "the record is untouched");
 }
 
@@ -58,8 +73,13 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
     assert_eq!(replay.json()["id"], first.as_str());
 
     t.clock.advance(61);
-    let record = t.item(&t.app.config.tables.idempotency_keys, "tenant-a#k-expiring").await;
-    assert!(record.is_some(), "the expired record is still present (TTL deletes late)");
+    let record = t
+        .item(&t.app.config.tables.idempotency_keys, "tenant-a#k-expiring")
+        .await;
+    assert!(
+        record.is_some(),
+        "the expired record is still present (TTL deletes late)"
+    );
 
     let again = t.create(KEY_A, "k-expiring", &body).await;
     assert_eq!(again.status, 201);
@@ -69,7 +89,9 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
 
     // A different body after expiry is a new request too, not a conflict.
     t.clock.advance(61);
-    let other = t.create(KEY_A, "k-expiring", &deploy_body(8, &["alice@example.com"])).await;
+    let other = t
+        .create(KEY_A, "k-expiring", &deploy_body(8, &["alice@example.com"]))
+        .await;
     assert_eq!(other.status, 201);
     assert!(!other.replayed());
     assert_eq!(t.approval_count().await, 3);
@@ -78,11 +100,20 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
 #[tokio::test]
 async fn created_approval_reads_back_as_pending_with_its_location() {
     let t = TestApp::start().await;
-    let created = t.create(KEY_A, "k-read", &deploy_body(1, &["alice@example.com", "bob@example.com"])).await;
+    let created = t
+        .create(
+            KEY_A,
+            "k-read",
+            &deploy_body(1, &["alice@example.com", "bob@example.com"]),
+        )
+        .await;
     assert_eq!(created.status, 201);
     let id = created.json()["id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("apr_"));
-    assert_eq!(created.headers["location"], format!("/approvals/{id}").as_str());
+    assert_eq!(
+        created.headers["location"],
+        format!("/approvals/{id}").as_str()
+    );
 
     let read = t.get(KEY_A, &id).await;
     assert_eq!(read.status, 200);

@@ -13,7 +13,9 @@ pub struct ApiKeys {
 impl std::fmt::Debug for ApiKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never print key material, not even digests.
-        f.debug_struct("ApiKeys").field("keys", &self.entries.len()).finish()
+        f.debug_struct("ApiKeys")
+            .field("keys", &self.entries.len())
+            .finish()
     }
 }
 
@@ -30,11 +32,17 @@ impl ApiKeys {
             let key = key.trim();
             let digest = match key.strip_prefix("sha256:") {
                 Some(hex_digest) => {
-                    let bytes = hex::decode(hex_digest).map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?;
-                    <[u8; 32]>::try_from(bytes).map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?
+                    let bytes = hex::decode(hex_digest)
+                        .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?;
+                    <[u8; 32]>::try_from(bytes)
+                        .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?
                 }
                 None if key.len() >= 16 => Sha256::digest(key.as_bytes()).into(),
-                None => return Err(format!("tenant {tenant}: keys must be at least 16 characters")),
+                None => {
+                    return Err(format!(
+                        "tenant {tenant}: keys must be at least 16 characters"
+                    ));
+                }
             };
             entries.push((tenant, digest));
         }
@@ -65,16 +73,29 @@ mod tests {
     #[test]
     fn plain_and_hashed_keys_map_to_their_tenants() {
         let hashed = hex::encode(Sha256::digest(b"beta-key-0123456789"));
-        let keys = ApiKeys::parse(&format!("alpha=alpha-key-0123456789, beta=sha256:{hashed}")).unwrap();
-        assert_eq!(keys.tenant_for("alpha-key-0123456789").unwrap().as_str(), "alpha");
-        assert_eq!(keys.tenant_for("beta-key-0123456789").unwrap().as_str(), "beta");
+        let keys =
+            ApiKeys::parse(&format!("alpha=alpha-key-0123456789, beta=sha256:{hashed}")).unwrap();
+        assert_eq!(
+            keys.tenant_for("alpha-key-0123456789").unwrap().as_str(),
+            "alpha"
+        );
+        assert_eq!(
+            keys.tenant_for("beta-key-0123456789").unwrap().as_str(),
+            "beta"
+        );
         assert_eq!(keys.tenant_for("alpha-key-012345678"), None);
         assert_eq!(keys.tenant_for(""), None);
     }
 
     #[test]
     fn malformed_configuration_is_refused() {
-        for raw in ["", "alpha", "a#b=key-0123456789abcdef", "alpha=short", "alpha=sha256:abcd"] {
+        for raw in [
+            "",
+            "alpha",
+            "a#b=key-0123456789abcdef",
+            "alpha=short",
+            "alpha=sha256:abcd",
+        ] {
             assert!(ApiKeys::parse(raw).is_err(), "{raw:?} accepted");
         }
     }

@@ -17,7 +17,8 @@ impl Clock {
     }
 
     pub fn now(&self) -> EpochSeconds {
-        time::OffsetDateTime::now_utc().unix_timestamp() + self.offset_seconds.load(Ordering::Relaxed)
+        time::OffsetDateTime::now_utc().unix_timestamp()
+            + self.offset_seconds.load(Ordering::Relaxed)
     }
 
     /// Moves this clock (and every clone of it) forward.

@@ -88,20 +88,27 @@ impl Config {
             execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
         };
 
-        let api_keys = get("API_KEYS")
-            .ok_or_else(|| ConfigError::new("API_KEYS", "required: tenant=key pairs, comma-separated"))?;
+        let api_keys = get("API_KEYS").ok_or_else(|| {
+            ConfigError::new("API_KEYS", "required: tenant=key pairs, comma-separated")
+        })?;
         let api_keys = ApiKeys::parse(&api_keys).map_err(|e| ConfigError::new("API_KEYS", e))?;
 
         let action_targets = get("ACTION_TARGETS").ok_or_else(|| {
-            ConfigError::new("ACTION_TARGETS", r#"required: {"<type>": {"url": "https://…", "idempotent": true}}"#)
+            ConfigError::new(
+                "ACTION_TARGETS",
+                r#"required: {"<type>": {"url": "https://…", "idempotent": true}}"#,
+            )
         })?;
-        let action_targets: BTreeMap<String, ActionTarget> =
-            serde_json::from_str(&action_targets).map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
+        let action_targets: BTreeMap<String, ActionTarget> = serde_json::from_str(&action_targets)
+            .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
         for (kind, target) in &action_targets {
             let url = url::Url::parse(&target.url)
                 .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
             if !matches!(url.scheme(), "http" | "https") {
-                return Err(ConfigError::new("ACTION_TARGETS", format!("{kind}: url must be http or https")));
+                return Err(ConfigError::new(
+                    "ACTION_TARGETS",
+                    format!("{kind}: url must be http or https"),
+                ));
             }
         }
 
@@ -121,7 +128,12 @@ impl Config {
     }
 }
 
-fn number<T>(get: &impl Fn(&str) -> Option<String>, variable: &'static str, default: T, min: T) -> Result<T, ConfigError>
+fn number<T>(
+    get: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    default: T,
+    min: T,
+) -> Result<T, ConfigError>
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
@@ -130,7 +142,10 @@ where
     };
     match raw.trim().parse::<T>() {
         Ok(n) if n >= min => Ok(n),
-        _ => Err(ConfigError::new(variable, format!("must be an integer of at least {min}"))),
+        _ => Err(ConfigError::new(
+            variable,
+            format!("must be an integer of at least {min}"),
+        )),
     }
 }
 
@@ -141,12 +156,18 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
     const KEYS: (&str, &str) = ("API_KEYS", "acme=acme-key-0123456789");
-    const TARGETS: (&str, &str) = ("ACTION_TARGETS", r#"{"deploy": {"url": "http://localhost:9/deploy"}}"#);
+    const TARGETS: (&str, &str) = (
+        "ACTION_TARGETS",
+        r#"{"deploy": {"url": "http://localhost:9/deploy"}}"#,
+    );
 
     #[test]
     fn defaults_fill_what_is_not_set() {
@@ -164,8 +185,14 @@ mod tests {
         assert_eq!(config(&[TARGETS]).unwrap_err().variable, "API_KEYS");
         assert_eq!(config(&[KEYS]).unwrap_err().variable, "ACTION_TARGETS");
         let bad_url = ("ACTION_TARGETS", r#"{"deploy": {"url": "ftp://x"}}"#);
-        assert_eq!(config(&[KEYS, bad_url]).unwrap_err().variable, "ACTION_TARGETS");
+        assert_eq!(
+            config(&[KEYS, bad_url]).unwrap_err().variable,
+            "ACTION_TARGETS"
+        );
         let bad_ttl = ("IDEMPOTENCY_TTL_SECONDS", "soon");
-        assert_eq!(config(&[KEYS, TARGETS, bad_ttl]).unwrap_err().variable, "IDEMPOTENCY_TTL_SECONDS");
+        assert_eq!(
+            config(&[KEYS, TARGETS, bad_ttl]).unwrap_err().variable,
+            "IDEMPOTENCY_TTL_SECONDS"
+        );
     }
 }

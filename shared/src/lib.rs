@@ -29,14 +29,24 @@ pub struct App {
 impl App {
     pub fn new(config: Config, dynamodb: aws_sdk_dynamodb::Client, clock: Clock) -> Arc<Self> {
         let store = Store::new(dynamodb, config.tables.clone());
-        Arc::new(Self { config, store, clock })
+        Arc::new(Self {
+            config,
+            store,
+            clock,
+        })
     }
 
     /// The Lambda start-up: configuration from the environment, AWS clients from the SDK's
     /// default chain (which honours `AWS_ENDPOINT_URL*`).
     pub async fn from_env() -> Result<Arc<Self>, ConfigError> {
         let config = Config::from_env()?;
-        let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        Ok(Self::new(config, aws_sdk_dynamodb::Client::new(&aws), Clock::system()))
+        let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        Ok(Self::new(
+            config,
+            aws_sdk_dynamodb::Client::new(&aws),
+            Clock::system(),
+        ))
     }
 }

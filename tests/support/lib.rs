@@ -36,7 +36,10 @@ fn local_aws() -> &'static LocalAws {
     AWS.get_or_init(|| {
         if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|v| !v.is_empty()) {
             // The SDK reads the variable (and credentials) itself.
-            return LocalAws { endpoint: None, _moto: None };
+            return LocalAws {
+                endpoint: None,
+                _moto: None,
+            };
         }
         let (endpoint, moto) = start_moto();
         LocalAws {
@@ -96,7 +99,9 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
             loader
                 .endpoint_url(endpoint)
                 .region(aws_config::Region::new("us-east-1"))
-                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "tests"))
+                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                    "test", "test", None, None, "tests",
+                ))
                 .load()
                 .await
         }
@@ -126,7 +131,10 @@ impl Intercept for CallCounter {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = cfg.load::<Metadata>().map_or("unknown", |m| m.name()).to_owned();
+        let operation = cfg
+            .load::<Metadata>()
+            .map_or("unknown", |m| m.name())
+            .to_owned();
         self.0.lock().expect("counter lock").push(operation);
         Ok(())
     }
@@ -152,7 +160,12 @@ impl TestApp {
     /// Starts with the test defaults plus `overrides` (variable name → value).
     pub async fn start_with(overrides: &[(&str, &str)]) -> Self {
         let app = Self::build(overrides).await;
-        app.app.store.ensure_tables().await.expect("create the test tables");
+        app.app
+            .store
+            .ensure_tables()
+            .await
+            .expect("create the test tables");
+        app.calls.take(); // count the app's requests, not the set-up
         app
     }
 
@@ -175,16 +188,21 @@ impl TestApp {
         for (k, v) in overrides {
             vars.insert((*k).to_owned(), (*v).to_owned());
         }
-        let config = Config::from_lookup(|name| vars.get(name).cloned()).expect("test configuration");
+        let config =
+            Config::from_lookup(|name| vars.get(name).cloned()).expect("test configuration");
 
         let calls = CallCounter::default();
         let counted = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(&sdk).interceptor(calls.clone()).build(),
+            aws_sdk_dynamodb::config::Builder::from(&sdk)
+                .interceptor(calls.clone())
+                .build(),
         );
         let clock = Clock::system();
         let app = App::new(config, counted, clock.clone());
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let router = countersign::http::router(app.clone());
         tokio::spawn(async move { axum::serve(listener, router).await });
@@ -235,20 +253,39 @@ impl TestApp {
     }
 
     pub async fn get(&self, api_key: &str, id: &str) -> Reply {
-        self.send(self.http.get(self.url(&format!("/approvals/{id}"))).bearer_auth(api_key))
-            .await
+        self.send(
+            self.http
+                .get(self.url(&format!("/approvals/{id}")))
+                .bearer_auth(api_key),
+        )
+        .await
     }
 
-    /// Sends a request and checks what every response must have: no 5xx, an `x-request-id`.
+    /// Sends an API request and checks what every API response must have: no 5xx, an
+    /// `x-request-id`.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        let reply = self.send_any(request).await;
+        assert!(
+            reply.status < 500,
+            "server error {}: {}",
+            reply.status,
+            reply.text()
+        );
+        reply
+    }
+
+    /// Sends a request whose contract may be a 5xx (health); still checks the `x-request-id`.
+    pub async fn send_any(&self, request: reqwest::RequestBuilder) -> Reply {
         let response = request.send().await.expect("HTTP request");
         let reply = Reply {
             status: response.status().as_u16(),
             headers: response.headers().clone(),
             body: response.bytes().await.expect("body").to_vec(),
         };
-        assert!(reply.status < 500, "server error {}: {}", reply.status, reply.text());
-        assert!(reply.headers.contains_key("x-request-id"), "no x-request-id");
+        assert!(
+            reply.headers.contains_key("x-request-id"),
+            "no x-request-id"
+        );
         reply
     }
 
@@ -303,7 +340,8 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 
     pub fn text(&self) -> String {
@@ -311,13 +349,17 @@ impl Reply {
     }
 
     pub fn replayed(&self) -> bool {
-        self.headers.get("idempotent-replayed").is_some_and(|v| v == "true")
+        self.headers
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true")
     }
 
     /// The problem+json `code`, checking the content type on the way.
     pub fn code(&self) -> String {
         assert_eq!(
-            self.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            self.headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
             Some("application/problem+json"),
             "not a problem: {}",
             self.text()

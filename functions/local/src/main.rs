@@ -12,7 +12,9 @@ const DEMO_API_KEY: &str = "cs_demo_key_0123456789";
 fn demo_default(name: &str, port: u16) -> Option<String> {
     match name {
         "API_KEYS" => Some(format!("demo={DEMO_API_KEY}")),
-        "ACTION_TARGETS" => Some(format!(r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true}}}}"#)),
+        "ACTION_TARGETS" => Some(format!(
+            r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true}}}}"#
+        )),
         _ => None,
     }
 }
@@ -21,13 +23,21 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     countersign::telemetry::init();
     let port: u16 = match std::env::var("PORT") {
-        Ok(raw) => raw.parse().map_err(|_| "configuration: PORT: must be a port number")?,
+        Ok(raw) => raw
+            .parse()
+            .map_err(|_| "configuration: PORT: must be a port number")?,
         Err(_) => 3000,
     };
     let demo = std::env::var("API_KEYS").is_err();
-    let config = Config::from_lookup(|name| std::env::var(name).ok().or_else(|| demo_default(name, port)))?;
+    let config = Config::from_lookup(|name| {
+        std::env::var(name)
+            .ok()
+            .or_else(|| demo_default(name, port))
+    })?;
 
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
     let app = App::new(config, aws_sdk_dynamodb::Client::new(&aws), Clock::system());
     app.store.ensure_tables().await?;
 
@@ -48,7 +58,10 @@ fn print_banner(port: u16, demo: bool, app: &App) {
     let base = format!("http://127.0.0.1:{port}");
     println!("\nCountersign is listening on {base}");
     println!("tables: {:?}", app.config.tables);
-    println!("action types: {:?}", app.config.action_targets.keys().collect::<Vec<_>>());
+    println!(
+        "action types: {:?}",
+        app.config.action_targets.keys().collect::<Vec<_>>()
+    );
     if demo {
         println!(
             r#"

@@ -271,7 +271,10 @@ pub(crate) mod tests {
             status: Status::Pending,
             action_type: "deploy".into(),
             payload: Map::new(),
-            approvers: vec![Approver::parse("alice").unwrap(), Approver::parse("bob").unwrap()],
+            approvers: vec![
+                Approver::parse("alice").unwrap(),
+                Approver::parse("bob").unwrap(),
+            ],
             context: Map::new(),
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             created_at: 0,

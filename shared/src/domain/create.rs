@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Approval, ApprovalId, Approver, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey, Status, TenantId,
+    Approval, ApprovalId, Approver, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey,
+    Status, TenantId,
 };
 
 /// One thing wrong with a request body, named by its JSON path.
@@ -25,6 +26,15 @@ impl FieldError {
             message: message.into(),
         }
     }
+}
+
+/// Why a create body was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateRefusal {
+    /// The body does not match the schema: every offending field.
+    Invalid(Vec<FieldError>),
+    /// A well-formed body naming an action type that is not configured.
+    UnknownActionType(String),
 }
 
 /// A valid create body.
@@ -44,14 +54,24 @@ impl CreateRequest {
     pub const MAX_APPROVERS: usize = 20;
 
     /// Checks every field and reports every problem at once, so a client fixes its request in one
-    /// round. `is_action_type` says which action types are configured.
-    pub fn parse(body: &Value, is_action_type: impl Fn(&str) -> bool) -> Result<Self, Vec<FieldError>> {
+    /// round. `is_action_type` says which action types are configured; an unknown type is
+    /// reported on its own once the rest of the body is valid.
+    pub fn parse(
+        body: &Value,
+        is_action_type: impl Fn(&str) -> bool,
+    ) -> Result<Self, CreateRefusal> {
         let mut errors = Vec::new();
         let Some(body) = body.as_object() else {
-            return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+            return Err(CreateRefusal::Invalid(vec![FieldError::new(
+                "",
+                "the body must be a JSON object",
+            )]));
         };
         for key in body.keys() {
-            if !matches!(key.as_str(), "action" | "approvers" | "context" | "expires_in_seconds") {
+            if !matches!(
+                key.as_str(),
+                "action" | "approvers" | "context" | "expires_in_seconds"
+            ) {
                 errors.push(FieldError::new(key.clone(), "unknown field"));
             }
         }
@@ -68,9 +88,9 @@ impl CreateRequest {
                     }
                 }
                 let action_type = match action.get("type") {
-                    Some(Value::String(t)) if is_action_type(t) => Some(t.clone()),
+                    Some(Value::String(t)) if !t.is_empty() => Some(t.clone()),
                     Some(Value::String(_)) => {
-                        errors.push(FieldError::new("action.type", "not a configured action type"));
+                        errors.push(FieldError::new("action.type", "must not be empty"));
                         None
                     }
                     Some(_) => {
@@ -82,7 +102,10 @@ impl CreateRequest {
                         None
                     }
                 };
-                (action_type, object_field(action.get("payload"), "action.payload", &mut errors))
+                (
+                    action_type,
+                    object_field(action.get("payload"), "action.payload", &mut errors),
+                )
             }
             Some(_) => {
                 errors.push(FieldError::new("action", "must be an object"));
@@ -108,21 +131,31 @@ impl CreateRequest {
         };
 
         match action_type {
-            Some(action_type) if errors.is_empty() => Ok(Self {
-                action_type,
-                payload,
-                approvers,
-                context,
-                expires_in_seconds,
-            }),
-            _ => Err(errors),
+            Some(action_type) if errors.is_empty() => {
+                if !is_action_type(&action_type) {
+                    return Err(CreateRefusal::UnknownActionType(action_type));
+                }
+                Ok(Self {
+                    action_type,
+                    payload,
+                    approvers,
+                    context,
+                    expires_in_seconds,
+                })
+            }
+            _ => Err(CreateRefusal::Invalid(errors)),
         }
     }
 }
 
 impl CreateRequest {
     /// The new pending approval this request describes.
-    pub fn into_approval(self, tenant: TenantId, idempotency_key: IdempotencyKey, now: EpochSeconds) -> Approval {
+    pub fn into_approval(
+        self,
+        tenant: TenantId,
+        idempotency_key: IdempotencyKey,
+        now: EpochSeconds,
+    ) -> Approval {
         Approval {
             tenant,
             id: ApprovalId::generate(),
@@ -146,7 +179,11 @@ impl CreateRequest {
 }
 
 /// An optional JSON object; absent means empty.
-fn object_field(value: Option<&Value>, field: &str, errors: &mut Vec<FieldError>) -> Map<String, Value> {
+fn object_field(
+    value: Option<&Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Map<String, Value> {
     match value {
         None => Map::new(),
         Some(Value::Object(map)) => map.clone(),
@@ -200,12 +237,15 @@ mod tests {
 
     use super::*;
 
-    fn parse(body: Value) -> Result<CreateRequest, Vec<FieldError>> {
+    fn parse(body: Value) -> Result<CreateRequest, CreateRefusal> {
         CreateRequest::parse(&body, |t| t == "deploy")
     }
 
     fn fields(body: Value) -> Vec<String> {
-        parse(body).unwrap_err().into_iter().map(|e| e.field).collect()
+        match parse(body).unwrap_err() {
+            CreateRefusal::Invalid(errors) => errors.into_iter().map(|e| e.field).collect(),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -218,7 +258,7 @@ mod tests {
     #[test]
     fn every_bad_field_is_reported_at_once() {
         let got = fields(json!({
-            "action": {"type": "launch", "payload": 3},
+            "action": {"type": "", "payload": 3},
             "approvers": ["alice", "alice", "", 7],
             "context": [],
             "expires_in_seconds": 59,
@@ -241,21 +281,47 @@ mod tests {
 
     #[test]
     fn approvers_are_1_to_20() {
-        assert_eq!(fields(json!({"action": {"type": "deploy"}, "approvers": []})), ["approvers"]);
+        assert_eq!(
+            fields(json!({"action": {"type": "deploy"}, "approvers": []})),
+            ["approvers"]
+        );
         let many: Vec<String> = (0..21).map(|i| format!("a{i}")).collect();
-        assert_eq!(fields(json!({"action": {"type": "deploy"}, "approvers": many})), ["approvers"]);
+        assert_eq!(
+            fields(json!({"action": {"type": "deploy"}, "approvers": many})),
+            ["approvers"]
+        );
         let twenty: Vec<String> = (0..20).map(|i| format!("a{i}")).collect();
         assert!(parse(json!({"action": {"type": "deploy"}, "approvers": twenty})).is_ok());
     }
 
     #[test]
     fn expiry_bounds_are_inclusive() {
-        for (n, ok) in [(60, true), (2_592_000, true), (59, false), (2_592_001, false)] {
-            let body = json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": n});
+        for (n, ok) in [
+            (60, true),
+            (2_592_000, true),
+            (59, false),
+            (2_592_001, false),
+        ] {
+            let body =
+                json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": n});
             assert_eq!(parse(body).is_ok(), ok, "{n}");
         }
-        let body = json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": 60.5});
+        let body =
+            json!({"action": {"type": "deploy"}, "approvers": ["a"], "expires_in_seconds": 60.5});
         assert!(parse(body).is_err());
+    }
+
+    #[test]
+    fn an_unconfigured_action_type_is_its_own_refusal_once_the_rest_is_valid() {
+        let body = json!({"action": {"type": "launch"}, "approvers": ["a"]});
+        assert_eq!(
+            parse(body).unwrap_err(),
+            CreateRefusal::UnknownActionType("launch".into())
+        );
+        assert_eq!(
+            fields(json!({"action": {"type": "launch"}, "approvers": []})),
+            ["approvers"]
+        );
     }
 
     #[test]

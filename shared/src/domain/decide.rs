@@ -31,7 +31,10 @@ impl DecideRequest {
             None => None,
         };
         if outcome.is_none() {
-            errors.push(FieldError::new("decision", "must be \"approve\" or \"reject\""));
+            errors.push(FieldError::new(
+                "decision",
+                "must be \"approve\" or \"reject\"",
+            ));
         }
         let approver = match body.get("approver") {
             Some(Value::String(raw)) => Approver::parse(raw)
@@ -72,7 +75,10 @@ impl DecideRequest {
     /// An empty comment is no comment.
     pub fn check_comment(raw: &str, errors: &mut Vec<FieldError>) -> Option<String> {
         if raw.chars().count() > Self::MAX_COMMENT_CHARS {
-            errors.push(FieldError::new("comment", "must be at most 2000 characters"));
+            errors.push(FieldError::new(
+                "comment",
+                "must be at most 2000 characters",
+            ));
             None
         } else if raw.trim().is_empty() {
             None
@@ -98,7 +104,11 @@ pub enum DecideRefusal {
 
 /// Classifies a refused decision from the approval as it was when the condition failed.
 /// Decided beats expired (a decision made in time stands), expired beats the approver check.
-pub fn classify_refusal(old: Option<Approval>, request: &DecideRequest, now: EpochSeconds) -> DecideRefusal {
+pub fn classify_refusal(
+    old: Option<Approval>,
+    request: &DecideRequest,
+    now: EpochSeconds,
+) -> DecideRefusal {
     let Some(old) = old else {
         return DecideRefusal::NotFound;
     };
@@ -149,44 +159,81 @@ mod tests {
 
     #[test]
     fn the_json_body_is_parsed_strictly() {
-        let ok = DecideRequest::parse_json(&json!({"decision": "approve", "approver": "alice", "comment": " "}));
+        let ok = DecideRequest::parse_json(
+            &json!({"decision": "approve", "approver": "alice", "comment": " "}),
+        );
         assert_eq!(ok.unwrap(), request(Outcome::Approved, "alice"));
-        let bad = DecideRequest::parse_json(&json!({"decision": "approved", "approver": 3, "x": 1})).unwrap_err();
+        let bad =
+            DecideRequest::parse_json(&json!({"decision": "approved", "approver": 3, "x": 1}))
+                .unwrap_err();
         let fields: Vec<_> = bad.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["x", "decision", "approver"]);
         let long = "c".repeat(2_001);
-        assert!(DecideRequest::parse_json(&json!({"decision": "reject", "approver": "a", "comment": long})).is_err());
+        assert!(
+            DecideRequest::parse_json(
+                &json!({"decision": "reject", "approver": "a", "comment": long})
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn missing_item_is_not_found() {
-        assert_eq!(classify_refusal(None, &request(Outcome::Approved, "alice"), 0), DecideRefusal::NotFound);
+        assert_eq!(
+            classify_refusal(None, &request(Outcome::Approved, "alice"), 0),
+            DecideRefusal::NotFound
+        );
     }
 
     #[test]
     fn the_same_decision_by_the_same_approver_is_a_repeat() {
-        let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(Outcome::Approved, "alice"), 50);
+        let got = classify_refusal(
+            Some(decided(Outcome::Approved, "alice")),
+            &request(Outcome::Approved, "alice"),
+            50,
+        );
         assert!(matches!(got, DecideRefusal::Repeat(_)));
     }
 
     #[test]
     fn any_other_decision_after_a_win_is_already_decided() {
-        for (outcome, approver) in [(Outcome::Rejected, "alice"), (Outcome::Approved, "bob"), (Outcome::Rejected, "bob")] {
-            let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(outcome, approver), 50);
-            assert!(matches!(got, DecideRefusal::AlreadyDecided(_)), "{outcome:?} {approver}");
+        for (outcome, approver) in [
+            (Outcome::Rejected, "alice"),
+            (Outcome::Approved, "bob"),
+            (Outcome::Rejected, "bob"),
+        ] {
+            let got = classify_refusal(
+                Some(decided(Outcome::Approved, "alice")),
+                &request(outcome, approver),
+                50,
+            );
+            assert!(
+                matches!(got, DecideRefusal::AlreadyDecided(_)),
+                "{outcome:?} {approver}"
+            );
         }
     }
 
     #[test]
     fn a_decision_made_in_time_outlives_the_expiry() {
-        let got = classify_refusal(Some(decided(Outcome::Approved, "alice")), &request(Outcome::Approved, "alice"), 500);
+        let got = classify_refusal(
+            Some(decided(Outcome::Approved, "alice")),
+            &request(Outcome::Approved, "alice"),
+            500,
+        );
         assert!(matches!(got, DecideRefusal::Repeat(_)));
     }
 
     #[test]
     fn expired_and_unlisted_are_told_apart() {
         let req = request(Outcome::Approved, "mallory");
-        assert_eq!(classify_refusal(Some(pending(100)), &req, 50), DecideRefusal::NotAnApprover);
-        assert_eq!(classify_refusal(Some(pending(100)), &req, 100), DecideRefusal::Expired);
+        assert_eq!(
+            classify_refusal(Some(pending(100)), &req, 50),
+            DecideRefusal::NotAnApprover
+        );
+        assert_eq!(
+            classify_refusal(Some(pending(100)), &req, 100),
+            DecideRefusal::Expired
+        );
     }
 }

@@ -57,7 +57,9 @@ impl TenantId {
         if ok {
             Ok(Self(raw.to_owned()))
         } else {
-            Err(InvalidValue("tenant ids are 1-64 characters of A-Z a-z 0-9 _ . -"))
+            Err(InvalidValue(
+                "tenant ids are 1-64 characters of A-Z a-z 0-9 _ . -",
+            ))
         }
     }
 
@@ -134,7 +136,14 @@ mod tests {
 
     #[test]
     fn malformed_approval_ids_are_refused() {
-        for raw in ["", "apr_", "apr_123", "01JD3ZZZZZZZZZZZZZZZZZZZZZ", "apr_01JD3ZZZZZZZZZZZZZZZZZZZZ!", "../etc"] {
+        for raw in [
+            "",
+            "apr_",
+            "apr_123",
+            "01JD3ZZZZZZZZZZZZZZZZZZZZZ",
+            "apr_01JD3ZZZZZZZZZZZZZZZZZZZZ!",
+            "../etc",
+        ] {
             assert!(ApprovalId::parse(raw).is_err(), "{raw:?} accepted");
         }
     }

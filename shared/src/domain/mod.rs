@@ -6,8 +6,10 @@ mod create;
 mod decide;
 mod ids;
 
-pub use approval::{Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status};
-pub use create::{CreateRequest, FieldError, fingerprint};
+pub use approval::{
+    Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status,
+};
+pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, classify_refusal};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 
@@ -16,7 +18,8 @@ pub type EpochSeconds = i64;
 
 /// Formats epoch seconds as RFC 3339 (`2026-11-30T10:00:00Z`).
 pub fn rfc3339(at: EpochSeconds) -> String {
-    let at = time::OffsetDateTime::from_unix_timestamp(at).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let at =
+        time::OffsetDateTime::from_unix_timestamp(at).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     at.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }

@@ -13,8 +13,8 @@ use super::extract::{Tenant, idempotency_key, is_json, parse_json, read_body};
 use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::domain::{
-    Approval, ApprovalId, Channel, CreateRequest, DecideRefusal, DecideRequest, Decision, classify_refusal,
-    fingerprint,
+    Approval, ApprovalId, Channel, CreateRefusal, CreateRequest, DecideRefusal, DecideRequest,
+    Decision, classify_refusal, fingerprint,
 };
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord};
 
@@ -35,7 +35,13 @@ pub async fn create(
     let key = idempotency_key(&headers)?;
     let bytes = read_body(body, &headers, CREATE_BODY_LIMIT).await?;
     let value = parse_json(&bytes)?;
-    let request = CreateRequest::parse(&value, |t| app.config.is_action_type(t)).map_err(ApiError::invalid)?;
+    let request =
+        CreateRequest::parse(&value, |t| app.config.is_action_type(t)).map_err(|refusal| {
+            match refusal {
+                CreateRefusal::Invalid(errors) => ApiError::invalid(errors),
+                CreateRefusal::UnknownActionType(kind) => ApiError::UnknownActionType(kind),
+            }
+        })?;
 
     let now = app.clock.now();
     let approval = request.into_approval(tenant, key.clone(), now);
@@ -50,7 +56,12 @@ pub async fn create(
         expires_at: now + app.config.idempotency_ttl_seconds,
     };
     match app.store.create_approval(&approval, &record, now).await? {
-        CreateOutcome::Created => Ok(created(StatusCode::CREATED, approval.id.as_str(), response_body, false)),
+        CreateOutcome::Created => Ok(created(
+            StatusCode::CREATED,
+            approval.id.as_str(),
+            response_body,
+            false,
+        )),
         CreateOutcome::Replayed(saved) => {
             let status = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::CREATED);
             Ok(created(status, &saved.approval_id, saved.body, true))
@@ -62,7 +73,10 @@ pub async fn create(
 fn created(status: StatusCode, id: &str, body: Vec<u8>, replayed: bool) -> Response {
     let mut response = (status, body).into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if let Ok(location) = HeaderValue::from_str(&format!("/approvals/{id}")) {
         headers.insert(header::LOCATION, location);
     }
@@ -88,7 +102,11 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = approval_id(&id)?;
-    let approval = app.store.get_approval(&tenant, &id).await?.ok_or(ApiError::NotFound)?;
+    let approval = app
+        .store
+        .get_approval(&tenant, &id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
     Ok(Json(approval.view(app.clock.now())).into_response())
 }
 
@@ -120,7 +138,9 @@ pub async fn decide(
         DecideOutcome::Refused(old) => match classify_refusal(old.map(|a| *a), &request, now) {
             DecideRefusal::Repeat(approval) => {
                 let mut response = Json(approval.view(now)).into_response();
-                response.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+                response
+                    .headers_mut()
+                    .insert(REPLAYED, HeaderValue::from_static("true"));
                 Ok(response)
             }
             DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {

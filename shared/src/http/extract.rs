@@ -20,7 +20,10 @@ pub struct Tenant(pub TenantId);
 impl FromRequestParts<Arc<App>> for Tenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        app: &Arc<App>,
+    ) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -41,11 +44,19 @@ impl FromRequestParts<Arc<App>> for Tenant {
 /// The media type, without parameters, lower-cased.
 pub fn media_type(headers: &HeaderMap) -> Option<String> {
     let raw = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(raw.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+    Some(
+        raw.split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 pub fn is_json(headers: &HeaderMap) -> bool {
-    media_type(headers).is_some_and(|m| m == "application/json" || (m.starts_with("application/") && m.ends_with("+json")))
+    media_type(headers).is_some_and(|m| {
+        m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+    })
 }
 
 /// Reads at most `limit` bytes: a declared length over the limit is refused before anything is
@@ -80,7 +91,9 @@ pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
 }
 
 pub fn idempotency_key(headers: &HeaderMap) -> Result<IdempotencyKey, ApiError> {
-    let raw = headers.get("idempotency-key").ok_or(ApiError::IdempotencyKeyMissing)?;
+    let raw = headers
+        .get("idempotency-key")
+        .ok_or(ApiError::IdempotencyKeyMissing)?;
     let raw = raw
         .to_str()
         .map_err(|_| ApiError::IdempotencyKeyInvalid("Idempotency-Key must be printable ASCII"))?;

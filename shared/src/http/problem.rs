@@ -26,7 +26,12 @@ pub enum ApiError {
     #[error("{0}")]
     IdempotencyKeyInvalid(&'static str),
     #[error("{detail}")]
-    InvalidRequest { detail: String, errors: Vec<FieldError> },
+    InvalidRequest {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+    #[error("action type {0:?} is not configured")]
+    UnknownActionType(String),
     #[error("this Idempotency-Key was used with a different request body")]
     IdempotencyKeyReused,
     #[error("the approval was already decided")]
@@ -56,9 +61,10 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::IdempotencyKeyMissing | Self::IdempotencyKeyInvalid(_) | Self::InvalidRequest { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::IdempotencyKeyMissing
+            | Self::IdempotencyKeyInvalid(_)
+            | Self::InvalidRequest { .. }
+            | Self::UnknownActionType(_) => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyReused | Self::AlreadyDecided { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
             Self::NotAnApprover => StatusCode::FORBIDDEN,
@@ -78,6 +84,7 @@ impl ApiError {
             Self::IdempotencyKeyMissing => "idempotency_key_missing",
             Self::IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
             Self::InvalidRequest { .. } => "invalid_request",
+            Self::UnknownActionType(_) => "unknown_action_type",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::AlreadyDecided { .. } => "already_decided",
             Self::ApprovalExpired => "approval_expired",
@@ -97,6 +104,7 @@ impl ApiError {
             Self::IdempotencyKeyMissing => "Idempotency-Key missing",
             Self::IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
             Self::InvalidRequest { .. } => "Invalid request",
+            Self::UnknownActionType(_) => "Unknown action type",
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
             Self::AlreadyDecided { .. } => "Already decided",
             Self::ApprovalExpired => "Approval expired",
@@ -128,7 +136,10 @@ impl IntoResponse for ApiError {
         }
         let mut response = (status, body.to_string()).into_response();
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
         if status == StatusCode::UNAUTHORIZED {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

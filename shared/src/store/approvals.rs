@@ -3,14 +3,18 @@
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
 
 use super::items::{
-    approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n, get_s,
-    idempotency_key, n, s,
+    approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n,
+    get_s, idempotency_key, n, s,
 };
 use super::{Store, StoreError, TRANSACTION_TRIES, conflict_backoff};
-use crate::domain::{Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId};
+use crate::domain::{
+    Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId,
+};
 
 /// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +93,11 @@ impl Store {
                 .client
                 .transact_write_items()
                 .transact_items(TransactWriteItem::builder().put(claim_key.clone()).build())
-                .transact_items(TransactWriteItem::builder().put(put_approval.clone()).build())
+                .transact_items(
+                    TransactWriteItem::builder()
+                        .put(put_approval.clone())
+                        .build(),
+                )
                 .send()
                 .await;
             let cancelled = match result.map_err(|e| e.into_service_error()) {
@@ -114,7 +122,9 @@ impl Store {
             }
             // Another transaction on the same key is in flight: once it commits, our retry sees
             // its record and replays or refuses accordingly.
-            let conflicting = reasons.iter().any(|r| r.code() == Some("TransactionConflict"));
+            let conflicting = reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"));
             if !conflicting {
                 return Err(StoreError::dynamo("TransactWriteItems", cancelled));
             }
@@ -127,7 +137,11 @@ impl Store {
 
     /// The approval, if it exists for this tenant. Strongly consistent: a client reading right
     /// after a write sees it.
-    pub async fn get_approval(&self, tenant: &TenantId, id: &ApprovalId) -> Result<Option<Approval>, StoreError> {
+    pub async fn get_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+    ) -> Result<Option<Approval>, StoreError> {
         let output = self
             .client
             .get_item()
@@ -157,7 +171,9 @@ impl Store {
             .update_expression("SET #status = :outcome, decision = :decision")
             // only_if_pending_unexpired_and_listed: the one condition that makes a decision
             // terminal. A missing item fails it too (no status), so no upsert can happen.
-            .condition_expression("#status = :pending AND expires_at > :now AND contains(approvers, :approver)")
+            .condition_expression(
+                "#status = :pending AND expires_at > :now AND contains(approvers, :approver)",
+            )
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":outcome", s(decision.outcome.status().as_str()))
             .expression_attribute_values(":decision", decision_to_attr(decision))
@@ -170,7 +186,9 @@ impl Store {
             .await;
         match result.map_err(|e| e.into_service_error()) {
             Ok(output) => {
-                let item = output.attributes().ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                let item = output
+                    .attributes()
+                    .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
                 Ok(DecideOutcome::Won(Box::new(approval_from_item(item)?)))
             }
             Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use super::StoreError;
 use crate::domain::{
-    Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey,
-    Outcome, Status, TenantId,
+    Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, ExecutionStatus,
+    IdempotencyKey, Outcome, Status, TenantId,
 };
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -35,23 +35,38 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
 
 pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     let mut item = HashMap::from([
-        ("pk".to_owned(), approval_key(&approval.tenant, &approval.id)),
+        (
+            "pk".to_owned(),
+            approval_key(&approval.tenant, &approval.id),
+        ),
         ("tenant".to_owned(), s(approval.tenant.as_str())),
         ("id".to_owned(), s(approval.id.as_str())),
         ("status".to_owned(), s(approval.status.as_str())),
         ("action_type".to_owned(), s(&approval.action_type)),
         // Payload and context are kept as JSON text: exactly what the requester sent, with no
         // number or null conversions through DynamoDB's types.
-        ("payload".to_owned(), s(Value::Object(approval.payload.clone()).to_string())),
-        ("context".to_owned(), s(Value::Object(approval.context.clone()).to_string())),
+        (
+            "payload".to_owned(),
+            s(Value::Object(approval.payload.clone()).to_string()),
+        ),
+        (
+            "context".to_owned(),
+            s(Value::Object(approval.context.clone()).to_string()),
+        ),
         (
             "approvers".to_owned(),
             AttributeValue::L(approval.approvers.iter().map(|a| s(a.as_str())).collect()),
         ),
-        ("idempotency_key".to_owned(), s(approval.idempotency_key.as_str())),
+        (
+            "idempotency_key".to_owned(),
+            s(approval.idempotency_key.as_str()),
+        ),
         ("created_at".to_owned(), n(approval.created_at)),
         ("expires_at".to_owned(), n(approval.expires_at)),
-        ("execution".to_owned(), execution_to_attr(&approval.execution)),
+        (
+            "execution".to_owned(),
+            execution_to_attr(&approval.execution),
+        ),
     ]);
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
@@ -101,14 +116,17 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         Some(AttributeValue::L(list)) => list
             .iter()
             .map(|a| match a {
-                AttributeValue::S(a) => Approver::parse(a).map_err(|_| StoreError::corrupt("approvers")),
+                AttributeValue::S(a) => {
+                    Approver::parse(a).map_err(|_| StoreError::corrupt("approvers"))
+                }
                 _ => Err(StoreError::corrupt("approvers")),
             })
             .collect::<Result<Vec<_>, _>>()?,
         _ => return Err(StoreError::corrupt("approvers")),
     };
     Ok(Approval {
-        tenant: TenantId::parse(get_s(item, "tenant")?).map_err(|_| StoreError::corrupt("tenant"))?,
+        tenant: TenantId::parse(get_s(item, "tenant")?)
+            .map_err(|_| StoreError::corrupt("tenant"))?,
         id: ApprovalId::parse(get_s(item, "id")?).map_err(|_| StoreError::corrupt("id"))?,
         status: Status::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("status"))?,
         action_type: get_s(item, "action_type")?.to_owned(),
@@ -126,10 +144,13 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
 
 fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
     Ok(Decision {
-        outcome: Outcome::parse(get_s(map, "outcome")?).ok_or(StoreError::corrupt("decision.outcome"))?,
-        approver: Approver::parse(get_s(map, "approver")?).map_err(|_| StoreError::corrupt("decision.approver"))?,
+        outcome: Outcome::parse(get_s(map, "outcome")?)
+            .ok_or(StoreError::corrupt("decision.outcome"))?,
+        approver: Approver::parse(get_s(map, "approver")?)
+            .map_err(|_| StoreError::corrupt("decision.approver"))?,
         decided_at: get_n(map, "decided_at")?,
-        channel: Channel::parse(get_s(map, "channel")?).ok_or(StoreError::corrupt("decision.channel"))?,
+        channel: Channel::parse(get_s(map, "channel")?)
+            .ok_or(StoreError::corrupt("decision.channel"))?,
         comment: opt_s(map, "comment"),
         webhook_event_id: opt_s(map, "webhook_event_id"),
     })
@@ -137,7 +158,8 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
 
 fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
     Ok(Execution {
-        status: ExecutionStatus::parse(get_s(map, "status")?).ok_or(StoreError::corrupt("execution.status"))?,
+        status: ExecutionStatus::parse(get_s(map, "status")?)
+            .ok_or(StoreError::corrupt("execution.status"))?,
         attempts: get_n(map, "attempts")?,
         last_error: opt_s(map, "last_error"),
         updated_at: get_n(map, "updated_at")?,
@@ -158,7 +180,10 @@ pub(crate) fn opt_s(item: &Item, name: &str) -> Option<String> {
     }
 }
 
-pub(crate) fn get_n<T: std::str::FromStr>(item: &Item, name: &'static str) -> Result<T, StoreError> {
+pub(crate) fn get_n<T: std::str::FromStr>(
+    item: &Item,
+    name: &'static str,
+) -> Result<T, StoreError> {
     match item.get(name) {
         Some(AttributeValue::N(v)) => v.parse().map_err(|_| StoreError::corrupt(name)),
         _ => Err(StoreError::corrupt(name)),
@@ -205,7 +230,10 @@ mod tests {
                 .as_object()
                 .unwrap()
                 .clone(),
-            approvers: vec![Approver::parse("bob").unwrap(), Approver::parse("alice").unwrap()],
+            approvers: vec![
+                Approver::parse("bob").unwrap(),
+                Approver::parse("alice").unwrap(),
+            ],
             context: json!({"summary": "<b>x</b>"}).as_object().unwrap().clone(),
             idempotency_key: IdempotencyKey::parse("k#1").unwrap(),
             created_at: 1_700_000_000,
@@ -225,16 +253,25 @@ mod tests {
                 updated_at: 1_700_000_200,
             },
         };
-        assert_eq!(approval_from_item(&approval_to_item(&approval)).unwrap(), approval);
+        assert_eq!(
+            approval_from_item(&approval_to_item(&approval)).unwrap(),
+            approval
+        );
         approval.decision = None;
         approval.execution.last_error = None;
-        assert_eq!(approval_from_item(&approval_to_item(&approval)).unwrap(), approval);
+        assert_eq!(
+            approval_from_item(&approval_to_item(&approval)).unwrap(),
+            approval
+        );
     }
 
     #[test]
     fn a_damaged_item_names_the_attribute() {
         let mut item = approval_to_item(&crate::domain::approval::tests::pending(100));
         item.insert("status".into(), s("maybe"));
-        assert_eq!(approval_from_item(&item).unwrap_err().to_string(), "stored item is malformed: status");
+        assert_eq!(
+            approval_from_item(&item).unwrap_err().to_string(),
+            "stored item is malformed: status"
+        );
     }
 }

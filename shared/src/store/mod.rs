@@ -16,7 +16,10 @@ use crate::config::Tables;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("DynamoDB {operation}: {message}")]
-    Dynamo { operation: &'static str, message: String },
+    Dynamo {
+        operation: &'static str,
+        message: String,
+    },
     #[error("stored item is malformed: {0}")]
     Corrupt(&'static str),
     #[error("DynamoDB {0}: still conflicting after retries")]

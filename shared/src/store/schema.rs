@@ -3,8 +3,8 @@
 
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, StreamSpecification,
-    StreamViewType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification,
 };
 use serde::Deserialize;
 
@@ -52,7 +52,8 @@ impl Store {
     /// defined). Safe to run again: existing tables are left as they are.
     pub async fn ensure_tables(&self) -> Result<(), StoreError> {
         for def in definitions() {
-            let name = physical_name(&self.tables, &def.name).ok_or(StoreError::Corrupt("infra/tables.json"))?;
+            let name = physical_name(&self.tables, &def.name)
+                .ok_or(StoreError::Corrupt("infra/tables.json"))?;
             let mut create = self
                 .client
                 .create_table()
@@ -114,9 +115,20 @@ mod tests {
     fn the_definitions_name_every_table_once() {
         let defs = definitions();
         let names: Vec<_> = defs.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["approvals", "idempotency_keys", "webhook_inbox", "execution_ledger"]);
+        assert_eq!(
+            names,
+            [
+                "approvals",
+                "idempotency_keys",
+                "webhook_inbox",
+                "execution_ledger"
+            ]
+        );
         let tables = Tables::with_prefix("x");
-        assert!(defs.iter().all(|d| physical_name(&tables, &d.name).is_some()));
+        assert!(
+            defs.iter()
+                .all(|d| physical_name(&tables, &d.name).is_some())
+        );
         assert_eq!(defs[0].stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
     }
 }
