@@ -7,7 +7,7 @@ run:
 	infra/run-local.sh
 
 test: venv lint
-	COUNTERSIGN_PYTHON="$(CURDIR)/.local/venv/bin/python" cargo test --workspace --all-targets
+	infra/test.sh
 
 lint:
 	cargo fmt --all -- --check
