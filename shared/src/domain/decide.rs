@@ -100,6 +100,9 @@ pub enum DecideRefusal {
     AlreadyDecided(Box<Approval>),
     Expired,
     NotAnApprover,
+    /// The item as returned satisfies the condition that refused it: the store and this code
+    /// disagree about the condition, which no retry fixes.
+    Unexplained,
 }
 
 /// Classifies a refused decision from the approval as it was when the condition failed.
@@ -121,9 +124,7 @@ pub fn classify_refusal(
         (Status::Approved | Status::Rejected, _) => DecideRefusal::AlreadyDecided(Box::new(old)),
         (Status::Expired, _) => DecideRefusal::Expired,
         (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
-        // The condition failed although the item now looks decidable: only a clock skew between
-        // this process and the condition's `:now` could do that; the caller may retry.
-        (Status::Pending, _) => DecideRefusal::Expired,
+        (Status::Pending, _) => DecideRefusal::Unexplained,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::domain::{
     Approval, ApprovalId, Channel, CreateRefusal, CreateRequest, DecideRefusal, DecideRequest,
     Decision, classify_refusal, fingerprint,
 };
-use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord};
+use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError};
 
 /// Create bodies above this are refused before parsing.
 pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
@@ -149,6 +149,9 @@ pub async fn decide(
             DecideRefusal::NotFound => Err(ApiError::NotFound),
             DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
             DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
+            DecideRefusal::Unexplained => Err(ApiError::Internal(StoreError::Corrupt(
+                "the decision condition refused a decidable approval",
+            ))),
         },
     }
 }
