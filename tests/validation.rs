@@ -146,6 +146,11 @@ async fn a_body_without_declared_length_stops_at_the_limit() {
         .await
         .unwrap();
     assert_eq!(response.status(), 413);
+    let body = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .unwrap();
+    let problem: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(problem["code"], "payload_too_large");
     assert_eq!(t.approval_count().await, 0);
 }
 

@@ -44,6 +44,11 @@ impl ApiKeys {
                     ));
                 }
             };
+            if entries.iter().any(|(_, d)| *d == digest) {
+                return Err(format!(
+                    "tenant {tenant}: this key is already configured (one key, one tenant)"
+                ));
+            }
             entries.push((tenant, digest));
         }
         if entries.is_empty() {
@@ -95,6 +100,7 @@ mod tests {
             "a#b=key-0123456789abcdef",
             "alpha=short",
             "alpha=sha256:abcd",
+            "alpha=same-key-0123456789,beta=same-key-0123456789",
         ] {
             assert!(ApiKeys::parse(raw).is_err(), "{raw:?} accepted");
         }

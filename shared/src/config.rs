@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::auth::ApiKeys;
+use crate::domain::TenantId;
+use crate::webhook::WebhookSecret;
 
 #[derive(Debug, thiserror::Error)]
 #[error("configuration: {variable}: {problem}")]
@@ -59,11 +61,28 @@ fn default_true() -> bool {
     true
 }
 
+/// A webhook source: the tenant its events belong to and its signing secrets (several while a
+/// secret is rotated).
+#[derive(Debug, Clone)]
+pub struct WebhookSource {
+    pub tenant: TenantId,
+    pub secrets: Vec<WebhookSecret>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebhookSource {
+    tenant: String,
+    secrets: Vec<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub tables: Tables,
     pub api_keys: ApiKeys,
     pub action_targets: BTreeMap<String, ActionTarget>,
+    /// By source name (the `{source}` of `POST /webhooks/{source}`).
+    pub webhook_sources: BTreeMap<String, WebhookSource>,
     pub idempotency_ttl_seconds: i64,
     pub inbox_ttl_seconds: i64,
     pub job_visibility_timeout_seconds: i64,
@@ -112,10 +131,18 @@ impl Config {
             }
         }
 
+        let webhook_sources = match get("WEBHOOK_SOURCES") {
+            Some(raw) => {
+                parse_webhook_sources(&raw).map_err(|e| ConfigError::new("WEBHOOK_SOURCES", e))?
+            }
+            None => BTreeMap::new(),
+        };
+
         Ok(Self {
             tables,
             api_keys,
             action_targets,
+            webhook_sources,
             idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 60)?,
             inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 60)?,
             job_visibility_timeout_seconds: number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?,
@@ -126,6 +153,36 @@ impl Config {
     pub fn is_action_type(&self, kind: &str) -> bool {
         self.action_targets.contains_key(kind)
     }
+}
+
+fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, String> {
+    let sources: BTreeMap<String, RawWebhookSource> =
+        serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let mut parsed = BTreeMap::new();
+    for (name, source) in sources {
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+        if !valid_name {
+            return Err(format!(
+                "{name:?}: source names are 1-64 characters of A-Z a-z 0-9 _ -"
+            ));
+        }
+        let tenant = TenantId::parse(&source.tenant).map_err(|e| format!("{name}: tenant: {e}"))?;
+        if source.secrets.is_empty() {
+            return Err(format!("{name}: at least one secret is required"));
+        }
+        let secrets = source
+            .secrets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| WebhookSecret::parse(s).map_err(|e| format!("{name}: secrets[{i}]: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        parsed.insert(name, WebhookSource { tenant, secrets });
+    }
+    Ok(parsed)
 }
 
 fn number<T>(
@@ -178,6 +235,27 @@ mod tests {
         assert_eq!(config.job_max_attempts, 5);
         assert!(config.action_targets["deploy"].idempotent);
         assert!(config.is_action_type("deploy") && !config.is_action_type("refund"));
+    }
+
+    #[test]
+    fn webhook_sources_are_bound_to_a_tenant_with_valid_secrets() {
+        let sources = (
+            "WEBHOOK_SOURCES",
+            r#"{"github": {"tenant": "acme", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
+        );
+        let parsed = config(&[KEYS, TARGETS, sources]).unwrap();
+        assert_eq!(parsed.webhook_sources["github"].tenant.as_str(), "acme");
+        assert!(config(&[KEYS, TARGETS]).unwrap().webhook_sources.is_empty());
+        for bad in [
+            r#"{"github": {"tenant": "acme", "secrets": []}}"#,
+            r#"{"github": {"tenant": "acme", "secrets": ["whsec_"]}}"#,
+            r#"{"git hub": {"tenant": "acme", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
+            r#"{"github": {"tenant": "a#b", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
+            "[]",
+        ] {
+            let err = config(&[KEYS, TARGETS, ("WEBHOOK_SOURCES", bad)]).unwrap_err();
+            assert_eq!(err.variable, "WEBHOOK_SOURCES", "{bad}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod domain;
 pub mod http;
 pub mod store;
 pub mod telemetry;
+pub mod webhook;
 
 use std::sync::Arc;
 

@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use countersign::config::Tables;
+use countersign::webhook::WebhookSecret;
 use countersign::{App, Clock, Config};
 use serde_json::Value;
 
@@ -22,6 +23,12 @@ pub const TENANT_A: &str = "tenant-a";
 pub const KEY_A: &str = "key-a-0123456789abcdef";
 pub const TENANT_B: &str = "tenant-b";
 pub const KEY_B: &str = "key-b-0123456789abcdef";
+
+/// Webhook sources: `acme` and `rotating` belong to tenant A, `other` to tenant B.
+pub const ACME_SECRET: &str = "whsec_YWNtZS13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
+pub const ROTATING_NEW_SECRET: &str = "whsec_cm90YXRpbmctbmV3LXNlY3JldC0wMTIzNDU2Nzg5YWI=";
+pub const ROTATING_OLD_SECRET: &str = "whsec_cm90YXRpbmctb2xkLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
+pub const OTHER_SECRET: &str = "whsec_dGVuYW50LWItd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc=";
 
 /// The local AWS every test in this process talks to.
 struct LocalAws {
@@ -180,6 +187,15 @@ impl TestApp {
                 "ACTION_TARGETS".into(),
                 r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}}"#.into(),
             ),
+            (
+                "WEBHOOK_SOURCES".into(),
+                serde_json::json!({
+                    "acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]},
+                    "rotating": {"tenant": TENANT_A, "secrets": [ROTATING_NEW_SECRET, ROTATING_OLD_SECRET]},
+                    "other": {"tenant": TENANT_B, "secrets": [OTHER_SECRET]},
+                })
+                .to_string(),
+            ),
             ("APPROVALS_TABLE".into(), tables.approvals),
             ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
             ("INBOX_TABLE".into(), tables.webhook_inbox),
@@ -289,6 +305,74 @@ impl TestApp {
         reply
     }
 
+    /// Delivers a webhook with explicit headers (`None` leaves a header out).
+    pub async fn deliver_raw(
+        &self,
+        source: &str,
+        id: Option<&str>,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        body: &str,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .post(self.url(&format!("/webhooks/{source}")))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        for (name, value) in [
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp),
+            ("webhook-signature", signature),
+        ] {
+            if let Some(value) = value {
+                request = request.header(name, value);
+            }
+        }
+        self.send(request).await
+    }
+
+    /// Delivers `body` as event `id`, signed with `secret` at the app's current time.
+    pub async fn deliver(&self, source: &str, secret: &str, id: &str, body: &str) -> Reply {
+        self.deliver_at(source, secret, id, body, self.clock.now())
+            .await
+    }
+
+    /// Delivers `body` as event `id`, signed with `secret` at `timestamp`.
+    pub async fn deliver_at(
+        &self,
+        source: &str,
+        secret: &str,
+        id: &str,
+        body: &str,
+        timestamp: i64,
+    ) -> Reply {
+        let signature =
+            WebhookSecret::parse(secret)
+                .expect("test secret")
+                .sign(id, timestamp, body.as_bytes());
+        self.deliver_raw(
+            source,
+            Some(id),
+            Some(&timestamp.to_string()),
+            Some(&signature),
+            body,
+        )
+        .await
+    }
+
+    /// The inbox item of `source`'s event `id`.
+    pub async fn inbox_item(
+        &self,
+        source: &str,
+        id: &str,
+    ) -> Option<HashMap<String, AttributeValue>> {
+        self.item(
+            &self.app.config.tables.webhook_inbox,
+            &format!("{source}#{id}"),
+        )
+        .await
+    }
+
     /// Items in a table, counted by a strongly consistent scan.
     pub async fn count_items(&self, table: &str) -> usize {
         let mut total = 0;
@@ -366,6 +450,22 @@ impl Reply {
         );
         self.json()["code"].as_str().expect("code").to_owned()
     }
+}
+
+/// An `approval.decided` webhook body.
+pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> String {
+    serde_json::json!({
+        "type": "approval.decided",
+        "data": {"approval_id": approval_id, "decision": decision, "approver": approver}
+    })
+    .to_string()
+}
+
+/// A string attribute of a stored item.
+pub fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a str {
+    item.get(name)
+        .and_then(|v| v.as_s().ok())
+        .unwrap_or_else(|| panic!("no string attribute {name}"))
 }
 
 /// A valid create body for the `deploy` action.

@@ -1,6 +1,9 @@
 //! The local runner: every route of every Lambda on one port, against the local AWS (moto, or
 //! whatever `AWS_ENDPOINT_URL` names). With no configuration it runs a demo and prints how to
 //! use it. Lambda-only concerns (API Gateway events) are the only thing it does not exercise.
+//!
+//! `countersign-local sign-webhook [--source NAME] BODY` prints a signed curl for a webhook
+//! delivery instead of serving.
 
 use std::net::SocketAddr;
 
@@ -8,6 +11,7 @@ use countersign::{App, Clock, Config};
 
 /// Demo values for what the environment leaves unset. Printed at start: none of them is secret.
 const DEMO_API_KEY: &str = "cs_demo_key_0123456789";
+const DEMO_WEBHOOK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby13ZWJob29rLXNlY3JldCE=";
 
 fn demo_default(name: &str, port: u16) -> Option<String> {
     match name {
@@ -15,25 +19,44 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         "ACTION_TARGETS" => Some(format!(
             r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true}}}}"#
         )),
+        "WEBHOOK_SOURCES" => Some(format!(
+            r#"{{"demo": {{"tenant": "demo", "secrets": ["{DEMO_WEBHOOK_SECRET}"]}}}}"#
+        )),
         _ => None,
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    countersign::telemetry::init();
-    let port: u16 = match std::env::var("PORT") {
+fn port() -> Result<u16, String> {
+    match std::env::var("PORT") {
         Ok(raw) => raw
             .parse()
-            .map_err(|_| "configuration: PORT: must be a port number")?,
-        Err(_) => 3000,
-    };
+            .map_err(|_| "configuration: PORT: must be a port number".to_owned()),
+        Err(_) => Ok(3000),
+    }
+}
+
+/// Without `API_KEYS` the runner is a demo and fills in the demo values; with it, the
+/// configuration is the user's alone, and what is missing fails the start.
+fn config(port: u16) -> Result<Config, countersign::ConfigError> {
     let demo = std::env::var("API_KEYS").is_err();
-    let config = Config::from_lookup(|name| {
+    Config::from_lookup(|name| {
         std::env::var(name)
             .ok()
-            .or_else(|| demo_default(name, port))
-    })?;
+            .or_else(|| demo.then(|| demo_default(name, port)).flatten())
+    })
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("sign-webhook") {
+        return sign_webhook(&args[1..]);
+    }
+
+    countersign::telemetry::init();
+    let port = port()?;
+    let demo = std::env::var("API_KEYS").is_err();
+    let config = config(port)?;
 
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
@@ -54,19 +77,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Prints a ready-to-run curl that delivers `BODY` to a configured source, signed now with the
+/// source's first secret, as a Standard Webhooks sender would.
+fn sign_webhook(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let (source_name, body) = match args {
+        [flag, source, body] if flag == "--source" => (source.clone(), body.clone()),
+        [body] => ("demo".to_owned(), body.clone()),
+        _ => return Err("usage: countersign-local sign-webhook [--source NAME] BODY".into()),
+    };
+    let port = port()?;
+    let config = config(port)?;
+    let source = config
+        .webhook_sources
+        .get(&source_name)
+        .ok_or_else(|| format!("no webhook source {source_name:?} in WEBHOOK_SOURCES"))?;
+    let secret = source.secrets.first().ok_or("the source has no secret")?;
+    let id = format!("msg_{}", ulid::Ulid::new());
+    let timestamp = Clock::system().now();
+    let signature = secret.sign(&id, timestamp, body.as_bytes());
+    let quoted = body.replace('\'', r"'\''");
+    println!(
+        "curl -s -X POST http://127.0.0.1:{port}/webhooks/{source_name} -H 'Content-Type: application/json' \
+         -H 'webhook-id: {id}' -H 'webhook-timestamp: {timestamp}' -H 'webhook-signature: {signature}' \
+         -d '{quoted}'"
+    );
+    Ok(())
+}
+
 fn print_banner(port: u16, demo: bool, app: &App) {
     let base = format!("http://127.0.0.1:{port}");
     println!("\nCountersign is listening on {base}");
     println!("tables: {:?}", app.config.tables);
     println!(
-        "action types: {:?}",
-        app.config.action_targets.keys().collect::<Vec<_>>()
+        "action types: {:?}; webhook sources: {:?}",
+        app.config.action_targets.keys().collect::<Vec<_>>(),
+        app.config.webhook_sources.keys().collect::<Vec<_>>()
     );
     if demo {
         println!(
             r#"
-Demo configuration (set API_KEYS and ACTION_TARGETS to use your own):
+Demo configuration (set API_KEYS, ACTION_TARGETS and WEBHOOK_SOURCES to use your own):
   tenant: demo    API key: {DEMO_API_KEY}
+  webhook source: demo (tenant demo)    secret: {DEMO_WEBHOOK_SECRET}
 
 Try it:
   curl -s -X POST {base}/approvals \
@@ -79,6 +131,10 @@ Try it:
     -d '{{"decision": "approve", "approver": "alice@example.com"}}'
 
   curl -s {base}/approvals/<id> -H 'Authorization: Bearer {DEMO_API_KEY}'
+
+Decide through a signed webhook instead (prints a curl signed now; pipe it to sh to send it):
+  target/debug/countersign-local sign-webhook \
+    '{{"type": "approval.decided", "data": {{"approval_id": "<id>", "decision": "approve", "approver": "alice@example.com"}}}}' | sh
 "#
         );
     }

@@ -67,6 +67,7 @@ impl CreateRequest {
                 "the body must be a JSON object",
             )]));
         };
+        check_exact_numbers(&Value::Object(body.clone()), "", &mut errors);
         for key in body.keys() {
             if !matches!(
                 key.as_str(),
@@ -175,6 +176,44 @@ impl CreateRequest {
                 updated_at: now,
             },
         }
+    }
+}
+
+/// The largest integer a JSON number holds exactly in the canonical form (RFC 8785 numbers are
+/// IEEE 754 doubles, as I-JSON, RFC 7493, requires).
+const MAX_EXACT_INTEGER: u64 = 1 << 53;
+
+/// Refuses integers beyond ±2^53: the fingerprint could not tell two of them apart, so a changed
+/// body would replay instead of conflicting.
+fn check_exact_numbers(value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    match value {
+        Value::Number(n) => {
+            let inexact = n.as_u64().is_some_and(|u| u > MAX_EXACT_INTEGER)
+                || n.as_i64()
+                    .is_some_and(|i| i.unsigned_abs() > MAX_EXACT_INTEGER);
+            if inexact {
+                errors.push(FieldError::new(
+                    path,
+                    "integers beyond ±2^53 are not exact in JSON; send a string",
+                ));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                check_exact_numbers(item, &format!("{path}[{i}]"), errors);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                check_exact_numbers(item, &path, errors);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -328,6 +367,16 @@ mod tests {
     fn non_objects_are_refused() {
         assert_eq!(fields(json!([1, 2])), [""]);
         assert_eq!(fields(json!({"approvers": ["a"]})), ["action"]);
+    }
+
+    #[test]
+    fn integers_the_fingerprint_cannot_tell_apart_are_refused() {
+        let body = json!({"action": {"type": "deploy", "payload": {"ids": [9_007_199_254_740_993u64]}},
+                          "approvers": ["a"], "context": {"n": -9_007_199_254_740_993i64}});
+        assert_eq!(fields(body), ["action.payload.ids[0]", "context.n"]);
+        let exact = json!({"action": {"type": "deploy", "payload": {"n": 9_007_199_254_740_992u64, "f": 1.5e300}},
+                           "approvers": ["a"]});
+        assert!(parse(exact).is_ok());
     }
 
     #[test]

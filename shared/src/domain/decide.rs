@@ -238,3 +238,54 @@ mod tests {
         );
     }
 }
+
+/// What became of a webhook event, recorded in the inbox and answered to every delivery of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookOutcome {
+    /// The event decided the approval.
+    Applied,
+    /// The approval was already decided, or expired, before the event arrived.
+    Superseded,
+    NotAnApprover,
+    /// No such approval for the source's tenant (missing, malformed id, or another tenant's).
+    UnknownApproval,
+    /// An event type Countersign does not act on.
+    Ignored,
+}
+
+impl WebhookOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Superseded => "superseded",
+            Self::NotAnApprover => "not_an_approver",
+            Self::UnknownApproval => "unknown_approval",
+            Self::Ignored => "ignored",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [
+            Self::Applied,
+            Self::Superseded,
+            Self::NotAnApprover,
+            Self::UnknownApproval,
+            Self::Ignored,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == raw)
+    }
+
+    /// The outcome of a decision event the approval's condition refused (`None`: unexplained).
+    pub fn from_refusal(refusal: &DecideRefusal) -> Option<Self> {
+        match refusal {
+            DecideRefusal::NotFound => Some(Self::UnknownApproval),
+            DecideRefusal::Repeat(_)
+            | DecideRefusal::AlreadyDecided(_)
+            | DecideRefusal::Expired => Some(Self::Superseded),
+            DecideRefusal::NotAnApprover => Some(Self::NotAnApprover),
+            DecideRefusal::Unexplained => None,
+        }
+    }
+}

@@ -10,7 +10,7 @@ pub use approval::{
     Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status,
 };
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
-pub use decide::{DecideRefusal, DecideRequest, classify_refusal};
+pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 
 /// Seconds since the Unix epoch: the unit of every time the store compares in a condition.

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -91,17 +92,19 @@ fn approval_json(approval: &Approval, now: i64) -> Vec<u8> {
     serde_json::to_vec(&approval.view(now)).unwrap_or_default()
 }
 
-/// A path id that is not an approval id names no approval: 404, with no store call.
-fn approval_id(raw: &str) -> Result<ApprovalId, ApiError> {
-    ApprovalId::parse(raw).map_err(|_| ApiError::NotFound)
+/// A path id that is not an approval id (or not even UTF-8) names no approval: 404, with no
+/// store call.
+fn approval_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ApiError> {
+    let Path(raw) = raw.map_err(|_| ApiError::NotFound)?;
+    ApprovalId::parse(&raw).map_err(|_| ApiError::NotFound)
 }
 
 pub async fn get(
     State(app): State<Arc<App>>,
     Tenant(tenant): Tenant,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let id = approval_id(&id)?;
+    let id = approval_id(id)?;
     let approval = app
         .store
         .get_approval(&tenant, &id)
@@ -113,7 +116,7 @@ pub async fn get(
 pub async fn decide(
     State(app): State<Arc<App>>,
     Tenant(tenant): Tenant,
-    Path(id): Path<String>,
+    id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -122,7 +125,7 @@ pub async fn decide(
     }
     let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
     let request = DecideRequest::parse_json(&parse_json(&bytes)?).map_err(ApiError::invalid)?;
-    let id = approval_id(&id)?;
+    let id = approval_id(id)?;
 
     let now = app.clock.now();
     let decision = Decision {

@@ -3,6 +3,7 @@
 mod approvals;
 mod extract;
 mod problem;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +25,10 @@ use crate::App;
 pub const REPLAYED: &str = "idempotent-replayed";
 pub const REQUEST_ID: &str = "x-request-id";
 
+/// This request's id (also its `x-request-id`), for handlers that record it.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// The create Lambda's routes: create, read, and (later) the operator endpoints.
 pub fn create_router(app: Arc<App>) -> Router {
     finish(create_routes(), app)
@@ -34,9 +39,19 @@ pub fn decide_router(app: Arc<App>) -> Router {
     finish(decide_routes(), app)
 }
 
+/// The webhook Lambda's route.
+pub fn webhook_router(app: Arc<App>) -> Router {
+    finish(webhook_routes(), app)
+}
+
 /// Every route, for the local runner and the tests.
 pub fn router(app: Arc<App>) -> Router {
-    finish(create_routes().merge(decide_routes()), app)
+    finish(
+        create_routes()
+            .merge(decide_routes())
+            .merge(webhook_routes()),
+        app,
+    )
 }
 
 fn create_routes() -> Router<Arc<App>> {
@@ -47,6 +62,10 @@ fn create_routes() -> Router<Arc<App>> {
 
 fn decide_routes() -> Router<Arc<App>> {
     Router::new().route("/approvals/{id}/decision", post(approvals::decide))
+}
+
+fn webhook_routes() -> Router<Arc<App>> {
+    Router::new().route("/webhooks/{source}", post(webhooks::ingest))
 }
 
 fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
@@ -71,9 +90,12 @@ async fn health(State(app): State<Arc<App>>) -> Response {
 
 /// Gives every response an `x-request-id` and writes one JSON log line per request. Only the
 /// route template is logged, never the query string or headers (they may hold secrets).
-async fn request_context(request: Request, next: Next) -> Response {
+async fn request_context(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = format!("req_{}", ulid::Ulid::new());
+    request
+        .extensions_mut()
+        .insert(RequestId(request_id.clone()));
     let method = request.method().clone();
     let route = request
         .extensions()

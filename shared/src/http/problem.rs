@@ -15,6 +15,10 @@ pub enum ApiError {
     NotFound,
     #[error("no such route")]
     NoRoute,
+    #[error("no such webhook source")]
+    UnknownSource,
+    #[error("the webhook signature is missing, invalid or outside the 5-minute window")]
+    InvalidSignature,
     #[error("method not allowed on this route")]
     MethodNotAllowed,
     #[error("the body must be JSON (Content-Type: application/json)")]
@@ -56,8 +60,8 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::NotFound | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::Unauthorized | Self::InvalidSignature => StatusCode::UNAUTHORIZED,
+            Self::NotFound | Self::NoRoute | Self::UnknownSource => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -77,7 +81,8 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unauthorized => "unauthorized",
-            Self::NotFound | Self::NoRoute => "not_found",
+            Self::InvalidSignature => "invalid_signature",
+            Self::NotFound | Self::NoRoute | Self::UnknownSource => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -97,7 +102,8 @@ impl ApiError {
     fn title(&self) -> &'static str {
         match self {
             Self::Unauthorized => "Unauthorized",
-            Self::NotFound | Self::NoRoute => "Not found",
+            Self::InvalidSignature => "Invalid signature",
+            Self::NotFound | Self::NoRoute | Self::UnknownSource => "Not found",
             Self::MethodNotAllowed => "Method not allowed",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::PayloadTooLarge { .. } => "Payload too large",
@@ -118,6 +124,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let code = self.code();
         if let Self::Internal(err) = &self {
             // The cause goes to the log, not to the caller.
             tracing::error!(error = %err, "request failed");
@@ -140,7 +147,7 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
-        if status == StatusCode::UNAUTHORIZED {
+        if code == "unauthorized" {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response

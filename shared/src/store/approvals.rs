@@ -1,17 +1,18 @@
 //! Creating, reading and deciding approvals. Each operation is one DynamoDB round trip; a refused
 //! condition returns the item as it was (`ALL_OLD`), which is all the handler needs to answer.
 
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 
 use super::items::{
     approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n,
     get_s, idempotency_key, n, s,
 };
-use super::{Store, StoreError, TRANSACTION_TRIES, conflict_backoff};
+use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{
     Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId,
 };
@@ -26,7 +27,8 @@ pub struct IdempotencyRecord {
     pub response_status: u16,
     pub response_body: Vec<u8>,
     pub created_at: EpochSeconds,
-    /// From this moment the record no longer blocks its key (also the table's TTL attribute).
+    /// Once this moment has passed the record no longer blocks its key (also the table's TTL
+    /// attribute).
     pub expires_at: EpochSeconds,
 }
 
@@ -53,6 +55,32 @@ pub enum DecideOutcome {
     Won(Box<Approval>),
     /// The condition refused it: the approval as it was (`None`: no such approval for the tenant).
     Refused(Option<Box<Approval>>),
+}
+
+/// Records a terminal decision on an approval.
+pub(crate) const RECORD_DECISION: &str = "SET #status = :outcome, decision = :decision";
+
+/// only_if_pending_unexpired_and_listed: the one condition that makes a decision terminal,
+/// whatever channel it comes through. A missing item fails it too (it has no status), so a
+/// decision can never create an approval.
+pub(crate) const ONLY_IF_DECIDABLE: &str =
+    "#status = :pending AND expires_at > :now AND contains(approvers, :approver)";
+
+pub(crate) fn decision_names() -> HashMap<String, String> {
+    HashMap::from([("#status".to_owned(), "status".to_owned())])
+}
+
+pub(crate) fn decision_values(
+    decision: &Decision,
+    now: EpochSeconds,
+) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (":outcome".to_owned(), s(decision.outcome.status().as_str())),
+        (":decision".to_owned(), decision_to_attr(decision)),
+        (":pending".to_owned(), s(Status::Pending.as_str())),
+        (":now".to_owned(), epoch(now)),
+        (":approver".to_owned(), s(decision.approver.as_str())),
+    ])
 }
 
 impl Store {
@@ -88,51 +116,26 @@ impl Store {
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
 
-        for attempt in 1..=TRANSACTION_TRIES {
-            let result = self
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().put(claim_key.clone()).build())
-                .transact_items(
-                    TransactWriteItem::builder()
-                        .put(put_approval.clone())
-                        .build(),
-                )
-                .send()
-                .await;
-            let cancelled = match result.map_err(|e| e.into_service_error()) {
-                Ok(_) => return Ok(CreateOutcome::Created),
-                Err(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled,
-                Err(other) => return Err(StoreError::dynamo("TransactWriteItems", other)),
-            };
-            let reasons = cancelled.cancellation_reasons();
-            let key_reason = reasons.first();
-            if let Some(old) = key_reason
-                .filter(|r| r.code() == Some("ConditionalCheckFailed"))
-                .and_then(|r| r.item())
-            {
-                if get_s(old, "fingerprint")? != record.fingerprint {
-                    return Ok(CreateOutcome::KeyReused);
-                }
-                return Ok(CreateOutcome::Replayed(SavedResponse {
-                    approval_id: get_s(old, "approval_id")?.to_owned(),
-                    status: get_n(old, "response_status")?,
-                    body: get_b(old, "response_body")?.to_vec(),
-                }));
-            }
-            // Another transaction on the same key is in flight: once it commits, our retry sees
-            // its record and replays or refuses accordingly.
-            let conflicting = reasons
-                .iter()
-                .any(|r| r.code() == Some("TransactionConflict"));
-            if !conflicting {
-                return Err(StoreError::dynamo("TransactWriteItems", cancelled));
-            }
-            if attempt < TRANSACTION_TRIES {
-                tokio::time::sleep(conflict_backoff(attempt)).await;
-            }
+        let items = vec![
+            TransactWriteItem::builder().put(claim_key).build(),
+            TransactWriteItem::builder().put(put_approval).build(),
+        ];
+        let reasons = match self.transact(items, approval.id.as_str()).await? {
+            Transaction::Committed => return Ok(CreateOutcome::Created),
+            Transaction::Cancelled(reasons) => reasons,
+        };
+        let Some(old) = condition_failed_item(&reasons, 0) else {
+            // Only the approval's condition failed: a ULID collided, which a retry would fix.
+            return Err(StoreError::Corrupt("approval id already taken"));
+        };
+        if get_s(old, "fingerprint")? != record.fingerprint {
+            return Ok(CreateOutcome::KeyReused);
         }
-        Err(StoreError::Contention("TransactWriteItems"))
+        Ok(CreateOutcome::Replayed(SavedResponse {
+            approval_id: get_s(old, "approval_id")?.to_owned(),
+            status: get_n(old, "response_status")?,
+            body: get_b(old, "response_body")?.to_vec(),
+        }))
     }
 
     /// The approval, if it exists for this tenant. Strongly consistent: a client reading right
@@ -168,18 +171,10 @@ impl Store {
             .update_item()
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(tenant, id))
-            .update_expression("SET #status = :outcome, decision = :decision")
-            // only_if_pending_unexpired_and_listed: the one condition that makes a decision
-            // terminal. A missing item fails it too (no status), so no upsert can happen.
-            .condition_expression(
-                "#status = :pending AND expires_at > :now AND contains(approvers, :approver)",
-            )
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":outcome", s(decision.outcome.status().as_str()))
-            .expression_attribute_values(":decision", decision_to_attr(decision))
-            .expression_attribute_values(":pending", s(Status::Pending.as_str()))
-            .expression_attribute_values(":now", epoch(now))
-            .expression_attribute_values(":approver", s(decision.approver.as_str()))
+            .update_expression(RECORD_DECISION)
+            .condition_expression(ONLY_IF_DECIDABLE)
+            .set_expression_attribute_names(Some(decision_names()))
+            .set_expression_attribute_values(Some(decision_values(decision, now)))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()

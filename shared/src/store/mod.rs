@@ -1,6 +1,7 @@
 //! Every DynamoDB expression lives here, next to the guarantee it provides.
 
 mod approvals;
+mod inbox;
 mod items;
 pub mod schema;
 
@@ -8,8 +9,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
 pub use approvals::{CreateOutcome, DecideOutcome, IdempotencyRecord, SavedResponse};
+pub use inbox::{InboxRecord, Ingested};
 
 use crate::config::Tables;
 
@@ -74,6 +78,71 @@ impl Store {
                 .map_err(|e| StoreError::dynamo("DescribeTable", e))?;
         }
         Ok(())
+    }
+}
+
+/// A transaction's end, once conflicts with other in-flight transactions have been retried.
+pub(crate) enum Transaction {
+    Committed,
+    /// A condition refused it: one reason per action, in order, with the item as it was where
+    /// the action asked for `ALL_OLD`.
+    Cancelled(Vec<CancellationReason>),
+}
+
+/// The item returned by the `index`th action's failed condition, if that is why it was cancelled.
+pub(crate) fn condition_failed_item(
+    reasons: &[CancellationReason],
+    index: usize,
+) -> Option<&items::Item> {
+    reasons
+        .get(index)
+        .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+        .and_then(|r| r.item())
+}
+
+impl Store {
+    /// Runs one `TransactWriteItems`. A cancellation caused only by `TransactionConflict` (another
+    /// transaction on the same items in flight) is retried with jitter: once the other commits,
+    /// the retry meets its result in a condition, which is answered from the returned item.
+    ///
+    /// `token` (at most 36 characters, unique per request) makes the SDK's own retries of a
+    /// transaction that did commit, but whose answer was lost, come back as committed.
+    pub(crate) async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+        token: &str,
+    ) -> Result<Transaction, StoreError> {
+        for attempt in 1..=TRANSACTION_TRIES {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .client_request_token(token)
+                .send()
+                .await;
+            let cancelled = match result.map_err(|e| e.into_service_error()) {
+                Ok(_) => return Ok(Transaction::Committed),
+                Err(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled,
+                Err(other) => return Err(StoreError::dynamo("TransactWriteItems", other)),
+            };
+            let reasons = cancelled.cancellation_reasons();
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some("ConditionalCheckFailed"))
+            {
+                return Ok(Transaction::Cancelled(reasons.to_vec()));
+            }
+            if !reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+            {
+                return Err(StoreError::dynamo("TransactWriteItems", cancelled));
+            }
+            if attempt < TRANSACTION_TRIES {
+                tokio::time::sleep(conflict_backoff(attempt)).await;
+            }
+        }
+        Err(StoreError::Contention("TransactWriteItems"))
     }
 }
 

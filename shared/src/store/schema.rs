@@ -1,10 +1,13 @@
 //! The table definitions (`infra/tables.json`, shared with the deployment) and their creation on
 //! a local or test AWS. Lambdas never create tables; the SAM template does.
 
+use std::time::Duration;
+
+use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    StreamSpecification, StreamViewType, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use serde::Deserialize;
 
@@ -84,10 +87,35 @@ impl Store {
             }
             match create.send().await.map_err(|e| e.into_service_error()) {
                 Ok(_) => {}
-                Err(CreateTableError::ResourceInUseException(_)) => continue,
+                Err(CreateTableError::ResourceInUseException(_)) => {}
                 Err(e) => return Err(StoreError::dynamo("CreateTable", e)),
             }
+            // Real DynamoDB creates tables asynchronously; TTL and writes need an active table.
+            self.client
+                .wait_until_table_exists()
+                .table_name(name)
+                .wait(Duration::from_secs(300))
+                .await
+                .map_err(|e| StoreError::dynamo("DescribeTable", e))?;
             if let Some(attribute) = &def.ttl_attribute {
+                // Also for a table that already existed: an earlier run may have stopped between
+                // creating it and enabling TTL.
+                let ttl = self
+                    .client
+                    .describe_time_to_live()
+                    .table_name(name)
+                    .send()
+                    .await
+                    .map_err(|e| StoreError::dynamo("DescribeTimeToLive", e))?;
+                let status = ttl
+                    .time_to_live_description()
+                    .and_then(|d| d.time_to_live_status());
+                if matches!(
+                    status,
+                    Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+                ) {
+                    continue;
+                }
                 self.client
                     .update_time_to_live()
                     .table_name(name)

@@ -1,0 +1,115 @@
+//! `POST /webhooks/{source}`: verify, then record and apply in one transaction.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Extension, Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::extract::read_body;
+use super::{ApiError, RequestId};
+use crate::App;
+use crate::domain::{ApprovalId, Channel, Decision, WebhookOutcome};
+use crate::store::{InboxRecord, Ingested};
+use crate::webhook::{self, WebhookEvent};
+
+pub async fn ingest(
+    State(app): State<Arc<App>>,
+    Path(source_name): Path<String>,
+    Extension(RequestId(request_id)): Extension<RequestId>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let source = app
+        .config
+        .webhook_sources
+        .get(&source_name)
+        .ok_or(ApiError::UnknownSource)?;
+    let body = read_body(body, &headers, webhook::BODY_LIMIT).await?;
+
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let now = app.clock.now();
+    let (event_id, timestamp) = (header("webhook-id"), header("webhook-timestamp"));
+    webhook::verify(
+        &source.secrets,
+        event_id,
+        timestamp,
+        header("webhook-signature"),
+        &body,
+        now,
+    )
+    .map_err(|reason| {
+        tracing::info!(source = source_name, %reason, "webhook refused");
+        ApiError::InvalidSignature
+    })?;
+    // verify() checked both headers are present and the timestamp is integer seconds.
+    let (Some(event_id), Some(Ok(webhook_timestamp))) = (event_id, timestamp.map(str::parse))
+    else {
+        return Err(ApiError::InvalidSignature);
+    };
+    // The id becomes part of a DynamoDB key: bounded and printable, or it is no valid delivery.
+    if event_id.is_empty()
+        || event_id.len() > 256
+        || !event_id.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ApiError::InvalidSignature);
+    }
+
+    let (event_type, event) = webhook::parse_event(&body).map_err(ApiError::invalid)?;
+    let mut record = InboxRecord {
+        source: source_name.clone(),
+        event_id: event_id.to_owned(),
+        event_type,
+        approval_id: None,
+        received_at: now,
+        webhook_timestamp,
+        request_id,
+        body_sha256: hex::encode(Sha256::digest(&body)),
+        expires_at: now + app.config.inbox_ttl_seconds,
+    };
+    let ingested = match event {
+        WebhookEvent::Other => {
+            app.store
+                .record_event(&record, WebhookOutcome::Ignored)
+                .await?
+        }
+        WebhookEvent::Decided {
+            approval_id,
+            outcome,
+            approver,
+            comment,
+        } => {
+            record.approval_id = Some(approval_id.clone());
+            match ApprovalId::parse(&approval_id) {
+                // An id that is no approval id names no approval.
+                Err(_) => {
+                    app.store
+                        .record_event(&record, WebhookOutcome::UnknownApproval)
+                        .await?
+                }
+                Ok(id) => {
+                    let decision = Decision {
+                        outcome,
+                        approver,
+                        decided_at: now,
+                        channel: Channel::Webhook,
+                        comment,
+                        webhook_event_id: Some(event_id.to_owned()),
+                    };
+                    app.store
+                        .ingest_decision(&source.tenant, &id, &record, &decision, now)
+                        .await?
+                }
+            }
+        }
+    };
+    let (status, outcome) = match ingested {
+        Ingested::Processed(outcome) => ("processed", outcome),
+        Ingested::Duplicate(outcome) => ("duplicate", outcome),
+    };
+    Ok(Json(json!({"status": status, "outcome": outcome})).into_response())
+}

@@ -1,0 +1,158 @@
+//! The webhook inbox: one item per `{source}#{webhook-id}`, written in the same transaction as
+//! the transition the event causes, so an event is applied at most once however often it is
+//! delivered.
+
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{
+    Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+
+use super::approvals::{ONLY_IF_DECIDABLE, RECORD_DECISION, decision_names, decision_values};
+use super::items::{Item, approval_from_item, approval_key, epoch, get_s, s};
+use super::{Store, StoreError, Transaction, condition_failed_item};
+use crate::domain::{
+    ApprovalId, DecideRequest, Decision, EpochSeconds, TenantId, WebhookOutcome, classify_refusal,
+};
+
+/// What the inbox keeps of a delivery: enough to explain, later, why a workflow resumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxRecord {
+    pub source: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub approval_id: Option<String>,
+    pub received_at: EpochSeconds,
+    /// The `webhook-timestamp` header of the first delivery.
+    pub webhook_timestamp: EpochSeconds,
+    pub request_id: String,
+    pub body_sha256: String,
+    /// Kept until then (the table's TTL attribute): longer than any provider redelivers.
+    pub expires_at: EpochSeconds,
+}
+
+/// How a delivery was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingested {
+    /// The first delivery of this event: recorded now, with this outcome.
+    Processed(WebhookOutcome),
+    /// A redelivery: nothing changed; the outcome is the first delivery's.
+    Duplicate(WebhookOutcome),
+}
+
+impl InboxRecord {
+    fn to_item(&self, outcome: WebhookOutcome) -> Item {
+        let mut item = Item::from([
+            (
+                "pk".to_owned(),
+                s(format!("{}#{}", self.source, self.event_id)),
+            ),
+            ("source".to_owned(), s(&self.source)),
+            ("event_id".to_owned(), s(&self.event_id)),
+            ("event_type".to_owned(), s(&self.event_type)),
+            ("outcome".to_owned(), s(outcome.as_str())),
+            ("received_at".to_owned(), epoch(self.received_at)),
+            (
+                "webhook_timestamp".to_owned(),
+                epoch(self.webhook_timestamp),
+            ),
+            ("request_id".to_owned(), s(&self.request_id)),
+            ("body_sha256".to_owned(), s(&self.body_sha256)),
+            ("expires_at".to_owned(), epoch(self.expires_at)),
+        ]);
+        if let Some(id) = &self.approval_id {
+            item.insert("approval_id".to_owned(), s(id));
+        }
+        item
+    }
+
+    /// only_if_first_delivery: the inbox item is written once per event id.
+    fn put(&self, table: &str, outcome: WebhookOutcome) -> Result<Put, StoreError> {
+        Put::builder()
+            .table_name(table)
+            .set_item(Some(self.to_item(outcome)))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    }
+}
+
+fn recorded_outcome(item: &Item) -> Result<WebhookOutcome, StoreError> {
+    WebhookOutcome::parse(get_s(item, "outcome")?).ok_or(StoreError::corrupt("outcome"))
+}
+
+impl Store {
+    /// A decision event: the inbox item and the approval's decision in one transaction. When
+    /// the approval cannot take the decision, the event is recorded alone with the reason.
+    pub async fn ingest_decision(
+        &self,
+        tenant: &TenantId,
+        approval_id: &ApprovalId,
+        record: &InboxRecord,
+        decision: &Decision,
+        now: EpochSeconds,
+    ) -> Result<Ingested, StoreError> {
+        let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Applied)?;
+        let decide = Update::builder()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, approval_id))
+            .update_expression(RECORD_DECISION)
+            .condition_expression(ONLY_IF_DECIDABLE)
+            .set_expression_attribute_names(Some(decision_names()))
+            .set_expression_attribute_values(Some(decision_values(decision, now)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let items = vec![
+            TransactWriteItem::builder().put(inbox).build(),
+            TransactWriteItem::builder().update(decide).build(),
+        ];
+        let reasons = match self.transact(items, &record.request_id).await? {
+            Transaction::Committed => return Ok(Ingested::Processed(WebhookOutcome::Applied)),
+            Transaction::Cancelled(reasons) => reasons,
+        };
+        if let Some(first) = condition_failed_item(&reasons, 0) {
+            return Ok(Ingested::Duplicate(recorded_outcome(first)?));
+        }
+        // Only the approval refused: tell why from the item as it was, and record that.
+        let old = condition_failed_item(&reasons, 1)
+            .map(approval_from_item)
+            .transpose()?;
+        let request = DecideRequest {
+            outcome: decision.outcome,
+            approver: decision.approver.clone(),
+            comment: None,
+        };
+        let outcome = WebhookOutcome::from_refusal(&classify_refusal(old, &request, now)).ok_or(
+            StoreError::Corrupt("the decision condition refused a decidable approval"),
+        )?;
+        self.record_event(record, outcome).await
+    }
+
+    /// Records an event that changes nothing else (ignored, or refused by the approval).
+    pub async fn record_event(
+        &self,
+        record: &InboxRecord,
+        outcome: WebhookOutcome,
+    ) -> Result<Ingested, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.tables.webhook_inbox)
+            .set_item(Some(record.to_item(outcome)))
+            .condition_expression("attribute_not_exists(pk)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result.map_err(|e| e.into_service_error()) {
+            Ok(_) => Ok(Ingested::Processed(outcome)),
+            Err(PutItemError::ConditionalCheckFailedException(failed)) => {
+                let first = failed
+                    .item()
+                    .ok_or(StoreError::corrupt("ALL_OLD inbox item"))?;
+                Ok(Ingested::Duplicate(recorded_outcome(first)?))
+            }
+            Err(err) => Err(StoreError::dynamo("PutItem", err)),
+        }
+    }
+}
