@@ -90,7 +90,15 @@ async fn forged_deliveries_are_refused_and_record_nothing() {
     let ts = now.to_string();
     let good = sign(ACME_SECRET, now, &body);
     let tampered = body.replace("approve", "reject");
-    let cases: Vec<(&str, Option<String>, Option<String>, Option<String>, String)> = vec![
+    // (case, webhook-id, webhook-timestamp, webhook-signature, body)
+    type Forged = (
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        String,
+    );
+    let cases: Vec<Forged> = vec![
         (
             "tampered body",
             Some("msg_forged".into()),
