@@ -12,8 +12,9 @@ use super::items::{
     approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n,
     get_s, idempotency_key, n, s,
 };
+use super::expr::names;
 use super::{Store, StoreError, Transaction, condition_failed_item};
-use crate::domain::{
+use crate::domain::{ExecutionStatus, Outcome, 
     Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId,
 };
 
@@ -58,29 +59,49 @@ pub enum DecideOutcome {
 }
 
 /// Records a terminal decision on an approval.
-pub(crate) const RECORD_DECISION: &str = "SET #status = :outcome, decision = :decision";
+pub(crate) const RECORD_DECISION: &str = "SET #status = :outcome, #decision = :decision";
+
+/// Records an approval and queues its execution (the dispatcher turns that into a job).
+pub(crate) const RECORD_APPROVAL: &str = "SET #status = :outcome, #decision = :decision, \
+     #execution.#status = :queued, #execution.#updated_at = :now";
 
 /// only_if_pending_unexpired_and_listed: the one condition that makes a decision terminal,
 /// whatever channel it comes through. A missing item fails it too (it has no status), so a
 /// decision can never create an approval.
 pub(crate) const ONLY_IF_DECIDABLE: &str =
-    "#status = :pending AND expires_at > :now AND contains(approvers, :approver)";
+    "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver)";
 
-pub(crate) fn decision_names() -> HashMap<String, String> {
-    HashMap::from([("#status".to_owned(), "status".to_owned())])
+/// only_if_key_unused_or_expired: a record whose expiry has passed no longer blocks the key,
+/// even while DynamoDB's TTL (which deletes late) has not removed it yet.
+const ONLY_IF_KEY_UNUSED_OR_EXPIRED: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
+
+/// only_if_new: an item is created once and never overwritten by a put.
+pub(crate) const ONLY_IF_NEW: &str = "attribute_not_exists(#pk)";
+
+/// The update that records `decision`: an approval also queues the execution.
+pub(crate) fn decision_update(decision: &Decision) -> &'static str {
+    match decision.outcome {
+        Outcome::Approved => RECORD_APPROVAL,
+        Outcome::Rejected => RECORD_DECISION,
+    }
 }
 
-pub(crate) fn decision_values(
-    decision: &Decision,
-    now: EpochSeconds,
-) -> HashMap<String, AttributeValue> {
-    HashMap::from([
+pub(crate) fn decision_names(decision: &Decision) -> HashMap<String, String> {
+    names(&[decision_update(decision), ONLY_IF_DECIDABLE])
+}
+
+pub(crate) fn decision_values(decision: &Decision, now: EpochSeconds) -> HashMap<String, AttributeValue> {
+    let mut values = HashMap::from([
         (":outcome".to_owned(), s(decision.outcome.status().as_str())),
         (":decision".to_owned(), decision_to_attr(decision)),
         (":pending".to_owned(), s(Status::Pending.as_str())),
         (":now".to_owned(), epoch(now)),
         (":approver".to_owned(), s(decision.approver.as_str())),
-    ])
+    ]);
+    if decision.outcome == Outcome::Approved {
+        values.insert(":queued".to_owned(), s(ExecutionStatus::Queued.as_str()));
+    }
+    values
 }
 
 impl Store {
@@ -92,8 +113,6 @@ impl Store {
         record: &IdempotencyRecord,
         now: EpochSeconds,
     ) -> Result<CreateOutcome, StoreError> {
-        // only_if_key_unused_or_expired: a record past its expiry no longer blocks the key, even
-        // while DynamoDB's TTL (which deletes late) has not removed it yet.
         let claim_key = Put::builder()
             .table_name(&self.tables.idempotency_keys)
             .item("pk", idempotency_key(&approval.tenant, &record.key))
@@ -103,7 +122,8 @@ impl Store {
             .item("response_body", b(&record.response_body))
             .item("created_at", epoch(record.created_at))
             .item("expires_at", epoch(record.expires_at))
-            .condition_expression("attribute_not_exists(pk) OR expires_at < :now")
+            .condition_expression(ONLY_IF_KEY_UNUSED_OR_EXPIRED)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_KEY_UNUSED_OR_EXPIRED])))
             .expression_attribute_values(":now", epoch(now))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
@@ -112,7 +132,8 @@ impl Store {
         let put_approval = Put::builder()
             .table_name(&self.tables.approvals)
             .set_item(Some(approval_to_item(approval)))
-            .condition_expression("attribute_not_exists(pk)")
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
 
@@ -171,9 +192,9 @@ impl Store {
             .update_item()
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(tenant, id))
-            .update_expression(RECORD_DECISION)
+            .update_expression(decision_update(decision))
             .condition_expression(ONLY_IF_DECIDABLE)
-            .set_expression_attribute_names(Some(decision_names()))
+            .set_expression_attribute_names(Some(decision_names(decision)))
             .set_expression_attribute_values(Some(decision_values(decision, now)))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

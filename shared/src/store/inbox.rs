@@ -7,7 +7,8 @@ use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::approvals::{ONLY_IF_DECIDABLE, RECORD_DECISION, decision_names, decision_values};
+use super::approvals::{ONLY_IF_DECIDABLE, ONLY_IF_NEW, decision_names, decision_update, decision_values};
+use super::expr::names;
 use super::items::{Item, approval_from_item, approval_key, epoch, get_s, s};
 use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{
@@ -70,7 +71,8 @@ impl InboxRecord {
         Put::builder()
             .table_name(table)
             .set_item(Some(self.to_item(outcome)))
-            .condition_expression("attribute_not_exists(pk)")
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
@@ -96,9 +98,9 @@ impl Store {
         let decide = Update::builder()
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(tenant, approval_id))
-            .update_expression(RECORD_DECISION)
+            .update_expression(decision_update(decision))
             .condition_expression(ONLY_IF_DECIDABLE)
-            .set_expression_attribute_names(Some(decision_names()))
+            .set_expression_attribute_names(Some(decision_names(decision)))
             .set_expression_attribute_values(Some(decision_values(decision, now)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
@@ -140,7 +142,8 @@ impl Store {
             .put_item()
             .table_name(&self.tables.webhook_inbox)
             .set_item(Some(record.to_item(outcome)))
-            .condition_expression("attribute_not_exists(pk)")
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;

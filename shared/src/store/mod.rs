@@ -1,6 +1,7 @@
 //! Every DynamoDB expression lives here, next to the guarantee it provides.
 
 mod approvals;
+mod expr;
 mod inbox;
 mod items;
 pub mod schema;
