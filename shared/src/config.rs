@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::auth::ApiKeys;
 use crate::domain::TenantId;
+use crate::review_token::TokenSecret;
 use crate::webhook::WebhookSecret;
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,13 @@ pub struct Config {
     pub action_targets: BTreeMap<String, ActionTarget>,
     /// By source name (the `{source}` of `POST /webhooks/{source}`).
     pub webhook_sources: BTreeMap<String, WebhookSource>,
+    /// The jobs queue (dispatch sends to it; the executor changes its messages' visibility).
+    pub jobs_queue_url: Option<String>,
+    /// Where notify jobs are POSTed.
+    pub notifier_url: Option<String>,
+    pub decision_token_secret: Option<TokenSecret>,
+    /// Base of review links, e.g. `https://approvals.example.com`.
+    pub public_base_url: Option<String>,
     pub idempotency_ttl_seconds: i64,
     pub inbox_ttl_seconds: i64,
     pub job_visibility_timeout_seconds: i64,
@@ -121,14 +129,7 @@ impl Config {
         let action_targets: BTreeMap<String, ActionTarget> = serde_json::from_str(&action_targets)
             .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
         for (kind, target) in &action_targets {
-            let url = url::Url::parse(&target.url)
-                .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
-            if !matches!(url.scheme(), "http" | "https") {
-                return Err(ConfigError::new(
-                    "ACTION_TARGETS",
-                    format!("{kind}: url must be http or https"),
-                ));
-            }
+            http_url(&target.url).map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
         }
 
         let webhook_sources = match get("WEBHOOK_SOURCES") {
@@ -138,11 +139,26 @@ impl Config {
             None => BTreeMap::new(),
         };
 
+        let notifier_url = get("NOTIFIER_URL")
+            .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("NOTIFIER_URL", e)))
+            .transpose()?;
+        let public_base_url = get("PUBLIC_BASE_URL")
+            .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("PUBLIC_BASE_URL", e)))
+            .transpose()?
+            .map(|url| url.trim_end_matches('/').to_owned());
+        let decision_token_secret = get("DECISION_TOKEN_SECRET")
+            .map(|raw| TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e)))
+            .transpose()?;
+
         Ok(Self {
             tables,
             api_keys,
             action_targets,
             webhook_sources,
+            jobs_queue_url: get("JOBS_QUEUE_URL"),
+            notifier_url,
+            decision_token_secret,
+            public_base_url,
             idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 60)?,
             inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 60)?,
             job_visibility_timeout_seconds: number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?,
@@ -152,6 +168,39 @@ impl Config {
 
     pub fn is_action_type(&self, kind: &str) -> bool {
         self.action_targets.contains_key(kind)
+    }
+
+    /// What the dispatcher and the executor need beyond the common configuration; a Lambda that
+    /// needs it calls this at start, so a missing variable fails the start, not a job.
+    pub fn jobs(&self) -> Result<JobsConfig<'_>, ConfigError> {
+        let missing = |variable| ConfigError::new(variable, "required by the dispatch and executor functions");
+        Ok(JobsConfig {
+            queue_url: self.jobs_queue_url.as_deref().ok_or_else(|| missing("JOBS_QUEUE_URL"))?,
+            notifier_url: self.notifier_url.as_deref().ok_or_else(|| missing("NOTIFIER_URL"))?,
+            token_secret: self
+                .decision_token_secret
+                .as_ref()
+                .ok_or_else(|| missing("DECISION_TOKEN_SECRET"))?,
+            public_base_url: self.public_base_url.as_deref().ok_or_else(|| missing("PUBLIC_BASE_URL"))?,
+        })
+    }
+}
+
+/// The configuration of jobs: where they queue and where notifications go.
+#[derive(Debug, Clone, Copy)]
+pub struct JobsConfig<'a> {
+    pub queue_url: &'a str,
+    pub notifier_url: &'a str,
+    pub token_secret: &'a TokenSecret,
+    pub public_base_url: &'a str,
+}
+
+fn http_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| e.to_string())?;
+    if matches!(url.scheme(), "http" | "https") {
+        Ok(raw.to_owned())
+    } else {
+        Err("must be an http or https URL".to_owned())
     }
 }
 

@@ -9,6 +9,9 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod jobs;
+pub mod review_token;
+pub mod runner;
 pub mod store;
 pub mod telemetry;
 pub mod webhook;
@@ -24,15 +27,22 @@ pub use store::Store;
 pub struct App {
     pub config: Config,
     pub store: Store,
+    pub sqs: aws_sdk_sqs::Client,
     pub clock: Clock,
 }
 
 impl App {
-    pub fn new(config: Config, dynamodb: aws_sdk_dynamodb::Client, clock: Clock) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        clock: Clock,
+    ) -> Arc<Self> {
         let store = Store::new(dynamodb, config.tables.clone());
         Arc::new(Self {
             config,
             store,
+            sqs,
             clock,
         })
     }
@@ -47,7 +57,35 @@ impl App {
         Ok(Self::new(
             config,
             aws_sdk_dynamodb::Client::new(&aws),
+            aws_sdk_sqs::Client::new(&aws),
             Clock::system(),
         ))
     }
+
+    /// Whether the tables (and the jobs queue, where configured) answer.
+    pub async fn check(&self) -> Result<(), String> {
+        self.store.check().await.map_err(|e| e.to_string())?;
+        if let Some(queue_url) = &self.config.jobs_queue_url {
+            self.sqs
+                .get_queue_attributes()
+                .queue_url(queue_url)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+        }
+        Ok(())
+    }
 }
+
+/// Failpoints (the `failpoints` feature): configured from `FAILPOINTS` in the fail crate's
+/// syntax, e.g. `execute::after_downstream=1*panic`. Keep the returned guard for the life of
+/// the process. Without the feature, nothing.
+#[cfg(feature = "failpoints")]
+pub fn failpoints() -> fail::FailScenario<'static> {
+    fail::FailScenario::setup()
+}
+
+/// Failpoints are compiled out of this build (no `failpoints` feature).
+#[cfg(not(feature = "failpoints"))]
+pub fn failpoints() {}

@@ -2,6 +2,8 @@
 //! whatever `AWS_ENDPOINT_URL` names), the real router served over loopback HTTP, fresh tables per
 //! test, and a DynamoDB call counter installed as an SDK interceptor.
 
+pub mod jobs;
+
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -157,6 +159,9 @@ pub struct TestApp {
     /// An uncounted client for the test's own inspection of the tables.
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub clock: Clock,
+    pub sdk: aws_config::SdkConfig,
+    /// Set by [`TestApp::start_jobs`]: the queues, the downstream and the running pollers.
+    pub jobs: Option<jobs::JobsEnv>,
 }
 
 impl TestApp {
@@ -214,7 +219,8 @@ impl TestApp {
                 .build(),
         );
         let clock = Clock::system();
-        let app = App::new(config, counted, clock.clone());
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let app = App::new(config, counted, sqs, clock.clone());
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -230,6 +236,8 @@ impl TestApp {
             calls,
             dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
             clock,
+            sdk,
+            jobs: None,
         }
     }
 

@@ -1,1 +1,22 @@
-fn main() {}
+//! The executor Lambda: jobs from SQS, each guarded by the execution ledger; the messages to
+//! retry are reported as batch item failures.
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use countersign::jobs::{Executor, JobMessage};
+use lambda_runtime::{LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    countersign::telemetry::init();
+    let _failpoints = countersign::failpoints();
+    let executor = &Executor::new(countersign::App::from_env().await?)?;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let messages: Vec<_> = event.payload.records.iter().map(JobMessage::from_lambda).collect();
+        let mut response = SqsBatchResponse::default();
+        for message_id in executor.handle_batch(&messages).await {
+            response.add_failure(message_id);
+        }
+        Ok::<_, lambda_runtime::Error>(response)
+    }))
+    .await
+}

@@ -7,11 +7,20 @@
 
 use std::net::SocketAddr;
 
+mod demo;
+
+use std::sync::Arc;
+
+use countersign::jobs::{Dispatcher, Executor};
+use countersign::runner::{Pollers, ensure_queues};
 use countersign::{App, Clock, Config};
 
 /// Demo values for what the environment leaves unset. Printed at start: none of them is secret.
 const DEMO_API_KEY: &str = "cs_demo_key_0123456789";
 const DEMO_WEBHOOK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby13ZWJob29rLXNlY3JldCE=";
+const DEMO_TOKEN_SECRET: &str = "countersign-demo-review-token-secret";
+/// The local jobs queue (and `…-dlq`), created when `JOBS_QUEUE_URL` is not set.
+const LOCAL_QUEUE: &str = "countersign-jobs";
 
 fn demo_default(name: &str, port: u16) -> Option<String> {
     match name {
@@ -22,6 +31,9 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         "WEBHOOK_SOURCES" => Some(format!(
             r#"{{"demo": {{"tenant": "demo", "secrets": ["{DEMO_WEBHOOK_SECRET}"]}}}}"#
         )),
+        "NOTIFIER_URL" => Some(format!("http://127.0.0.1:{port}/_demo/notify")),
+        "PUBLIC_BASE_URL" => Some(format!("http://127.0.0.1:{port}")),
+        "DECISION_TOKEN_SECRET" => Some(DEMO_TOKEN_SECRET.to_owned()),
         _ => None,
     }
 }
@@ -54,22 +66,43 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     countersign::telemetry::init();
+    let _failpoints = countersign::failpoints();
     let port = port()?;
     let demo = std::env::var("API_KEYS").is_err();
-    let config = config(port)?;
+    let mut config = config(port)?;
 
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
-    let app = App::new(config, aws_sdk_dynamodb::Client::new(&aws), Clock::system());
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    if config.jobs_queue_url.is_none() {
+        let queues = ensure_queues(
+            &sqs,
+            LOCAL_QUEUE,
+            config.job_visibility_timeout_seconds,
+            config.job_max_attempts,
+        )
+        .await?;
+        config.jobs_queue_url = Some(queues.queue_url);
+    }
+    let app = App::new(config, aws_sdk_dynamodb::Client::new(&aws), sqs.clone(), Clock::system());
     app.store.ensure_tables().await?;
+    let executor = Arc::new(Executor::new(app.clone())?);
+    let dispatcher = Dispatcher::new(sqs.clone(), app.config.jobs()?.queue_url);
+    let _pollers = Pollers::start(
+        app.clone(),
+        aws_sdk_dynamodbstreams::Client::new(&aws),
+        sqs,
+        executor,
+        dispatcher,
+    );
 
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr} (PORT): {e}"))?;
     print_banner(port, demo, &app);
-    axum::serve(listener, countersign::http::router(app))
+    axum::serve(listener, countersign::http::router(app).merge(demo::router()))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })
@@ -131,6 +164,9 @@ Try it:
     -d '{{"decision": "approve", "approver": "alice@example.com"}}'
 
   curl -s {base}/approvals/<id> -H 'Authorization: Bearer {DEMO_API_KEY}'
+
+Approved actions of type echo are performed by a local recorder that prints them (once per
+Idempotency-Key); notifications print each approver's review link.
 
 Decide through a signed webhook instead (prints a curl signed now; pipe it to sh to send it):
   target/debug/countersign-local sign-webhook \

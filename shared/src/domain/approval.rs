@@ -151,6 +151,24 @@ pub struct Execution {
     pub attempts: u32,
     pub last_error: Option<String>,
     pub updated_at: EpochSeconds,
+    /// How many times an operator has resumed the execution: each resume is a new execute job
+    /// (identity `{approval_id}#execute#{generation}`).
+    pub generation: u32,
+    /// What an operator recorded when resolving a `needs_reconciliation` execution.
+    pub note: Option<String>,
+}
+
+impl Execution {
+    pub fn not_started(now: EpochSeconds) -> Self {
+        Self {
+            status: ExecutionStatus::NotStarted,
+            attempts: 0,
+            last_error: None,
+            updated_at: now,
+            generation: 0,
+            note: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -215,6 +233,7 @@ impl Approval {
                 attempts: self.execution.attempts,
                 last_error: self.execution.last_error.as_deref(),
                 updated_at: rfc3339(self.execution.updated_at),
+                note: self.execution.note.as_deref(),
             },
         }
     }
@@ -258,6 +277,8 @@ struct ExecutionView<'a> {
     attempts: u32,
     last_error: Option<&'a str>,
     updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -280,12 +301,7 @@ pub(crate) mod tests {
             created_at: 0,
             expires_at,
             decision: None,
-            execution: Execution {
-                status: ExecutionStatus::NotStarted,
-                attempts: 0,
-                last_error: None,
-                updated_at: 0,
-            },
+            execution: Execution::not_started(0),
         }
     }
 

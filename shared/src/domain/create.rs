@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Approval, ApprovalId, Approver, EpochSeconds, Execution, ExecutionStatus, IdempotencyKey,
+    Approval, ApprovalId, Approver, EpochSeconds, Execution, IdempotencyKey,
     Status, TenantId,
 };
 
@@ -169,12 +169,7 @@ impl CreateRequest {
             created_at: now,
             expires_at: now + self.expires_in_seconds,
             decision: None,
-            execution: Execution {
-                status: ExecutionStatus::NotStarted,
-                attempts: 0,
-                last_error: None,
-                updated_at: now,
-            },
+            execution: Execution::not_started(now),
         }
     }
 }

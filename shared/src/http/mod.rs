@@ -2,6 +2,7 @@
 
 mod approvals;
 mod extract;
+mod operator;
 mod problem;
 mod webhooks;
 
@@ -58,6 +59,8 @@ fn create_routes() -> Router<Arc<App>> {
     Router::new()
         .route("/approvals", post(approvals::create))
         .route("/approvals/{id}", get(approvals::get))
+        .route("/approvals/{id}/execution/retry", post(operator::retry))
+        .route("/approvals/{id}/execution/resolve", post(operator::resolve))
 }
 
 fn decide_routes() -> Router<Arc<App>> {
@@ -79,7 +82,7 @@ fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
 
 /// 200 once the tables answer; 503 otherwise.
 async fn health(State(app): State<Arc<App>>) -> Response {
-    match app.store.check().await {
+    match app.check().await {
         Ok(()) => axum::Json(json!({"status": "ok"})).into_response(),
         Err(err) => {
             tracing::warn!(error = %err, "health check failed");

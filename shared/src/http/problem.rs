@@ -40,6 +40,10 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("the approval was already decided")]
     AlreadyDecided { approval: Value },
+    #[error("only a failed or needs_reconciliation execution can be retried")]
+    NotRetryable { approval: Value },
+    #[error("only a needs_reconciliation execution can be resolved")]
+    NotResolvable { approval: Value },
     #[error("the approval expired before it was decided")]
     ApprovalExpired,
     #[error("this approver is not listed on the approval")]
@@ -69,7 +73,10 @@ impl ApiError {
             | Self::IdempotencyKeyInvalid(_)
             | Self::InvalidRequest { .. }
             | Self::UnknownActionType(_) => StatusCode::BAD_REQUEST,
-            Self::IdempotencyKeyReused | Self::AlreadyDecided { .. } => StatusCode::CONFLICT,
+            Self::IdempotencyKeyReused
+            | Self::AlreadyDecided { .. }
+            | Self::NotRetryable { .. }
+            | Self::NotResolvable { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
             Self::NotAnApprover => StatusCode::FORBIDDEN,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -92,6 +99,8 @@ impl ApiError {
             Self::UnknownActionType(_) => "unknown_action_type",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::AlreadyDecided { .. } => "already_decided",
+            Self::NotRetryable { .. } => "not_retryable",
+            Self::NotResolvable { .. } => "not_resolvable",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
             Self::Unavailable => "unavailable",
@@ -113,6 +122,8 @@ impl ApiError {
             Self::UnknownActionType(_) => "Unknown action type",
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
             Self::AlreadyDecided { .. } => "Already decided",
+            Self::NotRetryable { .. } => "Not retryable",
+            Self::NotResolvable { .. } => "Not resolvable",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
             Self::Unavailable => "Service unavailable",
@@ -138,7 +149,9 @@ impl IntoResponse for ApiError {
         });
         match self {
             Self::InvalidRequest { errors, .. } => body["errors"] = json!(errors),
-            Self::AlreadyDecided { approval } => body["approval"] = approval,
+            Self::AlreadyDecided { approval }
+            | Self::NotRetryable { approval }
+            | Self::NotResolvable { approval } => body["approval"] = approval,
             _ => {}
         }
         let mut response = (status, body.to_string()).into_response();

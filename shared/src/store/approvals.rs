@@ -215,3 +215,96 @@ impl Store {
         }
     }
 }
+
+/// Why an operator's change to an execution was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperatorRefusal {
+    /// No such approval for this tenant.
+    NotFound,
+    /// The execution is not in a state the operation applies to: the approval as it is.
+    WrongState(Box<Approval>),
+}
+
+/// only_if_retryable: only a failed or unreconciled execution resumes, and only on an approved
+/// approval; each resume is a new generation, which the dispatcher turns into one execute job.
+const ONLY_IF_RETRYABLE: &str =
+    "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation)";
+const RESUME: &str = "SET #execution.#status = :queued, #execution.#generation = #execution.#generation + :one, \
+     #execution.#updated_at = :now REMOVE #execution.#note";
+
+/// only_if_unreconciled: an operator records the real outcome of an unknown one, once.
+const ONLY_IF_UNRECONCILED: &str = "#execution.#status = :needs_reconciliation";
+const RESOLVE: &str =
+    "SET #execution.#status = :outcome, #execution.#note = :note, #execution.#updated_at = :now";
+
+impl Store {
+    /// Resumes a failed or unreconciled execution without a second approval.
+    pub async fn retry_execution(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        now: EpochSeconds,
+    ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
+        let values = HashMap::from([
+            (":approved".to_owned(), s(Status::Approved.as_str())),
+            (":failed".to_owned(), s(ExecutionStatus::Failed.as_str())),
+            (":needs_reconciliation".to_owned(), s(ExecutionStatus::NeedsReconciliation.as_str())),
+            (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
+            (":one".to_owned(), n(1)),
+            (":now".to_owned(), epoch(now)),
+        ]);
+        self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values).await
+    }
+
+    /// Records what really happened to an execution whose outcome was unknown.
+    pub async fn resolve_execution(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        outcome: ExecutionStatus,
+        note: &str,
+        now: EpochSeconds,
+    ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
+        let values = HashMap::from([
+            (":needs_reconciliation".to_owned(), s(ExecutionStatus::NeedsReconciliation.as_str())),
+            (":outcome".to_owned(), s(outcome.as_str())),
+            (":note".to_owned(), s(note)),
+            (":now".to_owned(), epoch(now)),
+        ]);
+        self.operator_update(tenant, id, RESOLVE, ONLY_IF_UNRECONCILED, values).await
+    }
+
+    async fn operator_update(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        update: &str,
+        condition: &str,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, id))
+            .update_expression(update)
+            .condition_expression(format!("attribute_exists(#pk) AND ({condition})"))
+            .set_expression_attribute_names(Some(names(&[update, condition, "#pk"])))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result.map_err(|e| e.into_service_error()) {
+            Ok(output) => {
+                let item = output.attributes().ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                Ok(Ok(approval_from_item(item)?))
+            }
+            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => match failed.item() {
+                None => Ok(Err(OperatorRefusal::NotFound)),
+                Some(item) => Ok(Err(OperatorRefusal::WrongState(Box::new(approval_from_item(item)?)))),
+            },
+            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
+        }
+    }
+}

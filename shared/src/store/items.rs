@@ -95,9 +95,13 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
         ("status".to_owned(), s(execution.status.as_str())),
         ("attempts".to_owned(), n(execution.attempts)),
         ("updated_at".to_owned(), n(execution.updated_at)),
+        ("generation".to_owned(), n(execution.generation)),
     ]);
     if let Some(error) = &execution.last_error {
         map.insert("last_error".to_owned(), s(error));
+    }
+    if let Some(note) = &execution.note {
+        map.insert("note".to_owned(), s(note));
     }
     AttributeValue::M(map)
 }
@@ -163,6 +167,8 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         attempts: get_n(map, "attempts")?,
         last_error: opt_s(map, "last_error"),
         updated_at: get_n(map, "updated_at")?,
+        generation: get_n(map, "generation")?,
+        note: opt_s(map, "note"),
     })
 }
 
@@ -251,6 +257,8 @@ mod tests {
                 attempts: 3,
                 last_error: Some("HTTP 500".into()),
                 updated_at: 1_700_000_200,
+                generation: 2,
+                note: Some("done by hand".into()),
             },
         };
         assert_eq!(
@@ -259,6 +267,7 @@ mod tests {
         );
         approval.decision = None;
         approval.execution.last_error = None;
+        approval.execution.note = None;
         assert_eq!(
             approval_from_item(&approval_to_item(&approval)).unwrap(),
             approval

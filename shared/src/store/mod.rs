@@ -3,6 +3,7 @@
 mod approvals;
 mod expr;
 mod inbox;
+mod ledger;
 mod items;
 pub mod schema;
 
@@ -13,8 +14,16 @@ use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
-pub use approvals::{CreateOutcome, DecideOutcome, IdempotencyRecord, SavedResponse};
+pub use approvals::{CreateOutcome, DecideOutcome, IdempotencyRecord, OperatorRefusal, SavedResponse};
 pub use inbox::{InboxRecord, Ingested};
+
+/// An approval from a stored image (a stream record's old or new image).
+pub fn items_to_approval(
+    item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> Result<crate::domain::Approval, StoreError> {
+    items::approval_from_item(item)
+}
+pub use ledger::{Begin, Completion, LedgerEntry, LedgerStatus};
 
 use crate::config::Tables;
 

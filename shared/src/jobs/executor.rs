@@ -1,0 +1,307 @@
+//! The executor: performs jobs exactly once in effect. For each job: begin (a conditional
+//! ledger write, before any downstream call) → the downstream call with the job's business
+//! `Idempotency-Key`, the same on every attempt → complete (ledger and approval in one
+//! transaction). Outcomes it cannot know are never reported as success.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::job::Job;
+use crate::domain::{ApprovalId, Approver, rfc3339};
+use crate::review_token::TokenSecret;
+use crate::store::{Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
+use crate::{App, ConfigError};
+
+/// An SQS message, from Lambda's event or from the local runner's `ReceiveMessage`.
+#[derive(Debug, Clone)]
+pub struct JobMessage {
+    pub message_id: String,
+    pub receipt_handle: String,
+    pub body: String,
+    /// `ApproximateReceiveCount`: the same count the queue's redrive policy uses.
+    pub receive_count: u32,
+}
+
+impl JobMessage {
+    pub fn from_lambda(message: &aws_lambda_events::event::sqs::SqsMessage) -> Self {
+        Self {
+            message_id: message.message_id.clone().unwrap_or_default(),
+            receipt_handle: message.receipt_handle.clone().unwrap_or_default(),
+            body: message.body.clone().unwrap_or_default(),
+            receive_count: message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
+        }
+    }
+
+    pub fn from_sdk(message: &aws_sdk_sqs::types::Message) -> Self {
+        Self {
+            message_id: message.message_id().unwrap_or_default().to_owned(),
+            receipt_handle: message.receipt_handle().unwrap_or_default().to_owned(),
+            body: message.body().unwrap_or_default().to_owned(),
+            receive_count: message
+                .attributes()
+                .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// What becomes of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    /// Done (succeeded, failed for good, handed to an operator, or nothing left to do): delete.
+    Ack,
+    /// Report a batch item failure: the message comes back after its visibility timeout.
+    Retry,
+}
+
+/// What a downstream call told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CallOutcome {
+    Succeeded,
+    /// The target refused the request (4xx): retrying the same request cannot help.
+    Refused(String),
+    /// Failed before anything was sent, or the target answered that it failed (5xx, 408,
+    /// 429): safe to try again.
+    Retryable(String),
+    /// The request may have been received and acted on (timeout, connection lost).
+    Unknown(String),
+}
+
+pub struct Executor {
+    app: Arc<App>,
+    sqs: aws_sdk_sqs::Client,
+    http: reqwest::Client,
+    queue_url: String,
+    notifier_url: String,
+    public_base_url: String,
+    token_secret: TokenSecret,
+    /// How long an attempt's lease lasts: just under the visibility timeout, so that when a
+    /// message comes back because its worker died, the lease has already ended.
+    lease_seconds: i64,
+}
+
+impl Executor {
+    /// Builds the executor once per process (the HTTP client pools connections across jobs).
+    pub fn new(app: Arc<App>) -> Result<Self, ConfigError> {
+        let jobs = app.config.jobs()?;
+        let visibility = app.config.job_visibility_timeout_seconds;
+        // The call must end well inside the lease, so that a target that never answers cannot
+        // hold a job past it.
+        let call_timeout = Duration::from_millis((visibility as u64 * 1000 / 3).max(500));
+        let http = reqwest::Client::builder()
+            .connect_timeout(call_timeout.min(Duration::from_secs(2)))
+            .timeout(call_timeout)
+            // Only configured URLs are ever called: a redirect is an answer, not an instruction.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ConfigError {
+                variable: "ACTION_TARGETS",
+                problem: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            queue_url: jobs.queue_url.to_owned(),
+            notifier_url: jobs.notifier_url.to_owned(),
+            public_base_url: jobs.public_base_url.to_owned(),
+            token_secret: jobs.token_secret.clone(),
+            lease_seconds: (visibility - 1).max(1),
+            sqs: app.sqs.clone(),
+            app,
+            http,
+        })
+    }
+
+    /// Handles a batch as Lambda delivers it; returns the ids of the messages to report as
+    /// batch item failures. Messages are handled concurrently: one slow target does not delay
+    /// the others.
+    pub async fn handle_batch(&self, messages: &[JobMessage]) -> Vec<String> {
+        let results = futures::future::join_all(messages.iter().map(|m| self.handle(m))).await;
+        messages
+            .iter()
+            .zip(results)
+            .filter_map(|(message, result)| match result {
+                Ok(Disposition::Ack) => None,
+                Ok(Disposition::Retry) => Some(message.message_id.clone()),
+                Err(err) => {
+                    tracing::error!(message_id = message.message_id, error = %err, "job failed; it will come back");
+                    Some(message.message_id.clone())
+                }
+            })
+            .collect()
+    }
+
+    async fn handle(&self, message: &JobMessage) -> Result<Disposition, StoreError> {
+        let job: Job = match serde_json::from_str(&message.body) {
+            Ok(job) => job,
+            Err(e) => {
+                // Left to come back until the redrive policy moves it to the DLQ, where it is
+                // seen; deleting it would lose it silently.
+                tracing::error!(message_id = message.message_id, error = %e, "not a job");
+                return Ok(Disposition::Retry);
+            }
+        };
+        let (url, idempotent) = match &job {
+            Job::Notify(_) => (Some(self.notifier_url.clone()), true),
+            Job::Execute(j) => {
+                let kind = j.action["type"].as_str().unwrap_or_default();
+                match self.app.config.action_targets.get(kind) {
+                    Some(target) => (Some(target.url.clone()), target.idempotent),
+                    None => (None, true),
+                }
+            }
+        };
+
+        let store = &self.app.store;
+        let token = ulid::Ulid::new().to_string();
+        let now = self.app.clock.now();
+        match store.begin_job(&job, &token, now, now + self.lease_seconds, idempotent).await? {
+            Begin::Started => {}
+            Begin::Refused(entry) => return self.refused(&job, entry, idempotent).await,
+        }
+
+        let outcome = match url {
+            Some(url) => self.call(&job, &url).await,
+            None => CallOutcome::Refused(format!("action type {:?} is not configured", job_action_type(&job))),
+        };
+        match &job {
+            Job::Execute(_) => fail::fail_point!("execute::after_downstream"),
+            Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
+        }
+
+        let final_attempt = message.receive_count >= self.app.config.job_max_attempts;
+        let (completion, disposition) = match outcome {
+            CallOutcome::Succeeded => (Completion::Succeeded, Disposition::Ack),
+            CallOutcome::Refused(error) => (Completion::Failed(error), Disposition::Ack),
+            CallOutcome::Unknown(error) if !idempotent => (
+                Completion::NeedsReconciliation(format!("outcome unknown ({error}); the target is not idempotent")),
+                Disposition::Ack,
+            ),
+            // Out of attempts: failed, and the message goes on to the DLQ (its next receive
+            // exceeds the redrive policy's count, which equals JOB_MAX_ATTEMPTS).
+            CallOutcome::Retryable(error) | CallOutcome::Unknown(error) if final_attempt => {
+                (Completion::Failed(error), Disposition::Retry)
+            }
+            CallOutcome::Retryable(error) | CallOutcome::Unknown(error) => {
+                (Completion::RetryWait(error), Disposition::Retry)
+            }
+        };
+        let now = self.app.clock.now();
+        if !store.complete_job(&job, &token, &completion, now).await? {
+            // Our lease ended and another worker took the job over: it completes it.
+            tracing::warn!(job = job.id(), "attempt taken over before it completed");
+            return Ok(Disposition::Retry);
+        }
+        tracing::info!(job = job.id(), attempt_outcome = ?completion, "job attempt completed");
+        if let Completion::RetryWait(_) = completion {
+            self.back_off(message).await;
+        }
+        Ok(disposition)
+    }
+
+    /// A begin that did not start an attempt: tell from the ledger what to do with the message.
+    async fn refused(&self, job: &Job, entry: Option<LedgerEntry>, idempotent: bool) -> Result<Disposition, StoreError> {
+        let Some(entry) = entry else {
+            // The approval moved on to a newer execution generation: this job is stale.
+            return Ok(Disposition::Ack);
+        };
+        if entry.generation > job.generation() {
+            return Ok(Disposition::Ack);
+        }
+        let now = self.app.clock.now();
+        match entry.status {
+            LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => Ok(Disposition::Ack),
+            LedgerStatus::InProgress if entry.lease_until > now => Ok(Disposition::Retry),
+            LedgerStatus::InProgress if !idempotent => {
+                // Its worker stopped after it may have called a target that does not dedupe:
+                // calling again could do the action twice. Hand it to an operator.
+                let reason = "the worker stopped after calling the target, which is not idempotent: outcome unknown";
+                self.app.store.abandon_job(job, &entry.token, reason, now).await?;
+                Ok(Disposition::Ack)
+            }
+            // A takeover raced another worker's, or a retry is not due yet: come back later.
+            LedgerStatus::InProgress | LedgerStatus::RetryWait => Ok(Disposition::Retry),
+        }
+    }
+
+    async fn call(&self, job: &Job, url: &str) -> CallOutcome {
+        let body = match job {
+            Job::Execute(j) => json!({
+                "approval_id": j.approval_id,
+                "tenant": j.tenant,
+                "action": j.action,
+                "context": j.context,
+                "decision": j.decision,
+            }),
+            Job::Notify(j) => {
+                let (Ok(id), Ok(approver)) = (ApprovalId::parse(&j.approval_id), Approver::parse(&j.approver)) else {
+                    return CallOutcome::Refused("the job names no valid approval or approver".to_owned());
+                };
+                let token = self.token_secret.mint(&id, &approver, j.expires_at);
+                json!({
+                    "approval_id": j.approval_id,
+                    "approver": j.approver,
+                    "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, j.approval_id),
+                    "action": j.action,
+                    "context": j.context,
+                    "expires_at": rfc3339(j.expires_at),
+                })
+            }
+        };
+        let request = self.http.post(url).header("Idempotency-Key", job.business_key()).json(&body);
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status();
+                if status.is_success() {
+                    CallOutcome::Succeeded
+                } else if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
+                    CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
+                } else {
+                    CallOutcome::Refused(format!("HTTP {}", status.as_u16()))
+                }
+            }
+            // Nothing reached the target.
+            Err(e) if e.is_connect() => CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e))),
+            Err(e) if e.is_timeout() => CallOutcome::Unknown("no answer within the timeout".to_owned()),
+            Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
+        }
+    }
+
+    /// Delays the message's return: 1, 2, 4 … seconds, at most a minute.
+    async fn back_off(&self, message: &JobMessage) {
+        let delay = 1i32 << message.receive_count.saturating_sub(1).min(6);
+        let result = self
+            .sqs
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(&message.receipt_handle)
+            .visibility_timeout(delay.min(60))
+            .send()
+            .await;
+        if let Err(e) = result {
+            // The message still comes back, after the queue's own visibility timeout.
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "backoff not set");
+        }
+    }
+}
+
+fn job_action_type(job: &Job) -> String {
+    match job {
+        Job::Execute(j) => j.action["type"].as_str().unwrap_or_default().to_owned(),
+        Job::Notify(_) => "notify".to_owned(),
+    }
+}
+
+/// The error's kind without its URL (a review link's token must not reach the logs).
+fn error_kind(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(url) = error.url() {
+        text = text.replace(url.as_str(), "<url>");
+    }
+    text
+}

@@ -1,0 +1,208 @@
+//! The jobs, and which committed change makes which job (pure).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::domain::{Approval, EpochSeconds, Status};
+
+/// An SQS message body. Jobs carry what their downstream call needs (approvals never change
+/// their action, context or decision once approved), so the executor reads nothing before
+/// calling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Job {
+    Notify(NotifyJob),
+    Execute(ExecuteJob),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotifyJob {
+    pub approval_id: String,
+    pub tenant: String,
+    pub approver: String,
+    pub action: Value,
+    pub context: Value,
+    pub expires_at: EpochSeconds,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecuteJob {
+    pub approval_id: String,
+    pub tenant: String,
+    /// 0 for the approval's own execution, n for the nth operator retry.
+    pub generation: u32,
+    /// The create request's `Idempotency-Key`: with the tenant, the business key sent downstream.
+    pub idempotency_key: String,
+    pub action: Value,
+    pub context: Value,
+    pub decision: Value,
+}
+
+impl Job {
+    /// The job's deduplication identity.
+    pub fn id(&self) -> String {
+        match self {
+            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
+            Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
+        }
+    }
+
+    /// The execution-ledger item that guards the job (one per notify, one per execution across
+    /// its operator retries).
+    pub fn ledger_key(&self) -> String {
+        match self {
+            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
+            Self::Execute(j) => format!("{}#execute", j.approval_id),
+        }
+    }
+
+    /// The `Idempotency-Key` sent downstream: the same on every attempt of the job.
+    pub fn business_key(&self) -> String {
+        match self {
+            Self::Notify(j) => format!("{}:notify:{}", j.approval_id, j.approver),
+            Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Notify(_) => "notify",
+            Self::Execute(_) => "execute",
+        }
+    }
+
+    pub fn approval_id(&self) -> &str {
+        match self {
+            Self::Notify(j) => &j.approval_id,
+            Self::Execute(j) => &j.approval_id,
+        }
+    }
+
+    pub fn tenant(&self) -> &str {
+        match self {
+            Self::Notify(j) => &j.tenant,
+            Self::Execute(j) => &j.tenant,
+        }
+    }
+
+    pub fn generation(&self) -> u32 {
+        match self {
+            Self::Notify(_) => 0,
+            Self::Execute(j) => j.generation,
+        }
+    }
+}
+
+/// The jobs one committed change of an approval makes: a new approval → one notify job per
+/// approver; pending → approved, or an operator retry (a new execution generation) → one
+/// execute job. Anything else → none.
+pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>) -> Vec<Job> {
+    let Some(new) = new else {
+        return Vec::new();
+    };
+    let view = json!(new.view(new.created_at));
+    let mut jobs = Vec::new();
+    if old.is_none() && new.status == Status::Pending {
+        jobs.extend(new.approvers.iter().map(|approver| {
+            Job::Notify(NotifyJob {
+                approval_id: new.id.to_string(),
+                tenant: new.tenant.to_string(),
+                approver: approver.as_str().to_owned(),
+                action: view["action"].clone(),
+                context: view["context"].clone(),
+                expires_at: new.expires_at,
+            })
+        }));
+    }
+    let newly_approved = new.status == Status::Approved && old.is_none_or(|o| o.status != Status::Approved);
+    let retried = new.status == Status::Approved
+        && old.is_some_and(|o| o.status == Status::Approved && o.execution.generation < new.execution.generation);
+    if newly_approved || retried {
+        jobs.push(Job::Execute(ExecuteJob {
+            approval_id: new.id.to_string(),
+            tenant: new.tenant.to_string(),
+            generation: new.execution.generation,
+            idempotency_key: new.idempotency_key.as_str().to_owned(),
+            action: view["action"].clone(),
+            context: view["context"].clone(),
+            decision: view["decision"].clone(),
+        }));
+    }
+    jobs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::approval::tests::pending;
+    use crate::domain::{Approver, Channel, Decision, ExecutionStatus, Outcome};
+
+    fn decided(outcome: Outcome) -> Approval {
+        let mut approval = pending(1_000);
+        approval.status = outcome.status();
+        approval.decision = Some(Decision {
+            outcome,
+            approver: Approver::parse("alice").unwrap(),
+            decided_at: 5,
+            channel: Channel::Api,
+            comment: None,
+            webhook_event_id: None,
+        });
+        approval
+    }
+
+    #[test]
+    fn a_new_approval_notifies_each_approver_once() {
+        let new = pending(1_000);
+        let jobs = jobs_for_change(None, Some(&new));
+        let ids: Vec<_> = jobs.iter().map(Job::id).collect();
+        assert_eq!(ids, [format!("{}#notify#alice", new.id), format!("{}#notify#bob", new.id)]);
+        assert_eq!(jobs[0].business_key(), format!("{}:notify:alice", new.id));
+    }
+
+    #[test]
+    fn approval_makes_one_execute_job_with_the_business_key() {
+        let old = pending(1_000);
+        let mut new = decided(Outcome::Approved);
+        new.id = old.id.clone();
+        let jobs = jobs_for_change(Some(&old), Some(&new));
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
+        assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
+        assert_eq!(jobs[0].business_key(), "acme:k");
+        let Job::Execute(job) = &jobs[0] else { panic!("not an execute job") };
+        assert_eq!(job.decision["outcome"], "approved");
+        assert_eq!(job.action["type"], "deploy");
+    }
+
+    #[test]
+    fn rejection_expiry_and_execution_progress_make_no_job() {
+        let old = pending(1_000);
+        assert!(jobs_for_change(Some(&old), Some(&decided(Outcome::Rejected))).is_empty());
+        assert!(jobs_for_change(Some(&old), Some(&old)).is_empty());
+        let approved = decided(Outcome::Approved);
+        let mut running = approved.clone();
+        running.execution.status = ExecutionStatus::Running;
+        assert!(jobs_for_change(Some(&approved), Some(&running)).is_empty());
+        assert!(jobs_for_change(Some(&approved), None).is_empty());
+    }
+
+    #[test]
+    fn an_operator_retry_makes_an_execute_job_of_the_next_generation() {
+        let mut failed = decided(Outcome::Approved);
+        failed.execution.status = ExecutionStatus::Failed;
+        let mut retried = failed.clone();
+        retried.execution.status = ExecutionStatus::Queued;
+        retried.execution.generation = 1;
+        let jobs = jobs_for_change(Some(&failed), Some(&retried));
+        assert_eq!(jobs.iter().map(Job::id).collect::<Vec<_>>(), [format!("{}#execute#1", failed.id)]);
+    }
+
+    #[test]
+    fn jobs_survive_the_queue() {
+        let jobs = jobs_for_change(None, Some(&pending(1_000)));
+        let body = serde_json::to_string(&jobs[0]).unwrap();
+        assert!(body.contains(r#""kind":"notify""#));
+        assert_eq!(serde_json::from_str::<Job>(&body).unwrap(), jobs[0]);
+    }
+}

@@ -1,0 +1,63 @@
+//! Hosting dispatch and the executor the way Lambda does, for the local runner and the tests:
+//! the approvals stream polled into the dispatcher (its position persisted, so nothing
+//! committed while the runner was down is lost), and the jobs queue polled into the executor
+//! with Lambda's batch semantics (delete what succeeded, leave the rest; a panicking handler
+//! leaves its whole batch).
+
+mod queue;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use queue::{JobQueues, ensure_queues};
+
+use crate::App;
+use crate::jobs::{Dispatcher, Executor};
+
+/// How long a poller waits after finding nothing (moto is served one request at a time, so the
+/// pollers never long-poll: a long poll would hold up every other request).
+const IDLE: Duration = Duration::from_millis(100);
+
+/// The running pollers; dropping the handle stops them (as a crashed runner would stop).
+pub struct Pollers {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Pollers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Pollers {
+    /// Starts the stream poller (→ dispatch) and the queue poller (→ executor).
+    pub fn start(
+        app: Arc<App>,
+        streams: aws_sdk_dynamodbstreams::Client,
+        sqs: aws_sdk_sqs::Client,
+        executor: Arc<Executor>,
+        dispatcher: Dispatcher,
+    ) -> Self {
+        let queue_url = executor_queue(&app);
+        let stream_task = tokio::spawn(stream::poll(app.clone(), streams, dispatcher));
+        let queue_task = tokio::spawn(queue::poll(sqs, queue_url, executor));
+        Self {
+            tasks: vec![stream_task, queue_task],
+        }
+    }
+
+    /// Stops both pollers and waits until they have stopped.
+    pub async fn stop(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+fn executor_queue(app: &App) -> String {
+    app.config.jobs_queue_url.clone().unwrap_or_default()
+}

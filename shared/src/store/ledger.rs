@@ -1,0 +1,280 @@
+//! The execution ledger: one item per job, written before the downstream call (begin) and after
+//! it (complete), each in one transaction with the approval's `execution` for execute jobs.
+//! A worker owns an attempt through a random token and a lease; every later write is
+//! conditioned on still owning it.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+
+use super::expr::names;
+use super::items::{Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
+use super::{Store, StoreError, Transaction, condition_failed_item};
+use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
+use crate::jobs::Job;
+
+/// A ledger item's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerStatus {
+    /// A worker holds the attempt until its lease ends (and may have called downstream).
+    InProgress,
+    /// The last attempt failed in a way worth retrying; the message comes back after a backoff.
+    RetryWait,
+    Succeeded,
+    Failed,
+    NeedsReconciliation,
+}
+
+impl LedgerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InProgress => "in_progress",
+            Self::RetryWait => "retry_wait",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::NeedsReconciliation => "needs_reconciliation",
+        }
+    }
+
+    fn parse(raw: &str) -> Option<Self> {
+        [Self::InProgress, Self::RetryWait, Self::Succeeded, Self::Failed, Self::NeedsReconciliation]
+            .into_iter()
+            .find(|s| s.as_str() == raw)
+    }
+
+    /// What the approval's `execution.status` reads while the ledger is in this status.
+    fn execution_status(self) -> ExecutionStatus {
+        match self {
+            Self::InProgress => ExecutionStatus::Running,
+            Self::RetryWait => ExecutionStatus::Queued,
+            Self::Succeeded => ExecutionStatus::Succeeded,
+            Self::Failed => ExecutionStatus::Failed,
+            Self::NeedsReconciliation => ExecutionStatus::NeedsReconciliation,
+        }
+    }
+}
+
+/// A ledger item as it was when a begin was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    pub status: LedgerStatus,
+    pub generation: u32,
+    pub token: String,
+    pub lease_until: EpochSeconds,
+    pub attempts: u32,
+}
+
+impl LedgerEntry {
+    fn from_item(item: &Item) -> Result<Self, StoreError> {
+        Ok(Self {
+            status: LedgerStatus::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("ledger status"))?,
+            generation: get_n(item, "generation")?,
+            token: opt_s(item, "token").unwrap_or_default(),
+            lease_until: get_n(item, "lease_until").unwrap_or(0),
+            attempts: get_n(item, "attempts")?,
+        })
+    }
+}
+
+/// How a begin ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begin {
+    /// This worker owns a new attempt.
+    Started,
+    /// Refused: the ledger as it was. `None` when the approval refused instead (the job is of
+    /// an older execution generation).
+    Refused(Option<LedgerEntry>),
+}
+
+/// The end of an attempt, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    Succeeded,
+    Failed(String),
+    RetryWait(String),
+    NeedsReconciliation(String),
+}
+
+impl Completion {
+    fn status(&self) -> LedgerStatus {
+        match self {
+            Self::Succeeded => LedgerStatus::Succeeded,
+            Self::Failed(_) => LedgerStatus::Failed,
+            Self::RetryWait(_) => LedgerStatus::RetryWait,
+            Self::NeedsReconciliation(_) => LedgerStatus::NeedsReconciliation,
+        }
+    }
+
+    fn error(&self) -> Option<&str> {
+        match self {
+            Self::Succeeded => None,
+            Self::Failed(e) | Self::RetryWait(e) | Self::NeedsReconciliation(e) => Some(e),
+        }
+    }
+}
+
+/// only_if_startable: nobody has begun the job, or its last attempt asked for a retry, or an
+/// operator resumed a failed or unreconciled execution (a newer generation).
+const ONLY_IF_STARTABLE: &str = "attribute_not_exists(#pk) \
+     OR (#status = :retry_wait AND #generation = :generation) \
+     OR (#status IN (:failed, :needs_reconciliation) AND #generation < :generation)";
+
+/// ... or the worker that held it stopped (its lease ended) and the target tolerates a repeat
+/// with the same `Idempotency-Key`.
+const ONLY_IF_STARTABLE_OR_ABANDONED: &str = "attribute_not_exists(#pk) \
+     OR (#status = :retry_wait AND #generation = :generation) \
+     OR (#status IN (:failed, :needs_reconciliation) AND #generation < :generation) \
+     OR (#status = :in_progress AND #lease_until <= :now AND #generation = :generation)";
+
+const BEGIN_ATTEMPT: &str = "SET #status = :in_progress, #attempts = if_not_exists(#attempts, :zero) + :one, \
+     #generation = :generation, #token = :token, #lease_until = :lease_until, #kind = :kind, \
+     #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now";
+
+/// only_if_owner: the attempt is still this worker's (no other worker took over after its lease).
+const ONLY_IF_OWNER: &str = "#status = :in_progress AND #token = :token";
+
+const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
+     #execution.#attempts = #execution.#attempts + :one, #execution.#updated_at = :now";
+
+/// only_if_current_generation: a job of an execution an operator has since resumed changes
+/// nothing.
+const ONLY_IF_CURRENT_GENERATION: &str = "#status = :approved AND #execution.#generation = :generation";
+
+fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+}
+
+impl Store {
+    fn ledger_update(&self, job: &Job, update: &str, condition: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        Update::builder()
+            .table_name(&self.tables.execution_ledger)
+            .key("pk", s(job.ledger_key()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+    }
+
+    /// The approval's `execution`, updated in the same transaction as the ledger (execute jobs).
+    fn execution_update(&self, job: &Job, update: &str, mut vals: HashMap<String, AttributeValue>) -> Result<Option<Update>, StoreError> {
+        if !matches!(job, Job::Execute(_)) {
+            return Ok(None);
+        }
+        let tenant = TenantId::parse(job.tenant()).map_err(|_| StoreError::corrupt("job tenant"))?;
+        let id = ApprovalId::parse(job.approval_id()).map_err(|_| StoreError::corrupt("job approval id"))?;
+        vals.insert(":approved".to_owned(), s(Status::Approved.as_str()));
+        vals.insert(":generation".to_owned(), n(job.generation()));
+        Update::builder()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(&tenant, &id))
+            .update_expression(update)
+            .condition_expression(ONLY_IF_CURRENT_GENERATION)
+            .set_expression_attribute_names(Some(names(&[update, ONLY_IF_CURRENT_GENERATION])))
+            .set_expression_attribute_values(Some(vals))
+            .build()
+            .map(Some)
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    }
+
+    async fn ledger_transaction(&self, ledger: Update, execution: Option<Update>) -> Result<Transaction, StoreError> {
+        let mut items = vec![TransactWriteItem::builder().update(ledger).build()];
+        if let Some(execution) = execution {
+            items.push(TransactWriteItem::builder().update(execution).build());
+        }
+        self.transact(items, &ulid::Ulid::new().to_string()).await
+    }
+
+    /// Begins an attempt before any downstream call: one conditional write (with the approval's
+    /// `execution` moving to running, for execute jobs). `takeover` allows taking over an
+    /// attempt whose worker stopped; only targets that dedupe by `Idempotency-Key` allow it.
+    pub async fn begin_job(
+        &self,
+        job: &Job,
+        token: &str,
+        now: EpochSeconds,
+        lease_until: EpochSeconds,
+        takeover: bool,
+    ) -> Result<Begin, StoreError> {
+        let condition = if takeover { ONLY_IF_STARTABLE_OR_ABANDONED } else { ONLY_IF_STARTABLE };
+        let vals = values(&[
+            (":in_progress", s(LedgerStatus::InProgress.as_str())),
+            (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
+            (":failed", s(LedgerStatus::Failed.as_str())),
+            (":needs_reconciliation", s(LedgerStatus::NeedsReconciliation.as_str())),
+            (":generation", n(job.generation())),
+            (":zero", n(0)),
+            (":one", n(1)),
+            (":token", s(token)),
+            (":lease_until", epoch(lease_until)),
+            (":kind", s(job.kind())),
+            (":approval_id", s(job.approval_id())),
+            (":tenant", s(job.tenant())),
+            (":now", epoch(now)),
+        ]);
+        let ledger = self
+            .ledger_update(job, BEGIN_ATTEMPT, condition)
+            .set_expression_attribute_values(Some(vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let execution = self.execution_update(
+            job,
+            SHOW_RUNNING,
+            values(&[(":running", s(ExecutionStatus::Running.as_str())), (":one", n(1)), (":now", epoch(now))]),
+        )?;
+        match self.ledger_transaction(ledger, execution).await? {
+            Transaction::Committed => Ok(Begin::Started),
+            Transaction::Cancelled(reasons) => match condition_failed_item(&reasons, 0) {
+                Some(old) => Ok(Begin::Refused(Some(LedgerEntry::from_item(old)?))),
+                None => Ok(Begin::Refused(None)),
+            },
+        }
+    }
+
+    /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
+    /// it no longer does (its lease ended and another worker took over the job).
+    pub async fn complete_job(&self, job: &Job, token: &str, completion: &Completion, now: EpochSeconds) -> Result<bool, StoreError> {
+        self.end_attempt(job, token, completion, now).await
+    }
+
+    /// Records that the attempt `abandoned_token`, whose worker stopped after it may have called
+    /// a target that does not dedupe, has an unknown outcome: an operator must reconcile it.
+    pub async fn abandon_job(&self, job: &Job, abandoned_token: &str, reason: &str, now: EpochSeconds) -> Result<bool, StoreError> {
+        let completion = Completion::NeedsReconciliation(reason.to_owned());
+        self.end_attempt(job, abandoned_token, &completion, now).await
+    }
+
+    async fn end_attempt(&self, job: &Job, owner: &str, completion: &Completion, now: EpochSeconds) -> Result<bool, StoreError> {
+        let status = completion.status();
+        let (ledger_update, execution_update) = match completion.error() {
+            Some(_) => (
+                "SET #status = :status, #last_error = :error, #updated_at = :now REMOVE #lease_until",
+                "SET #execution.#status = :exec_status, #execution.#last_error = :error, #execution.#updated_at = :now",
+            ),
+            None => (
+                "SET #status = :status, #updated_at = :now REMOVE #lease_until, #last_error",
+                "SET #execution.#status = :exec_status, #execution.#updated_at = :now REMOVE #execution.#last_error",
+            ),
+        };
+        let mut ledger_vals = values(&[
+            (":status", s(status.as_str())),
+            (":now", epoch(now)),
+            (":in_progress", s(LedgerStatus::InProgress.as_str())),
+            (":token", s(owner)),
+        ]);
+        let mut execution_vals = values(&[(":exec_status", s(status.execution_status().as_str())), (":now", epoch(now))]);
+        if let Some(error) = completion.error() {
+            ledger_vals.insert(":error".to_owned(), s(error));
+            execution_vals.insert(":error".to_owned(), s(error));
+        }
+        let ledger = self
+            .ledger_update(job, ledger_update, ONLY_IF_OWNER)
+            .set_expression_attribute_values(Some(ledger_vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let execution = self.execution_update(job, execution_update, execution_vals)?;
+        Ok(matches!(
+            self.ledger_transaction(ledger, execution).await?,
+            Transaction::Committed
+        ))
+    }
+}

@@ -1,0 +1,253 @@
+//! The jobs side of a test: its own queue and DLQ, a downstream HTTP server that plays the
+//! action targets and the notifier (counting calls and effects per Idempotency-Key), and the
+//! runner's pollers (the stream into dispatch, the queue into the executor).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use countersign::jobs::{Dispatcher, Executor};
+use countersign::runner::{JobQueues, Pollers, ensure_queues};
+use serde_json::Value;
+
+use super::TestApp;
+
+/// Every call the downstream received, and what it did.
+#[derive(Debug, Default)]
+struct Recorded {
+    /// (path, Idempotency-Key, body) of every call, in arrival order.
+    calls: Vec<(String, String, Value)>,
+    /// Keys whose effect happened (a target that dedupes applies each key once).
+    effects: HashMap<String, u32>,
+    arrivals: Vec<(String, Instant)>,
+}
+
+/// The downstream: `/{behaviour}` answers
+/// - `ok`: 200, the effect applied once per key;
+/// - `flaky`: 503 to the first two calls of a key, then as `ok`;
+/// - `reject-once`: 400 to the first call of a key, then as `ok`;
+/// - `hang-once`: never answers the first call of a key (no effect), then as `ok`;
+/// - `always-503`: 503, always.
+#[derive(Clone, Default)]
+pub struct Downstream {
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+impl Downstream {
+    async fn start(&self) -> String {
+        let router = Router::new().route("/{behaviour}", post(answer)).with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        base
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
+        self.recorded.lock().expect("downstream lock")
+    }
+
+    /// Calls received with this key.
+    pub fn calls(&self, key: &str) -> usize {
+        self.lock().calls.iter().filter(|(_, k, _)| k == key).count()
+    }
+
+    /// Effects applied for this key.
+    pub fn effects(&self, key: &str) -> u32 {
+        self.lock().effects.get(key).copied().unwrap_or(0)
+    }
+
+    /// All calls to `path` (e.g. `/notify`): (key, body).
+    pub fn calls_to(&self, path: &str) -> Vec<(String, Value)> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|(p, _, _)| p == path)
+            .map(|(_, k, b)| (k.clone(), b.clone()))
+            .collect()
+    }
+
+    pub fn total_calls(&self) -> usize {
+        self.lock().calls.len()
+    }
+
+    /// When the first call with this key arrived.
+    pub fn first_arrival(&self, key: &str) -> Option<Instant> {
+        self.lock().arrivals.iter().find(|(k, _)| k == key).map(|(_, at)| *at)
+    }
+}
+
+async fn answer(
+    State(downstream): State<Downstream>,
+    Path(behaviour): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let earlier = {
+        let mut recorded = downstream.lock();
+        let earlier = recorded.calls.iter().filter(|(_, k, _)| *k == key).count();
+        recorded.calls.push((format!("/{behaviour}"), key.clone(), body));
+        recorded.arrivals.push((key.clone(), Instant::now()));
+        earlier
+    };
+    let status = match (behaviour.as_str(), earlier) {
+        ("flaky", 0 | 1) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
+        ("reject-once", 0) => StatusCode::BAD_REQUEST,
+        ("hang-once", 0) => {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            StatusCode::GATEWAY_TIMEOUT
+        }
+        _ => StatusCode::OK,
+    };
+    if status == StatusCode::OK {
+        let mut recorded = downstream.lock();
+        let effects = recorded.effects.entry(key).or_insert(0);
+        // A target that dedupes by Idempotency-Key applies each key once, whatever it is sent.
+        if *effects == 0 {
+            *effects = 1;
+        }
+    }
+    status
+}
+
+pub struct JobsEnv {
+    pub queues: JobQueues,
+    pub downstream: Downstream,
+    pollers: Mutex<Option<Pollers>>,
+}
+
+impl TestApp {
+    /// A test app with its own jobs queue, the downstream, and the runner's pollers running.
+    /// Action types: `deploy` (ok), `flaky`, `reject_once`, `hang_once`, `always_503`, and
+    /// `unsafe` (ok, but configured as not idempotent). Leases are 2 s.
+    pub async fn start_jobs(overrides: &[(&str, &str)]) -> Self {
+        let downstream = Downstream::default();
+        let base = downstream.start().await;
+        let sqs = aws_sdk_sqs::Client::new(&super::sdk_config().await);
+        let queue_name = format!("q-{}", ulid::Ulid::new().to_string().to_lowercase());
+        let visibility = overrides
+            .iter()
+            .find(|(k, _)| *k == "JOB_VISIBILITY_TIMEOUT_SECONDS")
+            .map_or(2, |(_, v)| v.parse().expect("visibility"));
+        let attempts = overrides
+            .iter()
+            .find(|(k, _)| *k == "JOB_MAX_ATTEMPTS")
+            .map_or(5, |(_, v)| v.parse().expect("attempts"));
+        let queues = ensure_queues(&sqs, &queue_name, visibility, attempts)
+            .await
+            .expect("create the test queues");
+        let targets = serde_json::json!({
+            "deploy": {"url": format!("{base}/ok")},
+            "flaky": {"url": format!("{base}/flaky")},
+            "reject_once": {"url": format!("{base}/reject-once")},
+            "hang_once": {"url": format!("{base}/hang-once")},
+            "always_503": {"url": format!("{base}/always-503")},
+            "unsafe": {"url": format!("{base}/ok"), "idempotent": false},
+        })
+        .to_string();
+        let notifier = format!("{base}/notify");
+        let visibility = visibility.to_string();
+        let mut vars: Vec<(&str, &str)> = vec![
+            ("ACTION_TARGETS", &targets),
+            ("JOBS_QUEUE_URL", &queues.queue_url),
+            ("NOTIFIER_URL", &notifier),
+            ("PUBLIC_BASE_URL", "https://approvals.example.com"),
+            ("DECISION_TOKEN_SECRET", "test-review-token-secret-0123456789"),
+            ("JOB_VISIBILITY_TIMEOUT_SECONDS", &visibility),
+        ];
+        vars.extend(overrides.iter().copied());
+        let mut app = Self::start_with(&vars).await;
+        app.jobs = Some(JobsEnv {
+            queues,
+            downstream,
+            pollers: Mutex::new(None),
+        });
+        app.start_runner();
+        app
+    }
+
+    pub fn downstream(&self) -> &Downstream {
+        &self.jobs.as_ref().expect("started with start_jobs").downstream
+    }
+
+    pub fn queues(&self) -> &JobQueues {
+        &self.jobs.as_ref().expect("started with start_jobs").queues
+    }
+
+    /// Starts the runner's pollers (again).
+    pub fn start_runner(&self) {
+        let env = self.jobs.as_ref().expect("started with start_jobs");
+        let executor = Arc::new(Executor::new(self.app.clone()).expect("executor configuration"));
+        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
+        let dispatcher = Dispatcher::new(sqs.clone(), env.queues.queue_url.clone());
+        let pollers = Pollers::start(
+            self.app.clone(),
+            aws_sdk_dynamodbstreams::Client::new(&self.sdk),
+            sqs,
+            executor,
+            dispatcher,
+        );
+        *env.pollers.lock().expect("pollers lock") = Some(pollers);
+    }
+
+    /// Stops the runner's pollers, as a crash would: in-flight work is abandoned.
+    pub async fn stop_runner(&self) {
+        let env = self.jobs.as_ref().expect("started with start_jobs");
+        let pollers = env.pollers.lock().expect("pollers lock").take();
+        if let Some(pollers) = pollers {
+            pollers.stop().await;
+        }
+    }
+
+    /// Polls the approval until `done` holds for it, or fails the test after `timeout`.
+    pub async fn wait_for_approval(&self, api_key: &str, id: &str, timeout: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let approval = self.get(api_key, id).await.json();
+            if done(&approval) {
+                return approval;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting; the approval is now {approval}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the execution reaches one of the final statuses, and returns the approval.
+    pub async fn wait_for_execution(&self, api_key: &str, id: &str, timeout: Duration) -> Value {
+        self.wait_for_approval(api_key, id, timeout, |a| {
+            matches!(
+                a["execution"]["status"].as_str(),
+                Some("succeeded" | "failed" | "needs_reconciliation")
+            )
+        })
+        .await
+    }
+
+    /// Messages in a queue (visible and in flight).
+    pub async fn queue_depth(&self, queue_url: &str) -> usize {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let attributes = aws_sdk_sqs::Client::new(&self.sdk)
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .expect("queue attributes")
+            .attributes
+            .unwrap_or_default();
+        [QueueAttributeName::ApproximateNumberOfMessages, QueueAttributeName::ApproximateNumberOfMessagesNotVisible]
+            .iter()
+            .filter_map(|name| attributes.get(name).and_then(|v| v.parse::<usize>().ok()))
+            .sum()
+    }
+}
