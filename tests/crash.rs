@@ -18,7 +18,9 @@ fn body(action: &str) -> String {
 }
 
 async fn approve(t: &TestApp, id: &str) {
-    let reply = t.decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE})).await;
+    let reply = t
+        .decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE}))
+        .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
 }
 
@@ -34,9 +36,15 @@ async fn crash_after_downstream_call_yields_one_effect() {
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
     let key = "tenant-a:crash-1";
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (2, 1));
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (2, 1)
+    );
     let calls = t.downstream().calls_to("/ok");
-    assert!(calls.iter().all(|(k, _)| k == key), "the same business key on every attempt");
+    assert!(
+        calls.iter().all(|(k, _)| k == key),
+        "the same business key on every attempt"
+    );
     scenario.teardown();
 }
 
@@ -51,7 +59,11 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     let stuck = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(t.downstream().calls("tenant-a:unsafe-1"), 1, "never called twice blindly");
+    assert_eq!(
+        t.downstream().calls("tenant-a:unsafe-1"),
+        1,
+        "never called twice blindly"
+    );
 
     let resolve = |outcome: &str| {
         t.http
@@ -62,14 +74,28 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     let resolved = t.send(resolve("succeeded")).await;
     assert_eq!(resolved.status, 200, "{}", resolved.text());
     assert_eq!(resolved.json()["execution"]["status"], "succeeded");
-    assert_eq!(resolved.json()["execution"]["note"], "checked the payments ledger: charged once");
+    assert_eq!(
+        resolved.json()["execution"]["note"],
+        "checked the payments ledger: charged once"
+    );
     let again = t.send(resolve("failed")).await;
-    assert_eq!((again.status, again.code().as_str()), (409, "not_resolvable"));
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (409, "not_resolvable")
+    );
     let bad = t
-        .send(t.http.post(t.url(&format!("/approvals/{id}/execution/resolve"))).bearer_auth(KEY_A).json(&json!({"outcome": "maybe"})))
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/resolve")))
+                .bearer_auth(KEY_A)
+                .json(&json!({"outcome": "maybe"})),
+        )
         .await;
     assert_eq!((bad.status, bad.code().as_str()), (400, "invalid_request"));
-    assert_eq!(t.get(KEY_A, &id).await.json()["execution"]["status"], "succeeded");
+    assert_eq!(
+        t.get(KEY_A, &id).await.json()["execution"]["status"],
+        "succeeded"
+    );
     scenario.teardown();
 }
 
@@ -86,7 +112,11 @@ async fn a_crash_after_dispatch_sends_duplicates_jobs_not_effects() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let key = "tenant-a:dispatch-1";
     assert_eq!(t.downstream().effects(key), 1);
-    assert_eq!(t.downstream().calls(key), 1, "the ledger stops the duplicate before any call");
+    assert_eq!(
+        t.downstream().calls(key),
+        1,
+        "the ledger stops the duplicate before any call"
+    );
     assert_eq!(t.downstream().calls(&format!("{id}:notify:{ALICE}")), 1);
     scenario.teardown();
 }
@@ -99,21 +129,38 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t.create_ok(KEY_A, "dispatch-2", &body("deploy")).await;
-    let item = t.item(&t.app.config.tables.approvals, &format!("tenant-a#{id}")).await.unwrap();
+    let item = t
+        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
+        .await
+        .unwrap();
     let change = StreamChange {
         old: None,
         new: Some(item),
     };
-    let dispatcher = Dispatcher::new(aws_sdk_sqs::Client::new(&t.sdk), t.queues().queue_url.clone());
+    let dispatcher = Dispatcher::new(
+        aws_sdk_sqs::Client::new(&t.sdk),
+        t.queues().queue_url.clone(),
+    );
 
     fail::cfg("dispatch::after_send", "1*panic").unwrap();
     let first = {
         let (dispatcher, change) = (dispatcher.clone(), change.clone());
         tokio::spawn(async move { dispatcher.dispatch(&[change]).await }).await
     };
-    assert!(first.unwrap_err().is_panic(), "the first dispatch crashed after sending");
-    assert_eq!(dispatcher.dispatch(&[change]).await.unwrap(), 1, "the retry sends the job again");
-    assert_eq!(t.queue_depth(&t.queues().queue_url).await, 2, "two copies of one notify job");
+    assert!(
+        first.unwrap_err().is_panic(),
+        "the first dispatch crashed after sending"
+    );
+    assert_eq!(
+        dispatcher.dispatch(&[change]).await.unwrap(),
+        1,
+        "the retry sends the job again"
+    );
+    assert_eq!(
+        t.queue_depth(&t.queues().queue_url).await,
+        2,
+        "two copies of one notify job"
+    );
 
     t.start_runner();
     let key = format!("{id}:notify:{ALICE}");
@@ -122,7 +169,10 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
         assert!(Instant::now() < deadline, "the queue did not drain");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert_eq!((t.downstream().calls(&key), t.downstream().effects(&key)), (1, 1));
+    assert_eq!(
+        (t.downstream().calls(&key), t.downstream().effects(&key)),
+        (1, 1)
+    );
     scenario.teardown();
 }
 
@@ -135,10 +185,18 @@ async fn a_crash_after_a_notification_repeats_it_with_the_same_key() {
     let key = format!("{id}:notify:{ALICE}");
     let deadline = Instant::now() + WAIT;
     while t.downstream().calls(&key) < 2 {
-        assert!(Instant::now() < deadline, "the notification was not repeated");
+        assert!(
+            Instant::now() < deadline,
+            "the notification was not repeated"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let bodies: Vec<Value> = t.downstream().calls_to("/notify").into_iter().map(|(_, b)| b).collect();
+    let bodies: Vec<Value> = t
+        .downstream()
+        .calls_to("/notify")
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
     assert_eq!(bodies[0]["approver"], bodies[1]["approver"]);
     assert_eq!(t.downstream().effects(&key), 1);
     scenario.teardown();

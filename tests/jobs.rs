@@ -20,7 +20,9 @@ fn body(action: &str, approvers: &[&str]) -> String {
 }
 
 async fn approve(t: &TestApp, id: &str) -> Value {
-    let reply = t.decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE})).await;
+    let reply = t
+        .decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE}))
+        .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     reply.json()
 }
@@ -28,32 +30,52 @@ async fn approve(t: &TestApp, id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approved_action_runs_once_with_the_business_key() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "deploy-1", &body("deploy", &[ALICE, BOB])).await;
+    let id = t
+        .create_ok(KEY_A, "deploy-1", &body("deploy", &[ALICE, BOB]))
+        .await;
     let approved = approve(&t, &id).await;
-    assert_eq!(approved["execution"]["status"], "queued", "approval queues the execution");
+    assert_eq!(
+        approved["execution"]["status"], "queued",
+        "approval queues the execution"
+    );
     let approved_at = Instant::now();
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     let key = "tenant-a:deploy-1";
-    let latency = t.downstream().first_arrival(key).expect("called").duration_since(approved_at);
-    println!("end-to-end latency, approval → downstream call: {} ms", latency.as_millis());
+    let latency = t
+        .downstream()
+        .first_arrival(key)
+        .expect("called")
+        .duration_since(approved_at);
+    println!(
+        "end-to-end latency, approval → downstream call: {} ms",
+        latency.as_millis()
+    );
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 1);
     assert_eq!(done["status"], "approved");
     assert_eq!(done["decision"]["approver"], ALICE);
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (1, 1));
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (1, 1)
+    );
 
     let call = &t.downstream().calls_to("/ok")[0].1;
     assert_eq!(call["approval_id"], id.as_str());
     assert_eq!(call["tenant"], "tenant-a");
-    assert_eq!(call["action"], json!({"type": "deploy", "payload": {"n": 1}}));
+    assert_eq!(
+        call["action"],
+        json!({"type": "deploy", "payload": {"n": 1}})
+    );
     assert_eq!(call["decision"]["outcome"], "approved");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_approver_gets_one_review_link() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "notify-1", &body("deploy", &[ALICE, BOB])).await;
+    let id = t
+        .create_ok(KEY_A, "notify-1", &body("deploy", &[ALICE, BOB]))
+        .await;
     let deadline = Instant::now() + WAIT;
     while t.downstream().calls_to("/notify").len() < 2 {
         assert!(Instant::now() < deadline, "notifications did not arrive");
@@ -64,56 +86,102 @@ async fn each_approver_gets_one_review_link() {
     for approver in [ALICE, BOB] {
         let key = format!("{id}:notify:{approver}");
         assert_eq!(t.downstream().calls(&key), 1, "{approver}");
-        let (_, call) = t.downstream().calls_to("/notify").into_iter().find(|(k, _)| *k == key).unwrap();
+        let (_, call) = t
+            .downstream()
+            .calls_to("/notify")
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap();
         let url = call["review_url"].as_str().unwrap();
         let prefix = format!("https://approvals.example.com/approvals/{id}/review?token=");
         let token = url.strip_prefix(&prefix).expect("review link shape");
-        let verified = secret.verify(token, &approval, t.clock.now()).expect("the token verifies");
+        let verified = secret
+            .verify(token, &approval, t.clock.now())
+            .expect("the token verifies");
         assert_eq!(verified.as_str(), approver);
         assert_eq!(call["action"]["type"], "deploy");
         assert_eq!(call["context"]["why"], "test");
         assert!(call["expires_at"].as_str().unwrap().ends_with('Z'));
     }
     let stored = t.get(KEY_A, &id).await.json();
-    assert!(!stored.to_string().contains("token="), "review links never appear in API responses");
+    assert!(
+        !stored.to_string().contains("token="),
+        "review links never appear in API responses"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn server_errors_are_retried_with_the_same_key() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "flaky-1", &body("flaky", &[ALICE])).await;
+    let id = t
+        .create_ok(KEY_A, "flaky-1", &body("flaky", &[ALICE]))
+        .await;
     approve(&t, &id).await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 3);
     assert_eq!(done["execution"]["last_error"], Value::Null);
     let key = "tenant-a:flaky-1";
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (3, 1));
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (3, 1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "reject-1", &body("reject_once", &[ALICE])).await;
+    let id = t
+        .create_ok(KEY_A, "reject-1", &body("reject_once", &[ALICE]))
+        .await;
     let approved = approve(&t, &id).await;
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed");
     assert_eq!(failed["execution"]["last_error"], "HTTP 400");
     let key = "tenant-a:reject-1";
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (1, 0));
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (1, 0)
+    );
 
-    let retry = t.send(t.http.post(t.url(&format!("/approvals/{id}/execution/retry"))).bearer_auth(KEY_A)).await;
+    let retry = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
     assert_eq!(retry.status, 202, "{}", retry.text());
     assert_eq!(retry.json()["execution"]["status"], "queued");
     let done = t
-        .wait_for_approval(KEY_A, &id, WAIT, |a| a["execution"]["status"] == "succeeded")
+        .wait_for_approval(KEY_A, &id, WAIT, |a| {
+            a["execution"]["status"] == "succeeded"
+        })
         .await;
     assert_eq!(done["decision"], approved["decision"], "no second decision");
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (2, 1));
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (2, 1)
+    );
 
-    let again = t.send(t.http.post(t.url(&format!("/approvals/{id}/execution/retry"))).bearer_auth(KEY_A)).await;
-    assert_eq!((again.status, again.code().as_str()), (409, "not_retryable"));
-    let other = t.send(t.http.post(t.url(&format!("/approvals/{id}/execution/retry"))).bearer_auth(countersign_tests::KEY_B)).await;
+    let again = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    assert_eq!(
+        (again.status, again.code().as_str()),
+        (409, "not_retryable")
+    );
+    let other = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                .bearer_auth(countersign_tests::KEY_B),
+        )
+        .await;
     assert_eq!(other.status, 404, "another tenant cannot retry it");
 }
 
@@ -132,7 +200,11 @@ async fn concurrent_identical_creates_notify_each_approver_once() {
     // Give any duplicate the time to show up: two visibility timeouts.
     tokio::time::sleep(Duration::from_secs(4)).await;
     for approver in [ALICE, BOB] {
-        assert_eq!(t.downstream().calls(&format!("{id}:notify:{approver}")), 1, "{approver}");
+        assert_eq!(
+            t.downstream().calls(&format!("{id}:notify:{approver}")),
+            1,
+            "{approver}"
+        );
     }
     assert_eq!(t.downstream().calls_to("/notify").len(), 2);
 }
@@ -140,7 +212,9 @@ async fn concurrent_identical_creates_notify_each_approver_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approve_reject_race_executes_at_most_once() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "race-1", &body("deploy", &[ALICE, BOB])).await;
+    let id = t
+        .create_ok(KEY_A, "race-1", &body("deploy", &[ALICE, BOB]))
+        .await;
     let decisions = (0..40).map(|i| {
         let decision = if i % 2 == 0 {
             json!({"decision": "approve", "approver": ALICE})
@@ -150,14 +224,26 @@ async fn approve_reject_race_executes_at_most_once() {
         t.decide(KEY_A, &id, decision)
     });
     let replies = join_all(decisions).await;
-    assert_eq!(replies.iter().filter(|r| r.status == 200 && !r.replayed()).count(), 1);
+    assert_eq!(
+        replies
+            .iter()
+            .filter(|r| r.status == 200 && !r.replayed())
+            .count(),
+        1
+    );
     let key = "tenant-a:race-1";
-    let status = t.get(KEY_A, &id).await.json()["status"].as_str().unwrap().to_owned();
+    let status = t.get(KEY_A, &id).await.json()["status"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     if status == "approved" {
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(done["execution"]["status"], "succeeded");
         tokio::time::sleep(Duration::from_secs(4)).await;
-        assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (1, 1));
+        assert_eq!(
+            (t.downstream().calls(key), t.downstream().effects(key)),
+            (1, 1)
+        );
     } else {
         // The notifications prove the pipeline ran; no execute job may follow a rejection.
         let deadline = Instant::now() + WAIT;
@@ -167,7 +253,10 @@ async fn approve_reject_race_executes_at_most_once() {
         }
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(t.downstream().calls(key), 0);
-        assert_eq!(t.get(KEY_A, &id).await.json()["execution"]["status"], "not_started");
+        assert_eq!(
+            t.get(KEY_A, &id).await.json()["execution"]["status"],
+            "not_started"
+        );
     }
     println!("race winner: {status}");
 }
@@ -175,12 +264,17 @@ async fn approve_reject_race_executes_at_most_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_message_delivered_twice_has_one_effect() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "twice-1", &body("deploy", &[ALICE])).await;
+    let id = t
+        .create_ok(KEY_A, "twice-1", &body("deploy", &[ALICE]))
+        .await;
     // The same execute job, as SQS would redeliver it, sent next to the dispatcher's own.
     let stored = t
         .app
         .store
-        .get_approval(&countersign::domain::TenantId::parse("tenant-a").unwrap(), &ApprovalId::parse(&id).unwrap())
+        .get_approval(
+            &countersign::domain::TenantId::parse("tenant-a").unwrap(),
+            &ApprovalId::parse(&id).unwrap(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -198,32 +292,52 @@ async fn the_same_message_delivered_twice_has_one_effect() {
     let message = serde_json::to_string(&jobs[0]).unwrap();
     let sqs = aws_sdk_sqs::Client::new(&t.sdk);
     for _ in 0..2 {
-        sqs.send_message().queue_url(&t.queues().queue_url).message_body(&message).send().await.unwrap();
+        sqs.send_message()
+            .queue_url(&t.queues().queue_url)
+            .message_body(&message)
+            .send()
+            .await
+            .unwrap();
     }
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     tokio::time::sleep(Duration::from_secs(4)).await;
     let key = "tenant-a:twice-1";
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (1, 1));
-    assert_eq!(t.queue_depth(&t.queues().queue_url).await, 0, "every copy acknowledged");
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (1, 1)
+    );
+    assert_eq!(
+        t.queue_depth(&t.queues().queue_url).await,
+        0,
+        "every copy acknowledged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_target_that_never_answers_does_not_hold_the_job() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t.create_ok(KEY_A, "hang-1", &body("hang_once", &[ALICE])).await;
+    let id = t
+        .create_ok(KEY_A, "hang-1", &body("hang_once", &[ALICE]))
+        .await;
     approve(&t, &id).await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
     let key = "tenant-a:hang-1";
-    assert_eq!((t.downstream().calls(key), t.downstream().effects(key)), (2, 1), "retried with the same key");
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (2, 1),
+        "retried with the same key"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exhausted_retries_fail_and_go_to_the_dlq() {
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "2")]).await;
-    let id = t.create_ok(KEY_A, "dead-1", &body("always_503", &[ALICE])).await;
+    let id = t
+        .create_ok(KEY_A, "dead-1", &body("always_503", &[ALICE]))
+        .await;
     approve(&t, &id).await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
@@ -232,7 +346,10 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
     assert_eq!(t.downstream().calls("tenant-a:dead-1"), 2);
     let deadline = Instant::now() + WAIT;
     while t.queue_depth(&t.queues().dlq_url).await != 1 {
-        assert!(Instant::now() < deadline, "the message did not reach the DLQ");
+        assert!(
+            Instant::now() < deadline,
+            "the message did not reach the DLQ"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -240,22 +357,33 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
     let t = TestApp::start_jobs(&[]).await;
-    let first = t.create_ok(KEY_A, "restart-1", &body("deploy", &[ALICE])).await;
+    let first = t
+        .create_ok(KEY_A, "restart-1", &body("deploy", &[ALICE]))
+        .await;
     t.wait_for_approval(KEY_A, &first, WAIT, |_| true).await;
     t.stop_runner().await;
 
     // Committed while nothing is running: a new approval, and an approval of the first.
-    let second = t.create_ok(KEY_A, "restart-2", &body("deploy", &[ALICE])).await;
+    let second = t
+        .create_ok(KEY_A, "restart-2", &body("deploy", &[ALICE]))
+        .await;
     approve(&t, &first).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(t.downstream().calls("tenant-a:restart-1"), 0, "nothing runs while the runner is down");
+    assert_eq!(
+        t.downstream().calls("tenant-a:restart-1"),
+        0,
+        "nothing runs while the runner is down"
+    );
 
     t.start_runner();
     let done = t.wait_for_execution(KEY_A, &first, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     let deadline = Instant::now() + WAIT;
     while t.downstream().calls(&format!("{second}:notify:{ALICE}")) == 0 {
-        assert!(Instant::now() < deadline, "the second approval's notification never came");
+        assert!(
+            Instant::now() < deadline,
+            "the second approval's notification never came"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(t.downstream().effects("tenant-a:restart-1"), 1);

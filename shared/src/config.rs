@@ -129,7 +129,8 @@ impl Config {
         let action_targets: BTreeMap<String, ActionTarget> = serde_json::from_str(&action_targets)
             .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
         for (kind, target) in &action_targets {
-            http_url(&target.url).map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
+            http_url(&target.url)
+                .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
         }
 
         let webhook_sources = match get("WEBHOOK_SOURCES") {
@@ -147,7 +148,9 @@ impl Config {
             .transpose()?
             .map(|url| url.trim_end_matches('/').to_owned());
         let decision_token_secret = get("DECISION_TOKEN_SECRET")
-            .map(|raw| TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e)))
+            .map(|raw| {
+                TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
+            })
             .transpose()?;
 
         Ok(Self {
@@ -173,15 +176,26 @@ impl Config {
     /// What the dispatcher and the executor need beyond the common configuration; a Lambda that
     /// needs it calls this at start, so a missing variable fails the start, not a job.
     pub fn jobs(&self) -> Result<JobsConfig<'_>, ConfigError> {
-        let missing = |variable| ConfigError::new(variable, "required by the dispatch and executor functions");
+        let missing = |variable| {
+            ConfigError::new(variable, "required by the dispatch and executor functions")
+        };
         Ok(JobsConfig {
-            queue_url: self.jobs_queue_url.as_deref().ok_or_else(|| missing("JOBS_QUEUE_URL"))?,
-            notifier_url: self.notifier_url.as_deref().ok_or_else(|| missing("NOTIFIER_URL"))?,
+            queue_url: self
+                .jobs_queue_url
+                .as_deref()
+                .ok_or_else(|| missing("JOBS_QUEUE_URL"))?,
+            notifier_url: self
+                .notifier_url
+                .as_deref()
+                .ok_or_else(|| missing("NOTIFIER_URL"))?,
             token_secret: self
                 .decision_token_secret
                 .as_ref()
                 .ok_or_else(|| missing("DECISION_TOKEN_SECRET"))?,
-            public_base_url: self.public_base_url.as_deref().ok_or_else(|| missing("PUBLIC_BASE_URL"))?,
+            public_base_url: self
+                .public_base_url
+                .as_deref()
+                .ok_or_else(|| missing("PUBLIC_BASE_URL"))?,
         })
     }
 }

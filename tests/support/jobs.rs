@@ -39,8 +39,12 @@ pub struct Downstream {
 
 impl Downstream {
     async fn start(&self) -> String {
-        let router = Router::new().route("/{behaviour}", post(answer)).with_state(self.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let router = Router::new()
+            .route("/{behaviour}", post(answer))
+            .with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, router).await });
         base
@@ -52,7 +56,11 @@ impl Downstream {
 
     /// Calls received with this key.
     pub fn calls(&self, key: &str) -> usize {
-        self.lock().calls.iter().filter(|(_, k, _)| k == key).count()
+        self.lock()
+            .calls
+            .iter()
+            .filter(|(_, k, _)| k == key)
+            .count()
     }
 
     /// Effects applied for this key.
@@ -76,7 +84,11 @@ impl Downstream {
 
     /// When the first call with this key arrived.
     pub fn first_arrival(&self, key: &str) -> Option<Instant> {
-        self.lock().arrivals.iter().find(|(k, _)| k == key).map(|(_, at)| *at)
+        self.lock()
+            .arrivals
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, at)| *at)
     }
 }
 
@@ -95,7 +107,9 @@ async fn answer(
     let earlier = {
         let mut recorded = downstream.lock();
         let earlier = recorded.calls.iter().filter(|(_, k, _)| *k == key).count();
-        recorded.calls.push((format!("/{behaviour}"), key.clone(), body));
+        recorded
+            .calls
+            .push((format!("/{behaviour}"), key.clone(), body));
         recorded.arrivals.push((key.clone(), Instant::now()));
         earlier
     };
@@ -161,7 +175,10 @@ impl TestApp {
             ("JOBS_QUEUE_URL", &queues.queue_url),
             ("NOTIFIER_URL", &notifier),
             ("PUBLIC_BASE_URL", "https://approvals.example.com"),
-            ("DECISION_TOKEN_SECRET", "test-review-token-secret-0123456789"),
+            (
+                "DECISION_TOKEN_SECRET",
+                "test-review-token-secret-0123456789",
+            ),
             ("JOB_VISIBILITY_TIMEOUT_SECONDS", &visibility),
         ];
         vars.extend(overrides.iter().copied());
@@ -176,7 +193,11 @@ impl TestApp {
     }
 
     pub fn downstream(&self) -> &Downstream {
-        &self.jobs.as_ref().expect("started with start_jobs").downstream
+        &self
+            .jobs
+            .as_ref()
+            .expect("started with start_jobs")
+            .downstream
     }
 
     pub fn queues(&self) -> &JobQueues {
@@ -209,14 +230,23 @@ impl TestApp {
     }
 
     /// Polls the approval until `done` holds for it, or fails the test after `timeout`.
-    pub async fn wait_for_approval(&self, api_key: &str, id: &str, timeout: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    pub async fn wait_for_approval(
+        &self,
+        api_key: &str,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let approval = self.get(api_key, id).await.json();
             if done(&approval) {
                 return approval;
             }
-            assert!(Instant::now() < deadline, "timed out waiting; the approval is now {approval}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting; the approval is now {approval}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -245,9 +275,12 @@ impl TestApp {
             .expect("queue attributes")
             .attributes
             .unwrap_or_default();
-        [QueueAttributeName::ApproximateNumberOfMessages, QueueAttributeName::ApproximateNumberOfMessagesNotVisible]
-            .iter()
-            .filter_map(|name| attributes.get(name).and_then(|v| v.parse::<usize>().ok()))
-            .sum()
+        [
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .filter_map(|name| attributes.get(name).and_then(|v| v.parse::<usize>().ok()))
+        .sum()
     }
 }

@@ -12,8 +12,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let app = countersign::App::from_env().await?;
     let dispatcher = &Dispatcher::new(app.sqs.clone(), app.config.jobs()?.queue_url);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
-        let changes: Vec<_> = event.payload.records.iter().map(StreamChange::from_lambda).collect();
-        dispatcher.dispatch(&changes).await.map(|_| ()).map_err(lambda_runtime::Error::from)
+        let changes: Vec<_> = event
+            .payload
+            .records
+            .iter()
+            .map(StreamChange::from_lambda)
+            .collect();
+        dispatcher
+            .dispatch(&changes)
+            .await
+            .map(|_| ())
+            .map_err(lambda_runtime::Error::from)
     }))
     .await
 }

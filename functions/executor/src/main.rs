@@ -11,7 +11,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let _failpoints = countersign::failpoints();
     let executor = &Executor::new(countersign::App::from_env().await?)?;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let messages: Vec<_> = event.payload.records.iter().map(JobMessage::from_lambda).collect();
+        let messages: Vec<_> = event
+            .payload
+            .records
+            .iter()
+            .map(JobMessage::from_lambda)
+            .collect();
         let mut response = SqsBatchResponse::default();
         for message_id in executor.handle_batch(&messages).await {
             response.add_failure(message_id);

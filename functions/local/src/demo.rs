@@ -20,13 +20,20 @@ pub fn router() -> Router {
         .with_state(Performed::default())
 }
 
-async fn echo(State(performed): State<Performed>, headers: HeaderMap, Json(body): Json<Value>) -> Json<Value> {
+async fn echo(
+    State(performed): State<Performed>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Json<Value> {
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let first = performed.lock().map(|mut p| p.insert(key.clone())).unwrap_or(false);
+    let first = performed
+        .lock()
+        .map(|mut p| p.insert(key.clone()))
+        .unwrap_or(false);
     if first {
         println!("echo: performing {key}: {}", body["action"]);
     } else {

@@ -85,7 +85,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
         config.jobs_queue_url = Some(queues.queue_url);
     }
-    let app = App::new(config, aws_sdk_dynamodb::Client::new(&aws), sqs.clone(), Clock::system());
+    let app = App::new(
+        config,
+        aws_sdk_dynamodb::Client::new(&aws),
+        sqs.clone(),
+        Clock::system(),
+    );
     app.store.ensure_tables().await?;
     let executor = Arc::new(Executor::new(app.clone())?);
     let dispatcher = Dispatcher::new(sqs.clone(), app.config.jobs()?.queue_url);
@@ -102,11 +107,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {addr} (PORT): {e}"))?;
     print_banner(port, demo, &app);
-    axum::serve(listener, countersign::http::router(app).merge(demo::router()))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    axum::serve(
+        listener,
+        countersign::http::router(app).merge(demo::router()),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(())
 }
 

@@ -8,8 +8,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Approval, ApprovalId, Approver, EpochSeconds, Execution, IdempotencyKey,
-    Status, TenantId,
+    Approval, ApprovalId, Approver, EpochSeconds, Execution, IdempotencyKey, Status, TenantId,
 };
 
 /// One thing wrong with a request body, named by its JSON path.

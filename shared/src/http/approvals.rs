@@ -94,7 +94,9 @@ fn approval_json(approval: &Approval, now: i64) -> Vec<u8> {
 
 /// A path id that is not an approval id (or not even UTF-8) names no approval: 404, with no
 /// store call.
-pub(super) fn approval_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ApiError> {
+pub(super) fn approval_id(
+    raw: Result<Path<String>, PathRejection>,
+) -> Result<ApprovalId, ApiError> {
     let Path(raw) = raw.map_err(|_| ApiError::NotFound)?;
     ApprovalId::parse(&raw).map_err(|_| ApiError::NotFound)
 }

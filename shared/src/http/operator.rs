@@ -50,7 +50,11 @@ pub async fn resolve(
     let (outcome, note) = parse_resolution(&parse_json(&bytes)?).map_err(ApiError::invalid)?;
     let id = approval_id(id)?;
     let now = app.clock.now();
-    match app.store.resolve_execution(&tenant, &id, outcome, &note, now).await? {
+    match app
+        .store
+        .resolve_execution(&tenant, &id, outcome, &note, now)
+        .await?
+    {
         Ok(approval) => Ok(Json(approval.view(now)).into_response()),
         Err(OperatorRefusal::NotFound) => Err(ApiError::NotFound),
         Err(OperatorRefusal::WrongState(approval)) => Err(ApiError::NotResolvable {
@@ -74,18 +78,25 @@ fn parse_resolution(body: &Value) -> Result<(ExecutionStatus, String), Vec<Field
         Some("succeeded") => Some(ExecutionStatus::Succeeded),
         Some("failed") => Some(ExecutionStatus::Failed),
         _ => {
-            errors.push(FieldError::new("outcome", "must be \"succeeded\" or \"failed\""));
+            errors.push(FieldError::new(
+                "outcome",
+                "must be \"succeeded\" or \"failed\"",
+            ));
             None
         }
     };
     let note = match body.get("note") {
         Some(Value::String(note))
-            if !note.trim().is_empty() && note.chars().count() <= DecideRequest::MAX_COMMENT_CHARS =>
+            if !note.trim().is_empty()
+                && note.chars().count() <= DecideRequest::MAX_COMMENT_CHARS =>
         {
             Some(note.clone())
         }
         _ => {
-            errors.push(FieldError::new("note", "required: 1-2000 characters on what happened and how you know"));
+            errors.push(FieldError::new(
+                "note",
+                "required: 1-2000 characters on what happened and how you know",
+            ));
             None
         }
     };

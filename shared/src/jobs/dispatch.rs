@@ -32,12 +32,15 @@ impl StreamChange {
 
     /// From a DynamoDB Streams `GetRecords` record (the local runner).
     pub fn from_streams(record: &aws_sdk_dynamodbstreams::types::Record) -> Self {
-        let convert = |image: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
-            image
-                .cloned()
-                .map(|image| HashMap::<String, AttributeValue>::from(serde_dynamo::Item::from(image)))
-                .and_then(non_empty)
-        };
+        let convert =
+            |image: Option<&HashMap<String, aws_sdk_dynamodbstreams::types::AttributeValue>>| {
+                image
+                    .cloned()
+                    .map(|image| {
+                        HashMap::<String, AttributeValue>::from(serde_dynamo::Item::from(image))
+                    })
+                    .and_then(non_empty)
+            };
         let change = record.dynamodb();
         Self {
             old: convert(change.and_then(|c| c.old_image.as_ref())),
@@ -92,7 +95,8 @@ impl Dispatcher {
     async fn send(&self, jobs: &[Job]) -> Result<(), DispatchError> {
         let mut entries = Vec::with_capacity(jobs.len());
         for (i, job) in jobs.iter().enumerate() {
-            let body = serde_json::to_string(job).map_err(|e| DispatchError::Send(e.to_string()))?;
+            let body =
+                serde_json::to_string(job).map_err(|e| DispatchError::Send(e.to_string()))?;
             let entry = SendMessageBatchRequestEntry::builder()
                 .id(format!("job{i}"))
                 .message_body(body)
@@ -107,7 +111,9 @@ impl Dispatcher {
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| DispatchError::Send(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))?;
+            .map_err(|e| {
+                DispatchError::Send(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())
+            })?;
         if let Some(failed) = output.failed().first() {
             return Err(DispatchError::Send(format!(
                 "{} of {} jobs not sent, first: {} {}",

@@ -45,7 +45,9 @@ impl JobMessage {
             body: message.body().unwrap_or_default().to_owned(),
             receive_count: message
                 .attributes()
-                .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+                })
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1),
         }
@@ -160,14 +162,20 @@ impl Executor {
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
         let now = self.app.clock.now();
-        match store.begin_job(&job, &token, now, now + self.lease_seconds, idempotent).await? {
+        match store
+            .begin_job(&job, &token, now, now + self.lease_seconds, idempotent)
+            .await?
+        {
             Begin::Started => {}
             Begin::Refused(entry) => return self.refused(&job, entry, idempotent).await,
         }
 
         let outcome = match url {
             Some(url) => self.call(&job, &url).await,
-            None => CallOutcome::Refused(format!("action type {:?} is not configured", job_action_type(&job))),
+            None => CallOutcome::Refused(format!(
+                "action type {:?} is not configured",
+                job_action_type(&job)
+            )),
         };
         match &job {
             Job::Execute(_) => fail::fail_point!("execute::after_downstream"),
@@ -179,7 +187,9 @@ impl Executor {
             CallOutcome::Succeeded => (Completion::Succeeded, Disposition::Ack),
             CallOutcome::Refused(error) => (Completion::Failed(error), Disposition::Ack),
             CallOutcome::Unknown(error) if !idempotent => (
-                Completion::NeedsReconciliation(format!("outcome unknown ({error}); the target is not idempotent")),
+                Completion::NeedsReconciliation(format!(
+                    "outcome unknown ({error}); the target is not idempotent"
+                )),
                 Disposition::Ack,
             ),
             // Out of attempts: failed, and the message goes on to the DLQ (its next receive
@@ -205,7 +215,12 @@ impl Executor {
     }
 
     /// A begin that did not start an attempt: tell from the ledger what to do with the message.
-    async fn refused(&self, job: &Job, entry: Option<LedgerEntry>, idempotent: bool) -> Result<Disposition, StoreError> {
+    async fn refused(
+        &self,
+        job: &Job,
+        entry: Option<LedgerEntry>,
+        idempotent: bool,
+    ) -> Result<Disposition, StoreError> {
         let Some(entry) = entry else {
             // The approval moved on to a newer execution generation: this job is stale.
             return Ok(Disposition::Ack);
@@ -215,13 +230,18 @@ impl Executor {
         }
         let now = self.app.clock.now();
         match entry.status {
-            LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => Ok(Disposition::Ack),
+            LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => {
+                Ok(Disposition::Ack)
+            }
             LedgerStatus::InProgress if entry.lease_until > now => Ok(Disposition::Retry),
             LedgerStatus::InProgress if !idempotent => {
                 // Its worker stopped after it may have called a target that does not dedupe:
                 // calling again could do the action twice. Hand it to an operator.
                 let reason = "the worker stopped after calling the target, which is not idempotent: outcome unknown";
-                self.app.store.abandon_job(job, &entry.token, reason, now).await?;
+                self.app
+                    .store
+                    .abandon_job(job, &entry.token, reason, now)
+                    .await?;
                 Ok(Disposition::Ack)
             }
             // A takeover raced another worker's, or a retry is not due yet: come back later.
@@ -239,8 +259,13 @@ impl Executor {
                 "decision": j.decision,
             }),
             Job::Notify(j) => {
-                let (Ok(id), Ok(approver)) = (ApprovalId::parse(&j.approval_id), Approver::parse(&j.approver)) else {
-                    return CallOutcome::Refused("the job names no valid approval or approver".to_owned());
+                let (Ok(id), Ok(approver)) = (
+                    ApprovalId::parse(&j.approval_id),
+                    Approver::parse(&j.approver),
+                ) else {
+                    return CallOutcome::Refused(
+                        "the job names no valid approval or approver".to_owned(),
+                    );
                 };
                 let token = self.token_secret.mint(&id, &approver, j.expires_at);
                 json!({
@@ -253,21 +278,32 @@ impl Executor {
                 })
             }
         };
-        let request = self.http.post(url).header("Idempotency-Key", job.business_key()).json(&body);
+        let request = self
+            .http
+            .post(url)
+            .header("Idempotency-Key", job.business_key())
+            .json(&body);
         match request.send().await {
             Ok(response) => {
                 let status = response.status();
                 if status.is_success() {
                     CallOutcome::Succeeded
-                } else if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
+                } else if status.is_server_error()
+                    || status.as_u16() == 408
+                    || status.as_u16() == 429
+                {
                     CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
                 } else {
                     CallOutcome::Refused(format!("HTTP {}", status.as_u16()))
                 }
             }
             // Nothing reached the target.
-            Err(e) if e.is_connect() => CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e))),
-            Err(e) if e.is_timeout() => CallOutcome::Unknown("no answer within the timeout".to_owned()),
+            Err(e) if e.is_connect() => {
+                CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
+            }
+            Err(e) if e.is_timeout() => {
+                CallOutcome::Unknown("no answer within the timeout".to_owned())
+            }
             Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
         }
     }

@@ -114,9 +114,12 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>) -> Vec<Jo
             })
         }));
     }
-    let newly_approved = new.status == Status::Approved && old.is_none_or(|o| o.status != Status::Approved);
+    let newly_approved =
+        new.status == Status::Approved && old.is_none_or(|o| o.status != Status::Approved);
     let retried = new.status == Status::Approved
-        && old.is_some_and(|o| o.status == Status::Approved && o.execution.generation < new.execution.generation);
+        && old.is_some_and(|o| {
+            o.status == Status::Approved && o.execution.generation < new.execution.generation
+        });
     if newly_approved || retried {
         jobs.push(Job::Execute(ExecuteJob {
             approval_id: new.id.to_string(),
@@ -156,7 +159,13 @@ mod tests {
         let new = pending(1_000);
         let jobs = jobs_for_change(None, Some(&new));
         let ids: Vec<_> = jobs.iter().map(Job::id).collect();
-        assert_eq!(ids, [format!("{}#notify#alice", new.id), format!("{}#notify#bob", new.id)]);
+        assert_eq!(
+            ids,
+            [
+                format!("{}#notify#alice", new.id),
+                format!("{}#notify#bob", new.id)
+            ]
+        );
         assert_eq!(jobs[0].business_key(), format!("{}:notify:alice", new.id));
     }
 
@@ -170,7 +179,9 @@ mod tests {
         assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
         assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
         assert_eq!(jobs[0].business_key(), "acme:k");
-        let Job::Execute(job) = &jobs[0] else { panic!("not an execute job") };
+        let Job::Execute(job) = &jobs[0] else {
+            panic!("not an execute job")
+        };
         assert_eq!(job.decision["outcome"], "approved");
         assert_eq!(job.action["type"], "deploy");
     }
@@ -195,7 +206,10 @@ mod tests {
         retried.execution.status = ExecutionStatus::Queued;
         retried.execution.generation = 1;
         let jobs = jobs_for_change(Some(&failed), Some(&retried));
-        assert_eq!(jobs.iter().map(Job::id).collect::<Vec<_>>(), [format!("{}#execute#1", failed.id)]);
+        assert_eq!(
+            jobs.iter().map(Job::id).collect::<Vec<_>>(),
+            [format!("{}#execute#1", failed.id)]
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
+};
 
 use super::IDLE;
 use crate::jobs::{Executor, JobMessage};
@@ -45,11 +47,16 @@ pub async fn ensure_queues(
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or("GetQueueAttributes returned no ARN")?;
-    let redrive = serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_attempts}).to_string();
+    let redrive =
+        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_attempts})
+            .to_string();
     let queue_url = sqs
         .create_queue()
         .queue_name(name)
-        .attributes(QueueAttributeName::VisibilityTimeout, visibility_timeout_seconds.to_string())
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility_timeout_seconds.to_string(),
+        )
         .attributes(QueueAttributeName::RedrivePolicy, redrive)
         .send()
         .await

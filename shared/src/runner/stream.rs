@@ -21,7 +21,11 @@ fn position_key(stream_arn: &str, shard_id: &str) -> String {
     format!("_local_runner#stream#{stream_arn}#{shard_id}")
 }
 
-pub(super) async fn poll(app: Arc<App>, streams: aws_sdk_dynamodbstreams::Client, dispatcher: Dispatcher) {
+pub(super) async fn poll(
+    app: Arc<App>,
+    streams: aws_sdk_dynamodbstreams::Client,
+    dispatcher: Dispatcher,
+) {
     let mut iterators: HashMap<String, String> = HashMap::new();
     let mut stream_arn = None;
     loop {
@@ -37,7 +41,10 @@ pub(super) async fn poll(app: Arc<App>, streams: aws_sdk_dynamodbstreams::Client
             Ok(0) => tokio::time::sleep(IDLE).await,
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(error = e, "stream poll failed; retrying from the saved position");
+                tracing::warn!(
+                    error = e,
+                    "stream poll failed; retrying from the saved position"
+                );
                 iterators.clear();
                 tokio::time::sleep(IDLE * 5).await;
             }
@@ -73,7 +80,12 @@ async fn poll_once(
         .map_err(error)?;
     let shards: Vec<String> = description
         .stream_description()
-        .map(|d| d.shards().iter().filter_map(|s| s.shard_id().map(str::to_owned)).collect())
+        .map(|d| {
+            d.shards()
+                .iter()
+                .filter_map(|s| s.shard_id().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     let mut dispatched = 0;
     for shard in shards {
@@ -95,7 +107,11 @@ async fn poll_once(
             .and_then(|d| d.sequence_number())
             .map(str::to_owned);
         if let Some(sequence) = last_sequence {
-            let changes: Vec<StreamChange> = records.records().iter().map(StreamChange::from_streams).collect();
+            let changes: Vec<StreamChange> = records
+                .records()
+                .iter()
+                .map(StreamChange::from_streams)
+                .collect();
             let handler = dispatcher.clone();
             // Its own task: a panic (the dispatch::after_send failpoint) is a crashed Lambda.
             // The position is not saved, so the same records are dispatched again.
@@ -132,8 +148,15 @@ async fn start_iterator(
         .await
         .map_err(error)?
         .item
-        .and_then(|item| item.get("sequence_number").and_then(|v| v.as_s().ok()).cloned());
-    let request = streams.get_shard_iterator().stream_arn(stream_arn).shard_id(shard);
+        .and_then(|item| {
+            item.get("sequence_number")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        });
+    let request = streams
+        .get_shard_iterator()
+        .stream_arn(stream_arn)
+        .shard_id(shard);
     let request = match &saved {
         Some(sequence) => request
             .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
@@ -148,7 +171,12 @@ async fn start_iterator(
         .ok_or_else(|| "GetShardIterator returned no iterator".to_owned())
 }
 
-async fn save_position(app: &App, stream_arn: &str, shard: &str, sequence: &str) -> Result<(), String> {
+async fn save_position(
+    app: &App,
+    stream_arn: &str,
+    shard: &str,
+    sequence: &str,
+) -> Result<(), String> {
     app.store
         .client()
         .put_item()

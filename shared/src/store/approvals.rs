@@ -8,14 +8,15 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 
+use super::expr::names;
 use super::items::{
     approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n,
     get_s, idempotency_key, n, s,
 };
-use super::expr::names;
 use super::{Store, StoreError, Transaction, condition_failed_item};
-use crate::domain::{ExecutionStatus, Outcome, 
-    Approval, ApprovalId, Decision, EpochSeconds, IdempotencyKey, Status, TenantId,
+use crate::domain::{
+    Approval, ApprovalId, Decision, EpochSeconds, ExecutionStatus, IdempotencyKey, Outcome, Status,
+    TenantId,
 };
 
 /// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
@@ -90,7 +91,10 @@ pub(crate) fn decision_names(decision: &Decision) -> HashMap<String, String> {
     names(&[decision_update(decision), ONLY_IF_DECIDABLE])
 }
 
-pub(crate) fn decision_values(decision: &Decision, now: EpochSeconds) -> HashMap<String, AttributeValue> {
+pub(crate) fn decision_values(
+    decision: &Decision,
+    now: EpochSeconds,
+) -> HashMap<String, AttributeValue> {
     let mut values = HashMap::from([
         (":outcome".to_owned(), s(decision.outcome.status().as_str())),
         (":decision".to_owned(), decision_to_attr(decision)),
@@ -248,12 +252,16 @@ impl Store {
         let values = HashMap::from([
             (":approved".to_owned(), s(Status::Approved.as_str())),
             (":failed".to_owned(), s(ExecutionStatus::Failed.as_str())),
-            (":needs_reconciliation".to_owned(), s(ExecutionStatus::NeedsReconciliation.as_str())),
+            (
+                ":needs_reconciliation".to_owned(),
+                s(ExecutionStatus::NeedsReconciliation.as_str()),
+            ),
             (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
         ]);
-        self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values).await
+        self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values)
+            .await
     }
 
     /// Records what really happened to an execution whose outcome was unknown.
@@ -266,12 +274,16 @@ impl Store {
         now: EpochSeconds,
     ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
         let values = HashMap::from([
-            (":needs_reconciliation".to_owned(), s(ExecutionStatus::NeedsReconciliation.as_str())),
+            (
+                ":needs_reconciliation".to_owned(),
+                s(ExecutionStatus::NeedsReconciliation.as_str()),
+            ),
             (":outcome".to_owned(), s(outcome.as_str())),
             (":note".to_owned(), s(note)),
             (":now".to_owned(), epoch(now)),
         ]);
-        self.operator_update(tenant, id, RESOLVE, ONLY_IF_UNRECONCILED, values).await
+        self.operator_update(tenant, id, RESOLVE, ONLY_IF_UNRECONCILED, values)
+            .await
     }
 
     async fn operator_update(
@@ -297,12 +309,16 @@ impl Store {
             .await;
         match result.map_err(|e| e.into_service_error()) {
             Ok(output) => {
-                let item = output.attributes().ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                let item = output
+                    .attributes()
+                    .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
                 Ok(Ok(approval_from_item(item)?))
             }
             Err(UpdateItemError::ConditionalCheckFailedException(failed)) => match failed.item() {
                 None => Ok(Err(OperatorRefusal::NotFound)),
-                Some(item) => Ok(Err(OperatorRefusal::WrongState(Box::new(approval_from_item(item)?)))),
+                Some(item) => Ok(Err(OperatorRefusal::WrongState(Box::new(
+                    approval_from_item(item)?,
+                )))),
             },
             Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
         }

@@ -26,11 +26,19 @@ mod tests {
 
     #[test]
     fn every_alias_names_its_attribute() {
-        let got = names(&["SET #status = :s, #execution.#updated_at = :now", "attribute_not_exists(#pk)"]);
-        let want: HashMap<String, String> = [("#status", "status"), ("#execution", "execution"), ("#updated_at", "updated_at"), ("#pk", "pk")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
+        let got = names(&[
+            "SET #status = :s, #execution.#updated_at = :now",
+            "attribute_not_exists(#pk)",
+        ]);
+        let want: HashMap<String, String> = [
+            ("#status", "status"),
+            ("#execution", "execution"),
+            ("#updated_at", "updated_at"),
+            ("#pk", "pk"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
         assert_eq!(got, want);
     }
 }

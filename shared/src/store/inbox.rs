@@ -7,7 +7,9 @@ use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::approvals::{ONLY_IF_DECIDABLE, ONLY_IF_NEW, decision_names, decision_update, decision_values};
+use super::approvals::{
+    ONLY_IF_DECIDABLE, ONLY_IF_NEW, decision_names, decision_update, decision_values,
+};
 use super::expr::names;
 use super::items::{Item, approval_from_item, approval_key, epoch, get_s, s};
 use super::{Store, StoreError, Transaction, condition_failed_item};

@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 
 use super::expr::names;
 use super::items::{Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
@@ -37,9 +39,15 @@ impl LedgerStatus {
     }
 
     fn parse(raw: &str) -> Option<Self> {
-        [Self::InProgress, Self::RetryWait, Self::Succeeded, Self::Failed, Self::NeedsReconciliation]
-            .into_iter()
-            .find(|s| s.as_str() == raw)
+        [
+            Self::InProgress,
+            Self::RetryWait,
+            Self::Succeeded,
+            Self::Failed,
+            Self::NeedsReconciliation,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == raw)
     }
 
     /// What the approval's `execution.status` reads while the ledger is in this status.
@@ -67,7 +75,8 @@ pub struct LedgerEntry {
 impl LedgerEntry {
     fn from_item(item: &Item) -> Result<Self, StoreError> {
         Ok(Self {
-            status: LedgerStatus::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("ledger status"))?,
+            status: LedgerStatus::parse(get_s(item, "status")?)
+                .ok_or(StoreError::corrupt("ledger status"))?,
             generation: get_n(item, "generation")?,
             token: opt_s(item, "token").unwrap_or_default(),
             lease_until: get_n(item, "lease_until").unwrap_or(0),
@@ -138,14 +147,23 @@ const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
 
 /// only_if_current_generation: a job of an execution an operator has since resumed changes
 /// nothing.
-const ONLY_IF_CURRENT_GENERATION: &str = "#status = :approved AND #execution.#generation = :generation";
+const ONLY_IF_CURRENT_GENERATION: &str =
+    "#status = :approved AND #execution.#generation = :generation";
 
 fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
 }
 
 impl Store {
-    fn ledger_update(&self, job: &Job, update: &str, condition: &str) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    fn ledger_update(
+        &self,
+        job: &Job,
+        update: &str,
+        condition: &str,
+    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
         Update::builder()
             .table_name(&self.tables.execution_ledger)
             .key("pk", s(job.ledger_key()))
@@ -156,12 +174,19 @@ impl Store {
     }
 
     /// The approval's `execution`, updated in the same transaction as the ledger (execute jobs).
-    fn execution_update(&self, job: &Job, update: &str, mut vals: HashMap<String, AttributeValue>) -> Result<Option<Update>, StoreError> {
+    fn execution_update(
+        &self,
+        job: &Job,
+        update: &str,
+        mut vals: HashMap<String, AttributeValue>,
+    ) -> Result<Option<Update>, StoreError> {
         if !matches!(job, Job::Execute(_)) {
             return Ok(None);
         }
-        let tenant = TenantId::parse(job.tenant()).map_err(|_| StoreError::corrupt("job tenant"))?;
-        let id = ApprovalId::parse(job.approval_id()).map_err(|_| StoreError::corrupt("job approval id"))?;
+        let tenant =
+            TenantId::parse(job.tenant()).map_err(|_| StoreError::corrupt("job tenant"))?;
+        let id = ApprovalId::parse(job.approval_id())
+            .map_err(|_| StoreError::corrupt("job approval id"))?;
         vals.insert(":approved".to_owned(), s(Status::Approved.as_str()));
         vals.insert(":generation".to_owned(), n(job.generation()));
         Update::builder()
@@ -176,7 +201,11 @@ impl Store {
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 
-    async fn ledger_transaction(&self, ledger: Update, execution: Option<Update>) -> Result<Transaction, StoreError> {
+    async fn ledger_transaction(
+        &self,
+        ledger: Update,
+        execution: Option<Update>,
+    ) -> Result<Transaction, StoreError> {
         let mut items = vec![TransactWriteItem::builder().update(ledger).build()];
         if let Some(execution) = execution {
             items.push(TransactWriteItem::builder().update(execution).build());
@@ -195,12 +224,19 @@ impl Store {
         lease_until: EpochSeconds,
         takeover: bool,
     ) -> Result<Begin, StoreError> {
-        let condition = if takeover { ONLY_IF_STARTABLE_OR_ABANDONED } else { ONLY_IF_STARTABLE };
+        let condition = if takeover {
+            ONLY_IF_STARTABLE_OR_ABANDONED
+        } else {
+            ONLY_IF_STARTABLE
+        };
         let vals = values(&[
             (":in_progress", s(LedgerStatus::InProgress.as_str())),
             (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
             (":failed", s(LedgerStatus::Failed.as_str())),
-            (":needs_reconciliation", s(LedgerStatus::NeedsReconciliation.as_str())),
+            (
+                ":needs_reconciliation",
+                s(LedgerStatus::NeedsReconciliation.as_str()),
+            ),
             (":generation", n(job.generation())),
             (":zero", n(0)),
             (":one", n(1)),
@@ -219,7 +255,11 @@ impl Store {
         let execution = self.execution_update(
             job,
             SHOW_RUNNING,
-            values(&[(":running", s(ExecutionStatus::Running.as_str())), (":one", n(1)), (":now", epoch(now))]),
+            values(&[
+                (":running", s(ExecutionStatus::Running.as_str())),
+                (":one", n(1)),
+                (":now", epoch(now)),
+            ]),
         )?;
         match self.ledger_transaction(ledger, execution).await? {
             Transaction::Committed => Ok(Begin::Started),
@@ -232,18 +272,37 @@ impl Store {
 
     /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
     /// it no longer does (its lease ended and another worker took over the job).
-    pub async fn complete_job(&self, job: &Job, token: &str, completion: &Completion, now: EpochSeconds) -> Result<bool, StoreError> {
+    pub async fn complete_job(
+        &self,
+        job: &Job,
+        token: &str,
+        completion: &Completion,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
         self.end_attempt(job, token, completion, now).await
     }
 
     /// Records that the attempt `abandoned_token`, whose worker stopped after it may have called
     /// a target that does not dedupe, has an unknown outcome: an operator must reconcile it.
-    pub async fn abandon_job(&self, job: &Job, abandoned_token: &str, reason: &str, now: EpochSeconds) -> Result<bool, StoreError> {
+    pub async fn abandon_job(
+        &self,
+        job: &Job,
+        abandoned_token: &str,
+        reason: &str,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
         let completion = Completion::NeedsReconciliation(reason.to_owned());
-        self.end_attempt(job, abandoned_token, &completion, now).await
+        self.end_attempt(job, abandoned_token, &completion, now)
+            .await
     }
 
-    async fn end_attempt(&self, job: &Job, owner: &str, completion: &Completion, now: EpochSeconds) -> Result<bool, StoreError> {
+    async fn end_attempt(
+        &self,
+        job: &Job,
+        owner: &str,
+        completion: &Completion,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
         let status = completion.status();
         let (ledger_update, execution_update) = match completion.error() {
             Some(_) => (
@@ -261,7 +320,10 @@ impl Store {
             (":in_progress", s(LedgerStatus::InProgress.as_str())),
             (":token", s(owner)),
         ]);
-        let mut execution_vals = values(&[(":exec_status", s(status.execution_status().as_str())), (":now", epoch(now))]);
+        let mut execution_vals = values(&[
+            (":exec_status", s(status.execution_status().as_str())),
+            (":now", epoch(now)),
+        ]);
         if let Some(error) = completion.error() {
             ledger_vals.insert(":error".to_owned(), s(error));
             execution_vals.insert(":error".to_owned(), s(error));

@@ -3,8 +3,8 @@
 mod approvals;
 mod expr;
 mod inbox;
-mod ledger;
 mod items;
+mod ledger;
 pub mod schema;
 
 use std::time::Duration;
@@ -14,7 +14,9 @@ use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
-pub use approvals::{CreateOutcome, DecideOutcome, IdempotencyRecord, OperatorRefusal, SavedResponse};
+pub use approvals::{
+    CreateOutcome, DecideOutcome, IdempotencyRecord, OperatorRefusal, SavedResponse,
+};
 pub use inbox::{InboxRecord, Ingested};
 
 /// An approval from a stored image (a stream record's old or new image).
