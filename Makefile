@@ -1,12 +1,13 @@
 # The README's two commands. Both install what they need on a fresh machine (a Python
-# virtualenv with moto under .local/, git-ignored) and reuse it when present.
+# virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
+# chromium-driver) and reuse it when present.
 
-.PHONY: run test lint unit venv
+.PHONY: run test lint venv browser
 
 run:
 	infra/run-local.sh
 
-test: venv lint
+test: venv browser lint
 	infra/test.sh
 
 lint:
@@ -15,3 +16,6 @@ lint:
 
 venv:
 	infra/setup-venv.sh
+
+browser:
+	infra/setup-browser.sh

@@ -95,10 +95,13 @@ async fn each_approver_gets_one_review_link() {
         let url = call["review_url"].as_str().unwrap();
         let prefix = format!("https://approvals.example.com/approvals/{id}/review?token=");
         let token = url.strip_prefix(&prefix).expect("review link shape");
-        let verified = secret
+        let grant = secret
             .verify(token, &approval, t.clock.now())
             .expect("the token verifies");
-        assert_eq!(verified.as_str(), approver);
+        assert_eq!(
+            (grant.tenant.as_str(), grant.approver.as_str()),
+            ("tenant-a", approver)
+        );
         assert_eq!(call["action"]["type"], "deploy");
         assert_eq!(call["context"]["why"], "test");
         assert!(call["expires_at"].as_str().unwrap().ends_with('Z'));

@@ -173,6 +173,16 @@ impl Config {
         self.action_targets.contains_key(kind)
     }
 
+    /// The review page's token key; the decide function needs it at start.
+    pub fn review_token_secret(&self) -> Result<&TokenSecret, ConfigError> {
+        self.decision_token_secret.as_ref().ok_or_else(|| {
+            ConfigError::new(
+                "DECISION_TOKEN_SECRET",
+                "required by the decide function (review links)",
+            )
+        })
+    }
+
     /// What the dispatcher and the executor need beyond the common configuration; a Lambda that
     /// needs it calls this at start, so a missing variable fails the start, not a job.
     pub fn jobs(&self) -> Result<JobsConfig<'_>, ConfigError> {

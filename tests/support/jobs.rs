@@ -175,10 +175,6 @@ impl TestApp {
             ("JOBS_QUEUE_URL", &queues.queue_url),
             ("NOTIFIER_URL", &notifier),
             ("PUBLIC_BASE_URL", "https://approvals.example.com"),
-            (
-                "DECISION_TOKEN_SECRET",
-                "test-review-token-secret-0123456789",
-            ),
             ("JOB_VISIBILITY_TIMEOUT_SECONDS", &visibility),
         ];
         vars.extend(overrides.iter().copied());

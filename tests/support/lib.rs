@@ -2,6 +2,7 @@
 //! whatever `AWS_ENDPOINT_URL` names), the real router served over loopback HTTP, fresh tables per
 //! test, and a DynamoDB call counter installed as an SDK interceptor.
 
+pub mod browser;
 pub mod jobs;
 
 use std::collections::HashMap;
@@ -30,6 +31,8 @@ pub const KEY_B: &str = "key-b-0123456789abcdef";
 pub const ACME_SECRET: &str = "whsec_YWNtZS13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
 pub const ROTATING_NEW_SECRET: &str = "whsec_cm90YXRpbmctbmV3LXNlY3JldC0wMTIzNDU2Nzg5YWI=";
 pub const ROTATING_OLD_SECRET: &str = "whsec_cm90YXRpbmctb2xkLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
+/// The review-link token key of test apps.
+pub const TOKEN_SECRET: &str = "test-review-token-secret-0123456789";
 pub const OTHER_SECRET: &str = "whsec_dGVuYW50LWItd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc=";
 
 /// The local AWS every test in this process talks to.
@@ -162,6 +165,8 @@ pub struct TestApp {
     pub sdk: aws_config::SdkConfig,
     /// Set by [`TestApp::start_jobs`]: the queues, the downstream and the running pollers.
     pub jobs: Option<jobs::JobsEnv>,
+    /// Every request the app received: (method, path).
+    pub requests: RequestLog,
 }
 
 impl TestApp {
@@ -201,6 +206,7 @@ impl TestApp {
                 })
                 .to_string(),
             ),
+            ("DECISION_TOKEN_SECRET".into(), TOKEN_SECRET.into()),
             ("APPROVALS_TABLE".into(), tables.approvals),
             ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
             ("INBOX_TABLE".into(), tables.webhook_inbox),
@@ -226,7 +232,14 @@ impl TestApp {
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let router = countersign::http::router(app.clone());
+        let requests = RequestLog::default();
+        let log = requests.clone();
+        let router = countersign::http::router(app.clone()).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                log.record(request.method().as_str(), request.uri().path());
+                next.run(request)
+            },
+        ));
         tokio::spawn(async move { axum::serve(listener, router).await });
 
         Self {
@@ -238,6 +251,7 @@ impl TestApp {
             clock,
             sdk,
             jobs: None,
+            requests,
         }
     }
 
@@ -419,6 +433,53 @@ impl TestApp {
             .await
             .expect("get item")
             .item
+    }
+}
+
+/// The requests an app received, for tests that count them (a browser's POSTs).
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<(String, String)>>>);
+
+impl RequestLog {
+    fn record(&self, method: &str, path: &str) {
+        self.0
+            .lock()
+            .expect("request log")
+            .push((method.to_owned(), path.to_owned()));
+    }
+
+    /// How many `method` requests reached `path`.
+    pub fn count(&self, method: &str, path: &str) -> usize {
+        self.0
+            .lock()
+            .expect("request log")
+            .iter()
+            .filter(|(m, p)| m == method && p == path)
+            .count()
+    }
+}
+
+impl TestApp {
+    /// The review link the notifier would send `approver` for approval `id` of tenant A.
+    pub fn review_link(&self, id: &str, approver: &str) -> String {
+        self.review_link_for(TENANT_A, id, approver)
+    }
+
+    pub fn review_link_for(&self, tenant: &str, id: &str, approver: &str) -> String {
+        format!(
+            "{}/approvals/{id}/review?token={}",
+            self.base,
+            self.review_token(tenant, id, approver)
+        )
+    }
+
+    pub fn review_token(&self, tenant: &str, id: &str, approver: &str) -> String {
+        let secret = countersign::review_token::TokenSecret::parse(TOKEN_SECRET).expect("secret");
+        let id = countersign::domain::ApprovalId::parse(id).expect("approval id");
+        let tenant = countersign::domain::TenantId::parse(tenant).expect("tenant");
+        let approver = countersign::domain::Approver::parse(approver).expect("approver");
+        // The notifier mints links that expire with the approval; tests use a day.
+        secret.mint(&tenant, &id, &approver, self.clock.now() + 86_400)
     }
 }
 

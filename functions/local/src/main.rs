@@ -173,8 +173,9 @@ Try it:
 
   curl -s {base}/approvals/<id> -H 'Authorization: Bearer {DEMO_API_KEY}'
 
+Notifications print each approver's review link: open it in a browser to approve or reject.
 Approved actions of type echo are performed by a local recorder that prints them (once per
-Idempotency-Key); notifications print each approver's review link.
+Idempotency-Key).
 
 Decide through a signed webhook instead (prints a curl signed now; pipe it to sh to send it):
   target/debug/countersign-local sign-webhook \

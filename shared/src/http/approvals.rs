@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::extract::{Tenant, idempotency_key, is_json, parse_json, read_body};
+use super::extract::{Tenant, idempotency_key, is_json, media_type, parse_json, read_body};
 use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::domain::{
@@ -115,13 +115,19 @@ pub async fn get(
     Ok(Json(approval.view(app.clock.now())).into_response())
 }
 
+/// JSON with a Bearer key (a trusted backend deciding for an approver), or the review page's
+/// form post (authorised by its review-link token).
 pub async fn decide(
     State(app): State<Arc<App>>,
-    Tenant(tenant): Tenant,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if media_type(&headers).as_deref() == Some("application/x-www-form-urlencoded") {
+        let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
+        return Ok(super::review::decide_form(&app, id, &bytes).await);
+    }
+    let Tenant(tenant) = Tenant::from_headers(&app, &headers)?;
     if !is_json(&headers) {
         return Err(ApiError::UnsupportedMediaType);
     }

@@ -24,8 +24,14 @@ impl FromRequestParts<Arc<App>> for Tenant {
         parts: &mut Parts,
         app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
+        Self::from_headers(app, &parts.headers)
+    }
+}
+
+impl Tenant {
+    /// The tenant of the request's `Authorization: Bearer` key.
+    pub fn from_headers(app: &App, headers: &HeaderMap) -> Result<Self, ApiError> {
+        let header = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .ok_or(ApiError::Unauthorized)?;

@@ -4,6 +4,7 @@ mod approvals;
 mod extract;
 mod operator;
 mod problem;
+mod review;
 mod webhooks;
 
 use std::sync::Arc;
@@ -64,7 +65,9 @@ fn create_routes() -> Router<Arc<App>> {
 }
 
 fn decide_routes() -> Router<Arc<App>> {
-    Router::new().route("/approvals/{id}/decision", post(approvals::decide))
+    Router::new()
+        .route("/approvals/{id}/decision", post(approvals::decide))
+        .route("/approvals/{id}/review", get(review::show))
 }
 
 fn webhook_routes() -> Router<Arc<App>> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::job::Job;
-use crate::domain::{ApprovalId, Approver, rfc3339};
+use crate::domain::{ApprovalId, Approver, TenantId, rfc3339};
 use crate::review_token::TokenSecret;
 use crate::store::{Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
 use crate::{App, ConfigError};
@@ -259,7 +259,8 @@ impl Executor {
                 "decision": j.decision,
             }),
             Job::Notify(j) => {
-                let (Ok(id), Ok(approver)) = (
+                let (Ok(tenant), Ok(id), Ok(approver)) = (
+                    TenantId::parse(&j.tenant),
                     ApprovalId::parse(&j.approval_id),
                     Approver::parse(&j.approver),
                 ) else {
@@ -267,7 +268,9 @@ impl Executor {
                         "the job names no valid approval or approver".to_owned(),
                     );
                 };
-                let token = self.token_secret.mint(&id, &approver, j.expires_at);
+                let token = self
+                    .token_secret
+                    .mint(&tenant, &id, &approver, j.expires_at);
                 json!({
                     "approval_id": j.approval_id,
                     "approver": j.approver,

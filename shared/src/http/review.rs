@@ -1,0 +1,323 @@
+//! The approver's review page (`GET /approvals/{id}/review?token=…`) and the form post behind
+//! its buttons. Disabling a button is not duplicate protection; the server is: the form goes
+//! through the same single conditional update as the JSON API, and always answers 303 See Other
+//! to the review page (post-redirect-get), which shows the one outcome.
+
+use std::sync::{Arc, LazyLock};
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use maud::{DOCTYPE, Markup, html};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::App;
+use crate::domain::{
+    Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, FieldError, Status,
+    classify_refusal, rfc3339,
+};
+use crate::review_token::ReviewGrant;
+use crate::store::DecideOutcome;
+
+const STYLE: &str = r#"
+:root { color-scheme: light; --ink: #1d2433; --muted: #5b6475; --line: #e3e6ec; --ok: #1f7a4d; --no: #b42318; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink); background: #f5f6f8; }
+main { max-width: 42rem; margin: 0 auto; padding: 1.5rem 1rem 3rem; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 12px; padding: 1.25rem; margin-bottom: 1rem; }
+h1 { font-size: 1.35rem; margin: 0 0 .25rem; }
+h2 { font-size: .8rem; text-transform: uppercase; letter-spacing: .06em; color: var(--muted); margin: 0 0 .5rem; }
+.muted { color: var(--muted); font-size: .9rem; }
+.badge { display: inline-block; padding: .1rem .6rem; border-radius: 999px; font-size: .85rem; font-weight: 600; background: #eef1f6; }
+.badge.approved { background: #e3f4ea; color: var(--ok); }
+.badge.rejected, .badge.expired { background: #fdecea; color: var(--no); }
+pre { margin: 0; padding: .75rem; background: #f7f8fa; border-radius: 8px; overflow-x: auto; font-size: .85rem; white-space: pre-wrap; word-break: break-word; }
+dl { margin: 0; display: grid; grid-template-columns: minmax(6rem, max-content) 1fr; gap: .35rem 1rem; }
+dt { color: var(--muted); } dd { margin: 0; word-break: break-word; }
+ul { margin: 0; padding-left: 1.2rem; }
+textarea { width: 100%; min-height: 4.5rem; padding: .6rem; border: 1px solid var(--line); border-radius: 8px; font: inherit; }
+.actions { display: flex; gap: .75rem; margin-top: .75rem; flex-wrap: wrap; }
+button { flex: 1 1 10rem; padding: .8rem 1rem; border: 0; border-radius: 8px; font: inherit; font-weight: 600; color: #fff; cursor: pointer; }
+button.approve { background: var(--ok); } button.reject { background: var(--no); }
+"#;
+
+/// The headers of every review response: no caching (the page holds a live token), no
+/// referrer (its URL holds the token), and a policy that runs no script at all.
+static SECURITY_HEADERS: LazyLock<[(HeaderName, HeaderValue); 5]> = LazyLock::new(|| {
+    let style_hash =
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
+    let csp = format!(
+        "default-src 'none'; style-src 'sha256-{style_hash}'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    );
+    [
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_str(&csp)
+                .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'")),
+        ),
+        (
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ),
+        (
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ),
+        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+    ]
+});
+
+fn secured(mut response: Response) -> Response {
+    for (name, value) in SECURITY_HEADERS.iter() {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+}
+
+fn page(status: StatusCode, title: &str, body: Markup) -> Response {
+    let markup = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="robots" content="noindex";
+                title { (title) " · Countersign" }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body { main { (body) } }
+        }
+    };
+    secured((status, axum::response::Html(markup.into_string())).into_response())
+}
+
+/// Invalid, tampered, expired or foreign token: the same page, which reveals nothing.
+fn forbidden() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Link not valid",
+        html! {
+            div.card {
+                h1 { "This link is not valid" }
+                p.muted { "It may have expired or been changed. Ask the requester for a new link." }
+            }
+        },
+    )
+}
+
+fn unavailable() -> Response {
+    page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again",
+        html! { div.card { h1 { "Something went wrong" } p.muted { "Nothing was recorded. Please try again in a moment." } } },
+    )
+}
+
+/// Checks the token against the approval it claims: the grant, or `None` (the 403 page).
+fn authorise(
+    app: &App,
+    id: Result<ApprovalId, ()>,
+    token: Option<&str>,
+) -> Option<(ApprovalId, ReviewGrant)> {
+    let (Ok(id), Some(token), Some(secret)) =
+        (id, token, app.config.decision_token_secret.as_ref())
+    else {
+        return None;
+    };
+    let grant = secret.verify(token, &id, app.clock.now()).ok()?;
+    Some((id, grant))
+}
+
+fn path_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ()> {
+    let Path(raw) = raw.map_err(|_| ())?;
+    ApprovalId::parse(&raw).map_err(|_| ())
+}
+
+fn query_token(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.into_owned())
+}
+
+pub async fn show(
+    State(app): State<Arc<App>>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let token = query_token(query.as_deref());
+    let Some((id, grant)) = authorise(&app, path_id(id), token.as_deref()) else {
+        return forbidden();
+    };
+    let approval = match app.store.get_approval(&grant.tenant, &id).await {
+        Ok(Some(approval)) if approval.is_approver(&grant.approver) => approval,
+        Ok(_) => return forbidden(),
+        Err(err) => {
+            tracing::error!(error = %err, "review page: store");
+            return unavailable();
+        }
+    };
+    let now = app.clock.now();
+    let status = approval.status_at(now);
+    let token = token.unwrap_or_default();
+    page(
+        StatusCode::OK,
+        &format!("Review {}", approval.action_type),
+        render(&approval, status, &grant, &token),
+    )
+}
+
+/// The form post of the review page's buttons: always 303 to the review page once the token
+/// holds, whether this post won, repeated the winner, or lost.
+pub async fn decide_form(
+    app: &App,
+    id: Result<Path<String>, PathRejection>,
+    body: &Bytes,
+) -> Response {
+    let fields: Vec<(String, String)> = url::form_urlencoded::parse(body).into_owned().collect();
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let token = field("token");
+    let (decision, comment) = (field("decision"), field("comment"));
+    let Some((id, grant)) = authorise(app, path_id(id), token.as_deref()) else {
+        return forbidden();
+    };
+    let mut errors: Vec<FieldError> = Vec::new();
+    let outcome = decision.as_deref().and_then(DecideRequest::parse_outcome);
+    let comment = comment.and_then(|c| DecideRequest::check_comment(&c, &mut errors));
+    let Some(outcome) = outcome.filter(|_| errors.is_empty()) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Not understood",
+            html! { div.card { h1 { "That decision was not understood" } p.muted { "Nothing was recorded. Go back and use the Approve or Reject button." } } },
+        );
+    };
+    let now = app.clock.now();
+    let request = DecideRequest {
+        outcome,
+        approver: grant.approver.clone(),
+        comment,
+    };
+    let decision = Decision {
+        outcome,
+        approver: grant.approver,
+        decided_at: now,
+        channel: Channel::ReviewPage,
+        comment: request.comment.clone(),
+        webhook_event_id: None,
+    };
+    match app.store.decide(&grant.tenant, &id, &decision, now).await {
+        Ok(DecideOutcome::Won(_)) => {}
+        Ok(DecideOutcome::Refused(old)) => match classify_refusal(old.map(|a| *a), &request, now) {
+            DecideRefusal::Repeat(_)
+            | DecideRefusal::AlreadyDecided(_)
+            | DecideRefusal::Expired => {}
+            DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
+            DecideRefusal::Unexplained => return unavailable(),
+        },
+        Err(err) => {
+            tracing::error!(error = %err, "review form: store");
+            return unavailable();
+        }
+    }
+    // Relative to /approvals/{id}/decision, whatever path prefix (an API stage) is in front.
+    let location = format!("review?token={}", token.unwrap_or_default());
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    secured(response)
+}
+
+fn when(at: i64) -> String {
+    rfc3339(at).replace('T', " ").replace('Z', " UTC")
+}
+
+fn json_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str) -> Markup {
+    let summary = approval.context.get("summary").and_then(Value::as_str);
+    let context: Map<String, Value> = approval
+        .context
+        .iter()
+        .filter(|(k, _)| k.as_str() != "summary")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    html! {
+        div.card {
+            p.muted { "Approval requested · " span.badge.(status.as_str()) { (status.as_str()) } }
+            h1 { (summary.unwrap_or(&approval.action_type)) }
+            p.muted { "Action " strong { (approval.action_type) } " · requested " (when(approval.created_at)) }
+        }
+        div.card {
+            h2 { "Payload" }
+            pre { (serde_json::to_string_pretty(&approval.payload).unwrap_or_default()) }
+        }
+        @if !context.is_empty() {
+            div.card {
+                h2 { "Context" }
+                dl { @for (key, value) in &context { dt { (key) } dd { (json_text(value)) } } }
+            }
+        }
+        div.card {
+            h2 { "Approvers" }
+            ul { @for approver in &approval.approvers { li { (approver.as_str()) @if approver == &grant.approver { " (you)" } } } }
+        }
+        @match (status, &approval.decision) {
+            (Status::Pending, _) => {
+                div.card {
+                    h2 { "Your decision" }
+                    p.muted { "As " (grant.approver.as_str()) ". This request expires " (when(approval.expires_at)) "." }
+                    form method="post" action="decision" {
+                        input type="hidden" name="token" value=(token);
+                        label for="comment" { "Comment (optional)" }
+                        textarea id="comment" name="comment" maxlength="2000" {}
+                        div.actions {
+                            button.approve type="submit" name="decision" value="approve" { "Approve" }
+                            button.reject type="submit" name="decision" value="reject" { "Reject" }
+                        }
+                    }
+                }
+            }
+            (Status::Expired, _) => {
+                div.card #outcome {
+                    h2 { "Outcome" }
+                    p { "This request expired on " (when(approval.expires_at)) " without a decision." }
+                }
+            }
+            (_, Some(decision)) => {
+                div.card #outcome {
+                    h2 { "Outcome" }
+                    p {
+                        span.badge.(decision.outcome.as_str()) { (decision.outcome.as_str()) }
+                        " by " strong.approver { (decision.approver.as_str()) }
+                    }
+                    p.muted { (when(decision.decided_at)) " · via " (channel_name(decision.channel)) }
+                    @if let Some(comment) = &decision.comment { p { "“" (comment) "”" } }
+                }
+            }
+            (_, None) => {}
+        }
+    }
+}
+
+fn channel_name(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Api => "the API",
+        Channel::ReviewPage => "the review page",
+        Channel::Webhook => "a webhook",
+    }
+}
