@@ -80,7 +80,8 @@ struct RawWebhookSource {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub tables: Tables,
-    pub api_keys: ApiKeys,
+    /// API keys → tenants (the HTTP API's functions).
+    pub api_keys: Option<ApiKeys>,
     pub action_targets: BTreeMap<String, ActionTarget>,
     /// By source name (the `{source}` of `POST /webhooks/{source}`).
     pub webhook_sources: BTreeMap<String, WebhookSource>,
@@ -115,19 +116,15 @@ impl Config {
             execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
         };
 
-        let api_keys = get("API_KEYS").ok_or_else(|| {
-            ConfigError::new("API_KEYS", "required: tenant=key pairs, comma-separated")
-        })?;
-        let api_keys = ApiKeys::parse(&api_keys).map_err(|e| ConfigError::new("API_KEYS", e))?;
+        let api_keys = get("API_KEYS")
+            .map(|raw| ApiKeys::parse(&raw).map_err(|e| ConfigError::new("API_KEYS", e)))
+            .transpose()?;
 
-        let action_targets = get("ACTION_TARGETS").ok_or_else(|| {
-            ConfigError::new(
-                "ACTION_TARGETS",
-                r#"required: {"<type>": {"url": "https://…", "idempotent": true}}"#,
-            )
-        })?;
-        let action_targets: BTreeMap<String, ActionTarget> = serde_json::from_str(&action_targets)
-            .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
+        let action_targets: BTreeMap<String, ActionTarget> = match get("ACTION_TARGETS") {
+            Some(raw) => serde_json::from_str(&raw)
+                .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?,
+            None => BTreeMap::new(),
+        };
         for (kind, target) in &action_targets {
             http_url(&target.url)
                 .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
@@ -173,14 +170,38 @@ impl Config {
         self.action_targets.contains_key(kind)
     }
 
-    /// The review page's token key; the decide function needs it at start.
-    pub fn review_token_secret(&self) -> Result<&TokenSecret, ConfigError> {
-        self.decision_token_secret.as_ref().ok_or_else(|| {
-            ConfigError::new(
-                "DECISION_TOKEN_SECRET",
-                "required by the decide function (review links)",
-            )
-        })
+    /// Checks, at start, that `function` has every variable it needs: each function is
+    /// deployed with only the configuration (and secrets) it uses.
+    pub fn check_for(&self, function: Function) -> Result<(), ConfigError> {
+        let require = |present: bool, variable: &'static str| {
+            if present {
+                Ok(())
+            } else {
+                Err(ConfigError::new(
+                    variable,
+                    format!("required by the {function:?} function"),
+                ))
+            }
+        };
+        match function {
+            Function::Create => {
+                require(self.api_keys.is_some(), "API_KEYS")?;
+                require(!self.action_targets.is_empty(), "ACTION_TARGETS")
+            }
+            Function::Decide => {
+                require(self.api_keys.is_some(), "API_KEYS")?;
+                require(
+                    self.decision_token_secret.is_some(),
+                    "DECISION_TOKEN_SECRET",
+                )
+            }
+            Function::Webhook => require(!self.webhook_sources.is_empty(), "WEBHOOK_SOURCES"),
+            Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
+            Function::Executor => {
+                self.jobs()?;
+                require(!self.action_targets.is_empty(), "ACTION_TARGETS")
+            }
+        }
     }
 
     /// What the dispatcher and the executor need beyond the common configuration; a Lambda that
@@ -208,6 +229,16 @@ impl Config {
                 .ok_or_else(|| missing("PUBLIC_BASE_URL"))?,
         })
     }
+}
+
+/// Countersign's functions, for [`Config::check_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Function {
+    Create,
+    Decide,
+    Webhook,
+    Dispatch,
+    Executor,
 }
 
 /// The configuration of jobs: where they queue and where notifications go.
@@ -332,9 +363,56 @@ mod tests {
     }
 
     #[test]
+    fn each_function_requires_only_what_it_uses() {
+        let bare = config(&[]).unwrap();
+        let missing = |f| bare.check_for(f).unwrap_err().variable;
+        assert_eq!(missing(Function::Create), "API_KEYS");
+        assert_eq!(missing(Function::Decide), "API_KEYS");
+        assert_eq!(missing(Function::Webhook), "WEBHOOK_SOURCES");
+        assert_eq!(missing(Function::Dispatch), "JOBS_QUEUE_URL");
+        assert_eq!(missing(Function::Executor), "JOBS_QUEUE_URL");
+        let keys = config(&[KEYS]).unwrap();
+        assert_eq!(
+            keys.check_for(Function::Create).unwrap_err().variable,
+            "ACTION_TARGETS"
+        );
+        assert_eq!(
+            keys.check_for(Function::Decide).unwrap_err().variable,
+            "DECISION_TOKEN_SECRET"
+        );
+        assert!(
+            config(&[KEYS, TARGETS])
+                .unwrap()
+                .check_for(Function::Create)
+                .is_ok()
+        );
+        let queue = ("JOBS_QUEUE_URL", "http://localhost/q");
+        assert!(
+            config(&[queue])
+                .unwrap()
+                .check_for(Function::Dispatch)
+                .is_ok()
+        );
+        assert_eq!(
+            config(&[queue])
+                .unwrap()
+                .check_for(Function::Executor)
+                .unwrap_err()
+                .variable,
+            "NOTIFIER_URL"
+        );
+    }
+
+    #[test]
     fn errors_name_the_variable() {
-        assert_eq!(config(&[TARGETS]).unwrap_err().variable, "API_KEYS");
-        assert_eq!(config(&[KEYS]).unwrap_err().variable, "ACTION_TARGETS");
+        assert_eq!(
+            config(&[("API_KEYS", "nope")]).unwrap_err().variable,
+            "API_KEYS"
+        );
+        assert_eq!(
+            config(&[("ACTION_TARGETS", "[]")]).unwrap_err().variable,
+            "ACTION_TARGETS"
+        );
         let bad_url = ("ACTION_TARGETS", r#"{"deploy": {"url": "ftp://x"}}"#);
         assert_eq!(
             config(&[KEYS, bad_url]).unwrap_err().variable,

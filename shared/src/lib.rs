@@ -19,7 +19,7 @@ pub mod webhook;
 use std::sync::Arc;
 
 pub use clock::Clock;
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, Function};
 pub use store::Store;
 
 /// What every request handler shares: built once per process, outside the handler.
@@ -60,6 +60,14 @@ impl App {
             aws_sdk_sqs::Client::new(&aws),
             Clock::system(),
         ))
+    }
+
+    /// A Lambda's start-up: [`App::from_env`], then the check that `function` has all the
+    /// configuration it needs, so a missing variable fails the start, not a request.
+    pub async fn for_function(function: Function) -> Result<Arc<Self>, ConfigError> {
+        let app = Self::from_env().await?;
+        app.config.check_for(function)?;
+        Ok(app)
     }
 
     /// Whether the tables (and the jobs queue, where configured) answer.

@@ -5,7 +5,6 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     countersign::telemetry::init();
-    let app = countersign::App::from_env().await?;
-    app.config.review_token_secret()?;
+    let app = countersign::App::for_function(countersign::Function::Decide).await?;
     lambda_http::run(countersign::http::decide_router(app)).await
 }

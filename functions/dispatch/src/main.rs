@@ -9,7 +9,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 async fn main() -> Result<(), lambda_runtime::Error> {
     countersign::telemetry::init();
     let _failpoints = countersign::failpoints();
-    let app = countersign::App::from_env().await?;
+    let app = countersign::App::for_function(countersign::Function::Dispatch).await?;
     let dispatcher = &Dispatcher::new(app.sqs.clone(), app.config.jobs()?.queue_url);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
         let changes: Vec<_> = event

@@ -9,7 +9,8 @@ use lambda_runtime::{LambdaEvent, service_fn};
 async fn main() -> Result<(), lambda_runtime::Error> {
     countersign::telemetry::init();
     let _failpoints = countersign::failpoints();
-    let executor = &Executor::new(countersign::App::from_env().await?)?;
+    let app = countersign::App::for_function(countersign::Function::Executor).await?;
+    let executor = &Executor::new(app)?;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let messages: Vec<_> = event
             .payload

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use countersign::jobs::{Dispatcher, Executor};
 use countersign::runner::{Pollers, ensure_queues};
-use countersign::{App, Clock, Config};
+use countersign::{App, Clock, Config, Function};
 
 /// Demo values for what the environment leaves unset. Printed at start: none of them is secret.
 const DEMO_API_KEY: &str = "cs_demo_key_0123456789";
@@ -84,6 +84,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
         config.jobs_queue_url = Some(queues.queue_url);
+    }
+    // The runner hosts every function, so it needs everything each of them does.
+    for function in [
+        Function::Create,
+        Function::Decide,
+        Function::Webhook,
+        Function::Dispatch,
+        Function::Executor,
+    ] {
+        config.check_for(function)?;
     }
     let app = App::new(
         config,

@@ -4,6 +4,6 @@
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     countersign::telemetry::init();
-    let app = countersign::App::from_env().await?;
+    let app = countersign::App::for_function(countersign::Function::Webhook).await?;
     lambda_http::run(countersign::http::webhook_router(app)).await
 }

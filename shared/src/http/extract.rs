@@ -41,7 +41,8 @@ impl Tenant {
         }
         app.config
             .api_keys
-            .tenant_for(key.trim())
+            .as_ref()
+            .and_then(|keys| keys.tenant_for(key.trim()))
             .map(Tenant)
             .ok_or(ApiError::Unauthorized)
     }
