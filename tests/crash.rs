@@ -103,8 +103,14 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
 async fn a_crash_after_dispatch_sends_duplicates_jobs_not_effects() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[]).await;
-    fail::cfg("dispatch::after_send", "1*panic").unwrap();
     let id = t.create_ok(KEY_A, "dispatch-1", &body("deploy")).await;
+    // Armed after the notification, so the crash hits the dispatch of the execute job.
+    let deadline = Instant::now() + WAIT;
+    while t.downstream().calls(&format!("{id}:notify:{ALICE}")) == 0 {
+        assert!(Instant::now() < deadline, "no notification");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fail::cfg("dispatch::after_send", "1*panic").unwrap();
     approve(&t, &id).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
@@ -199,5 +205,52 @@ async fn a_crash_after_a_notification_repeats_it_with_the_same_key() {
         .collect();
     assert_eq!(bodies[0]["approver"], bodies[1]["approver"]);
     assert_eq!(t.downstream().effects(&key), 1);
+    scenario.teardown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_running() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
+    fail::cfg("execute::after_downstream", "1*panic").unwrap();
+    let id = t.create_ok(KEY_A, "last-1", &body("deploy")).await;
+    approve(&t, &id).await;
+
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(done["execution"]["status"], "failed");
+    assert!(
+        done["execution"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("outcome is unknown")
+    );
+    assert_eq!(
+        t.downstream().calls("tenant-a:last-1"),
+        1,
+        "no attempt beyond the last allowed"
+    );
+    let deadline = Instant::now() + WAIT;
+    while t.queue_depth(&t.queues().dlq_url).await != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the message did not reach the DLQ"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The operator resumes it with the same key (the target dedupes): one effect.
+    let retry = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    assert_eq!(retry.status, 202);
+    fail::remove("execute::after_downstream");
+    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
+        a["execution"]["status"] == "succeeded"
+    })
+    .await;
+    assert_eq!(t.downstream().effects("tenant-a:last-1"), 1);
     scenario.teardown();
 }

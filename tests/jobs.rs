@@ -363,7 +363,15 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
     let first = t
         .create_ok(KEY_A, "restart-1", &body("deploy", &[ALICE]))
         .await;
-    t.wait_for_approval(KEY_A, &first, WAIT, |_| true).await;
+    let notified = format!("{first}:notify:{ALICE}");
+    let deadline = Instant::now() + WAIT;
+    while t.downstream().calls(&notified) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the first notification never came"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     t.stop_runner().await;
 
     // Committed while nothing is running: a new approval, and an approval of the first.
@@ -390,4 +398,42 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(t.downstream().effects("tenant-a:restart-1"), 1);
+    // The runner resumed from its saved position: what was dispatched before the stop was not
+    // dispatched again (a restart from the stream's start would notify twice, then dedupe).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        t.downstream().calls(&notified),
+        1,
+        "no replay from the start of the stream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() {
+    let t = TestApp::start_jobs(&[]).await;
+    // A 5xx from a target that does not dedupe may hide an action that ran; so may a timeout.
+    for (action, key) in [
+        ("unsafe_flaky", "unsafe-5xx"),
+        ("unsafe_hang", "unsafe-timeout"),
+    ] {
+        let id = t.create_ok(KEY_A, key, &body(action, &[ALICE])).await;
+        approve(&t, &id).await;
+        let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+        assert_eq!(
+            done["execution"]["status"], "needs_reconciliation",
+            "{action}"
+        );
+        assert!(
+            done["execution"]["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("not idempotent")
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            t.downstream().calls(&format!("tenant-a:{key}")),
+            1,
+            "{action}: called once"
+        );
+    }
 }

@@ -21,6 +21,13 @@ impl Clock {
             + self.offset_seconds.load(Ordering::Relaxed)
     }
 
+    /// Milliseconds since the Unix epoch, on the same (possibly advanced) clock.
+    pub fn now_millis(&self) -> i64 {
+        let now = time::OffsetDateTime::now_utc();
+        (now.unix_timestamp() + self.offset_seconds.load(Ordering::Relaxed)) * 1000
+            + i64::from(now.millisecond())
+    }
+
     /// Moves this clock (and every clone of it) forward.
     pub fn advance(&self, seconds: i64) {
         self.offset_seconds.fetch_add(seconds, Ordering::Relaxed);

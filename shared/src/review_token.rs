@@ -98,7 +98,12 @@ impl TokenSecret {
         let [expiry, tenant, approver, tag] = parts[..] else {
             return Err(TokenError::Malformed);
         };
-        if expiry.is_empty() || expiry.len() > 18 || !expiry.bytes().all(|b| b.is_ascii_digit()) {
+        // One spelling per expiry: no sign, no leading zeros.
+        if expiry.is_empty()
+            || expiry.len() > 18
+            || expiry.starts_with('0')
+            || !expiry.bytes().all(|b| b.is_ascii_digit())
+        {
             return Err(TokenError::Malformed);
         }
         let expires_at: EpochSeconds = expiry.parse().map_err(|_| TokenError::Malformed)?;
@@ -201,6 +206,7 @@ mod tests {
             "-1.YQ.YQ.YQ",
             "1.YQ.YQ",
             "1.YQ.YQ.YQ.YQ",
+            "01.YQ.YQ.YQ",
         ] {
             assert_eq!(
                 secret().verify(bad, &id, 0),

@@ -166,6 +166,8 @@ impl TestApp {
             "hang_once": {"url": format!("{base}/hang-once")},
             "always_503": {"url": format!("{base}/always-503")},
             "unsafe": {"url": format!("{base}/ok"), "idempotent": false},
+            "unsafe_flaky": {"url": format!("{base}/flaky"), "idempotent": false},
+            "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
         })
         .to_string();
         let notifier = format!("{base}/notify");

@@ -53,6 +53,8 @@ impl StreamChange {
 pub enum DispatchError {
     #[error("SQS SendMessageBatch: {0}")]
     Send(String),
+    #[error("a stream image is not an approval: {0}")]
+    Unreadable(String),
 }
 
 /// Sends the jobs of committed changes to the jobs queue.
@@ -80,9 +82,10 @@ impl Dispatcher {
             let new = change.new.as_ref().map(items_to_approval).transpose();
             match (old, new) {
                 (Ok(old), Ok(new)) => jobs.extend(jobs_for_change(old.as_ref(), new.as_ref())),
-                // Not an approval this version understands: retrying cannot fix it, and failing
-                // would block every change behind it.
-                (Err(e), _) | (_, Err(e)) => tracing::error!(error = %e, "stream image skipped"),
+                // Not an approval this version understands (a deploy in progress?). Skipping it
+                // could lose an execute job: fail, so the stream retries and, past its retry
+                // limit, bisects the batch and sends the record to the on-failure destination.
+                (Err(e), _) | (_, Err(e)) => return Err(DispatchError::Unreadable(e.to_string())),
             }
         }
         for chunk in jobs.chunks(10) {

@@ -54,6 +54,10 @@ impl JobMessage {
     }
 }
 
+/// How long a review link outlives its approval's expiry: long enough to show the approver
+/// what became of it (deciding is refused by the decision's own condition from the expiry on).
+const REVIEW_LINK_GRACE_SECONDS: i64 = 7 * 86_400;
+
 /// What becomes of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Disposition {
@@ -84,9 +88,10 @@ pub struct Executor {
     notifier_url: String,
     public_base_url: String,
     token_secret: TokenSecret,
-    /// How long an attempt's lease lasts: just under the visibility timeout, so that when a
-    /// message comes back because its worker died, the lease has already ended.
-    lease_seconds: i64,
+    /// How long an attempt's lease lasts, in milliseconds: a little under the visibility
+    /// timeout, so that a message that comes back because its worker died (its receive came
+    /// before the begin) most likely finds the lease ended; if not, it comes back once more.
+    lease_ms: i64,
 }
 
 impl Executor {
@@ -112,7 +117,7 @@ impl Executor {
             notifier_url: jobs.notifier_url.to_owned(),
             public_base_url: jobs.public_base_url.to_owned(),
             token_secret: jobs.token_secret.clone(),
-            lease_seconds: (visibility - 1).max(1),
+            lease_ms: visibility * 1000 - (visibility * 250).min(1000),
             sqs: app.sqs.clone(),
             app,
             http,
@@ -158,12 +163,22 @@ impl Executor {
                 }
             }
         };
+        if message.receive_count > self.app.config.job_max_attempts {
+            return self.give_up(&job, message, idempotent).await;
+        }
 
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
-        let now = self.app.clock.now();
+        let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
         match store
-            .begin_job(&job, &token, now, now + self.lease_seconds, idempotent)
+            .begin_job(
+                &job,
+                &token,
+                now,
+                now_ms,
+                now_ms + self.lease_ms,
+                idempotent,
+            )
             .await?
         {
             Begin::Started => {}
@@ -171,7 +186,7 @@ impl Executor {
         }
 
         let outcome = match url {
-            Some(url) => self.call(&job, &url).await,
+            Some(url) => self.call(&job, &url, idempotent).await,
             None => CallOutcome::Refused(format!(
                 "action type {:?} is not configured",
                 job_action_type(&job)
@@ -182,7 +197,7 @@ impl Executor {
             Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
         }
 
-        let final_attempt = message.receive_count >= self.app.config.job_max_attempts;
+        let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
         let (completion, disposition) = match outcome {
             CallOutcome::Succeeded => (Completion::Succeeded, Disposition::Ack),
             CallOutcome::Refused(error) => (Completion::Failed(error), Disposition::Ack),
@@ -192,11 +207,16 @@ impl Executor {
                 )),
                 Disposition::Ack,
             ),
-            // Out of attempts: failed, and the message goes on to the DLQ (its next receive
-            // exceeds the redrive policy's count, which equals JOB_MAX_ATTEMPTS).
-            CallOutcome::Retryable(error) | CallOutcome::Unknown(error) if final_attempt => {
+            // Out of attempts: failed, and the message goes on to the DLQ.
+            CallOutcome::Retryable(error) if last_attempt => {
                 (Completion::Failed(error), Disposition::Retry)
             }
+            CallOutcome::Unknown(error) if last_attempt => (
+                Completion::Failed(format!(
+                    "{error}; the last attempt's outcome is unknown (retry is safe: same key)"
+                )),
+                Disposition::Retry,
+            ),
             CallOutcome::Retryable(error) | CallOutcome::Unknown(error) => {
                 (Completion::RetryWait(error), Disposition::Retry)
             }
@@ -208,8 +228,16 @@ impl Executor {
             return Ok(Disposition::Retry);
         }
         tracing::info!(job = job.id(), attempt_outcome = ?completion, "job attempt completed");
-        if let Completion::RetryWait(_) = completion {
-            self.back_off(message).await;
+        match completion {
+            Completion::RetryWait(_) => {
+                self.set_visibility(message, backoff_seconds(message.receive_count))
+                    .await
+            }
+            // On to the DLQ without waiting out the visibility timeout.
+            Completion::Failed(_) if disposition == Disposition::Retry => {
+                self.set_visibility(message, 0).await
+            }
+            _ => {}
         }
         Ok(disposition)
     }
@@ -228,12 +256,12 @@ impl Executor {
         if entry.generation > job.generation() {
             return Ok(Disposition::Ack);
         }
-        let now = self.app.clock.now();
+        let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
         match entry.status {
             LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => {
                 Ok(Disposition::Ack)
             }
-            LedgerStatus::InProgress if entry.lease_until > now => Ok(Disposition::Retry),
+            LedgerStatus::InProgress if entry.lease_until_ms > now_ms => Ok(Disposition::Retry),
             LedgerStatus::InProgress if !idempotent => {
                 // Its worker stopped after it may have called a target that does not dedupe:
                 // calling again could do the action twice. Hand it to an operator.
@@ -249,7 +277,56 @@ impl Executor {
         }
     }
 
-    async fn call(&self, job: &Job, url: &str) -> CallOutcome {
+    /// A message received more often than `JOB_MAX_ATTEMPTS` (the queue's redrive policy allows
+    /// a few more receives, for this): make no attempt, but make sure the execution does not
+    /// stay `running` or `queued` — an attempt whose worker died during the last allowed
+    /// receive is recorded as failed (or unknown, for a target that is not idempotent) — then
+    /// let the message go on to the DLQ.
+    async fn give_up(
+        &self,
+        job: &Job,
+        message: &JobMessage,
+        idempotent: bool,
+    ) -> Result<Disposition, StoreError> {
+        let store = &self.app.store;
+        let Some(entry) = store.ledger_entry(job).await? else {
+            tracing::error!(
+                job = job.id(),
+                "job never began within its attempts; on to the DLQ"
+            );
+            return Ok(Disposition::Retry);
+        };
+        if entry.generation > job.generation() || entry.status == LedgerStatus::Succeeded {
+            return Ok(Disposition::Ack);
+        }
+        let abandoned = entry.status == LedgerStatus::InProgress
+            && entry.lease_until_ms <= self.app.clock.now_millis();
+        let completion = match entry.status {
+            LedgerStatus::InProgress if !abandoned => return Ok(Disposition::Retry),
+            LedgerStatus::InProgress if !idempotent => Some(Completion::NeedsReconciliation(
+                "the worker stopped during the last allowed attempt, after it may have called the target, which is not idempotent: outcome unknown".to_owned(),
+            )),
+            LedgerStatus::InProgress => Some(Completion::Failed(
+                "the worker stopped during the last allowed attempt; its outcome is unknown (retry is safe: same key)".to_owned(),
+            )),
+            LedgerStatus::RetryWait => Some(Completion::Failed(format!(
+                "gave up after {} attempts: {}",
+                entry.attempts,
+                entry.last_error.as_deref().unwrap_or("unknown error")
+            ))),
+            LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => None,
+        };
+        if let Some(completion) = completion {
+            store
+                .end_job(job, &entry.token, &completion, self.app.clock.now())
+                .await?;
+            tracing::warn!(job = job.id(), attempt_outcome = ?completion, "job out of attempts");
+        }
+        self.set_visibility(message, 0).await;
+        Ok(Disposition::Retry)
+    }
+
+    async fn call(&self, job: &Job, url: &str, idempotent: bool) -> CallOutcome {
         let body = match job {
             Job::Execute(j) => json!({
                 "approval_id": j.approval_id,
@@ -268,9 +345,12 @@ impl Executor {
                         "the job names no valid approval or approver".to_owned(),
                     );
                 };
-                let token = self
-                    .token_secret
-                    .mint(&tenant, &id, &approver, j.expires_at);
+                let token = self.token_secret.mint(
+                    &tenant,
+                    &id,
+                    &approver,
+                    j.expires_at + REVIEW_LINK_GRACE_SECONDS,
+                );
                 json!({
                     "approval_id": j.approval_id,
                     "approver": j.approver,
@@ -291,10 +371,13 @@ impl Executor {
                 let status = response.status();
                 if status.is_success() {
                     CallOutcome::Succeeded
-                } else if status.is_server_error()
-                    || status.as_u16() == 408
-                    || status.as_u16() == 429
-                {
+                } else if status.as_u16() == 408 || status.as_u16() == 429 {
+                    // The target says it did not take the request on.
+                    CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
+                } else if status.is_server_error() && !idempotent {
+                    // A gateway's 502/504 says nothing about whether the action ran.
+                    CallOutcome::Unknown(format!("HTTP {}", status.as_u16()))
+                } else if status.is_server_error() {
                     CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
                 } else {
                     CallOutcome::Refused(format!("HTTP {}", status.as_u16()))
@@ -311,22 +394,26 @@ impl Executor {
         }
     }
 
-    /// Delays the message's return: 1, 2, 4 … seconds, at most a minute.
-    async fn back_off(&self, message: &JobMessage) {
-        let delay = 1i32 << message.receive_count.saturating_sub(1).min(6);
+    /// Sets when the message comes back (0: now).
+    async fn set_visibility(&self, message: &JobMessage, seconds: i32) {
         let result = self
             .sqs
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(&message.receipt_handle)
-            .visibility_timeout(delay.min(60))
+            .visibility_timeout(seconds)
             .send()
             .await;
         if let Err(e) = result {
             // The message still comes back, after the queue's own visibility timeout.
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "backoff not set");
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "visibility not changed");
         }
     }
+}
+
+/// The delay before a retry: 1, 2, 4 … seconds by receive, at most a minute.
+fn backoff_seconds(receive_count: u32) -> i32 {
+    (1i32 << receive_count.saturating_sub(1).min(6)).min(60)
 }
 
 fn job_action_type(job: &Job) -> String {

@@ -10,7 +10,7 @@ mod stream;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use queue::{JobQueues, ensure_queues};
+pub use queue::{JobQueues, REDRIVE_HEADROOM, ensure_queues};
 
 use crate::App;
 use crate::jobs::{Dispatcher, Executor};

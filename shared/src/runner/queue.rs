@@ -20,8 +20,12 @@ fn sqs_error<E: std::error::Error + 'static>(e: E) -> String {
     aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()
 }
 
+/// Receives a job may have beyond its attempts before it moves to the DLQ: they let the executor
+/// record the outcome of a job whose last attempt died with its worker.
+pub const REDRIVE_HEADROOM: u32 = 3;
+
 /// Creates (or finds) `{name}` and `{name}-dlq`: the visibility timeout is the job lease, and a
-/// message received more than `max_attempts` times moves to the DLQ.
+/// message received more than `max_attempts + REDRIVE_HEADROOM` times moves to the DLQ.
 pub async fn ensure_queues(
     sqs: &aws_sdk_sqs::Client,
     name: &str,
@@ -48,7 +52,7 @@ pub async fn ensure_queues(
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .ok_or("GetQueueAttributes returned no ARN")?;
     let redrive =
-        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_attempts})
+        serde_json::json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_attempts + REDRIVE_HEADROOM})
             .to_string();
     let queue_url = sqs
         .create_queue()

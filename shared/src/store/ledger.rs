@@ -68,8 +68,10 @@ pub struct LedgerEntry {
     pub status: LedgerStatus,
     pub generation: u32,
     pub token: String,
-    pub lease_until: EpochSeconds,
+    /// When the attempt's lease ends, in epoch milliseconds.
+    pub lease_until_ms: i64,
     pub attempts: u32,
+    pub last_error: Option<String>,
 }
 
 impl LedgerEntry {
@@ -79,8 +81,9 @@ impl LedgerEntry {
                 .ok_or(StoreError::corrupt("ledger status"))?,
             generation: get_n(item, "generation")?,
             token: opt_s(item, "token").unwrap_or_default(),
-            lease_until: get_n(item, "lease_until").unwrap_or(0),
+            lease_until_ms: get_n(item, "lease_until").unwrap_or(0),
             attempts: get_n(item, "attempts")?,
+            last_error: opt_s(item, "last_error"),
         })
     }
 }
@@ -133,14 +136,15 @@ const ONLY_IF_STARTABLE: &str = "attribute_not_exists(#pk) \
 const ONLY_IF_STARTABLE_OR_ABANDONED: &str = "attribute_not_exists(#pk) \
      OR (#status = :retry_wait AND #generation = :generation) \
      OR (#status IN (:failed, :needs_reconciliation) AND #generation < :generation) \
-     OR (#status = :in_progress AND #lease_until <= :now AND #generation = :generation)";
+     OR (#status = :in_progress AND #lease_until <= :now_ms AND #generation = :generation)";
 
 const BEGIN_ATTEMPT: &str = "SET #status = :in_progress, #attempts = if_not_exists(#attempts, :zero) + :one, \
      #generation = :generation, #token = :token, #lease_until = :lease_until, #kind = :kind, \
      #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now";
 
-/// only_if_owner: the attempt is still this worker's (no other worker took over after its lease).
-const ONLY_IF_OWNER: &str = "#status = :in_progress AND #token = :token";
+/// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
+/// its lease), and not ended yet (in progress, or waiting for its retry).
+const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait)";
 
 const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
      #execution.#attempts = #execution.#attempts + :one, #execution.#updated_at = :now";
@@ -221,7 +225,8 @@ impl Store {
         job: &Job,
         token: &str,
         now: EpochSeconds,
-        lease_until: EpochSeconds,
+        now_ms: i64,
+        lease_until_ms: i64,
         takeover: bool,
     ) -> Result<Begin, StoreError> {
         let condition = if takeover {
@@ -229,7 +234,7 @@ impl Store {
         } else {
             ONLY_IF_STARTABLE
         };
-        let vals = values(&[
+        let mut vals = values(&[
             (":in_progress", s(LedgerStatus::InProgress.as_str())),
             (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
             (":failed", s(LedgerStatus::Failed.as_str())),
@@ -241,12 +246,15 @@ impl Store {
             (":zero", n(0)),
             (":one", n(1)),
             (":token", s(token)),
-            (":lease_until", epoch(lease_until)),
+            (":lease_until", n(lease_until_ms)),
             (":kind", s(job.kind())),
             (":approval_id", s(job.approval_id())),
             (":tenant", s(job.tenant())),
             (":now", epoch(now)),
         ]);
+        if takeover {
+            vals.insert(":now_ms".to_owned(), n(now_ms));
+        }
         let ledger = self
             .ledger_update(job, BEGIN_ATTEMPT, condition)
             .set_expression_attribute_values(Some(vals))
@@ -273,6 +281,33 @@ impl Store {
     /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
     /// it no longer does (its lease ended and another worker took over the job).
     pub async fn complete_job(
+        &self,
+        job: &Job,
+        token: &str,
+        completion: &Completion,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        self.end_attempt(job, token, completion, now).await
+    }
+
+    /// The job's ledger entry, read for a job that has used up its attempts (the one path that
+    /// reads the ledger before writing it).
+    pub async fn ledger_entry(&self, job: &Job) -> Result<Option<LedgerEntry>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.execution_ledger)
+            .key("pk", s(job.ledger_key()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::dynamo("GetItem", e))?;
+        output.item().map(LedgerEntry::from_item).transpose()
+    }
+
+    /// Ends the attempt `token` with `completion` (see [`Store::complete_job`]), for a worker
+    /// that found the attempt abandoned or waiting after the job's last allowed receive.
+    pub async fn end_job(
         &self,
         job: &Job,
         token: &str,
@@ -318,6 +353,7 @@ impl Store {
             (":status", s(status.as_str())),
             (":now", epoch(now)),
             (":in_progress", s(LedgerStatus::InProgress.as_str())),
+            (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
             (":token", s(owner)),
         ]);
         let mut execution_vals = values(&[
