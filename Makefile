@@ -10,9 +10,10 @@ run:
 test: venv browser lint
 	infra/test.sh
 
-lint:
+lint: venv
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	.local/venv/bin/cfn-lint infra/template.yaml
 
 venv:
 	infra/setup-venv.sh

@@ -20,6 +20,8 @@ const DEFINITIONS: &str = include_str!("../../../infra/tables.json");
 pub struct TableDefinition {
     /// The logical name, as in [`Tables`].
     pub name: String,
+    /// The table's resource in `infra/template.yaml`.
+    pub logical_id: String,
     /// The variable that names the table at run time.
     pub env: String,
     pub partition_key: String,
