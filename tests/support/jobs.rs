@@ -136,6 +136,8 @@ async fn answer(
 pub struct JobsEnv {
     pub queues: JobQueues,
     pub downstream: Downstream,
+    /// The downstream's base URL.
+    pub downstream_base: String,
     pollers: Mutex<Option<Pollers>>,
 }
 
@@ -184,6 +186,7 @@ impl TestApp {
         app.jobs = Some(JobsEnv {
             queues,
             downstream,
+            downstream_base: base.clone(),
             pollers: Mutex::new(None),
         });
         app.start_runner();
@@ -196,6 +199,17 @@ impl TestApp {
             .as_ref()
             .expect("started with start_jobs")
             .downstream
+    }
+
+    /// A URL on the downstream, e.g. `/notify`.
+    pub fn downstream_url(&self, path: &str) -> String {
+        format!(
+            "{}{path}",
+            self.jobs
+                .as_ref()
+                .expect("started with start_jobs")
+                .downstream_base
+        )
     }
 
     pub fn queues(&self) -> &JobQueues {

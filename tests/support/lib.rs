@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod jobs;
+pub mod runtime_api;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -100,6 +101,11 @@ fn start_moto() -> (String, (Child, ChildStdin)) {
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
+}
+
+/// The local moto's endpoint, or `None` when the environment names the endpoint itself.
+pub fn aws_endpoint() -> Option<String> {
+    local_aws().endpoint.clone()
 }
 
 /// The SDK configuration for the local AWS (or the endpoint the environment names).

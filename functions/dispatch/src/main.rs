@@ -10,7 +10,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     countersign::telemetry::init();
     let _failpoints = countersign::failpoints();
     let app = countersign::App::for_function(countersign::Function::Dispatch).await?;
-    let dispatcher = &Dispatcher::new(app.sqs.clone(), app.config.jobs()?.queue_url);
+    let queue_url = app.config.jobs_queue_url.clone().unwrap_or_default();
+    let dispatcher = &Dispatcher::new(app.sqs.clone(), queue_url);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
         let changes: Vec<_> = event
             .payload
