@@ -2,7 +2,7 @@
 # virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
 # chromium-driver) and reuse it when present.
 
-.PHONY: run test lint venv browser
+.PHONY: run test lint venv browser package
 
 run:
 	infra/run-local.sh
@@ -20,3 +20,6 @@ venv:
 
 browser:
 	infra/setup-browser.sh
+
+package:
+	infra/package.sh
