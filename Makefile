@@ -2,7 +2,7 @@
 # virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
 # chromium-driver) and reuse it when present.
 
-.PHONY: run test lint venv browser package
+.PHONY: run test lint venv browser package bench
 
 run:
 	infra/run-local.sh
@@ -23,3 +23,7 @@ browser:
 
 package:
 	infra/package.sh
+
+bench: venv
+	cargo build --release -p countersign-create -p countersign-decide -p countersign-webhook -p countersign-dispatch -p countersign-executor
+	COUNTERSIGN_PYTHON="$(CURDIR)/.local/venv/bin/python" cargo run --profile bench-tool -p countersign-tests --bin bench -- $(BENCH_ARGS)

@@ -90,3 +90,65 @@ async fn refusals_cost_one_round_trip_too() {
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "expired");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_job_is_a_begin_and_a_complete() {
+    let t = TestApp::start_jobs(&[]).await;
+    t.stop_runner().await;
+    let id = t
+        .create_ok(KEY_A, "rt-exec", &deploy_body(1, &["alice@example.com"]))
+        .await;
+    let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
+    let approval_id = countersign::domain::ApprovalId::parse(&id).unwrap();
+    let pending = t
+        .app
+        .store
+        .get_approval(&tenant, &approval_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        t.decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": "alice@example.com"})
+        )
+        .await
+        .status,
+        200
+    );
+    let approved = t
+        .app
+        .store
+        .get_approval(&tenant, &approval_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let executor = countersign::jobs::Executor::new(t.app.clone()).unwrap();
+
+    let notify = &countersign::jobs::jobs_for_change(None, Some(&pending))[0];
+    let execute = &countersign::jobs::jobs_for_change(Some(&pending), Some(&approved))[0];
+    for (name, job) in [("notify", notify), ("execute", execute)] {
+        let message = countersign::jobs::JobMessage {
+            message_id: format!("m-{name}"),
+            receipt_handle: "unused".to_owned(),
+            body: serde_json::to_string(job).unwrap(),
+            receive_count: 1,
+        };
+        t.calls.take();
+        assert!(
+            executor.handle_batch(&[message]).await.is_empty(),
+            "{name}: acknowledged"
+        );
+        assert_eq!(
+            t.calls.take(),
+            ["TransactWriteItems", "TransactWriteItems"],
+            "{name}: begin + complete"
+        );
+    }
+    assert_eq!(t.downstream().calls("tenant-a:rt-exec"), 1);
+    assert_eq!(
+        t.get(KEY_A, &id).await.json()["execution"]["status"],
+        "succeeded"
+    );
+}

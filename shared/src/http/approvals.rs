@@ -46,13 +46,13 @@ pub async fn create(
 
     let now = app.clock.now();
     let approval = request.into_approval(tenant, key.clone(), now);
-    let response_body = approval_json(&approval, now);
     let record = IdempotencyRecord {
         key,
         fingerprint: fingerprint(&value),
         approval_id: approval.id.clone(),
         response_status: StatusCode::CREATED.as_u16(),
-        response_body: response_body.clone(),
+        // Kept whole for replays; answered from here when this request creates the approval.
+        response_body: approval_json(&approval, now),
         created_at: now,
         expires_at: now + app.config.idempotency_ttl_seconds,
     };
@@ -60,7 +60,7 @@ pub async fn create(
         CreateOutcome::Created => Ok(created(
             StatusCode::CREATED,
             approval.id.as_str(),
-            response_body,
+            record.response_body,
             false,
         )),
         CreateOutcome::Replayed(saved) => {

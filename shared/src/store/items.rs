@@ -47,11 +47,11 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         // number or null conversions through DynamoDB's types.
         (
             "payload".to_owned(),
-            s(Value::Object(approval.payload.clone()).to_string()),
+            s(serde_json::to_string(&approval.payload).unwrap_or_default()),
         ),
         (
             "context".to_owned(),
-            s(Value::Object(approval.context.clone()).to_string()),
+            s(serde_json::to_string(&approval.context).unwrap_or_default()),
         ),
         (
             "approvers".to_owned(),

@@ -1,0 +1,86 @@
+//! `make bench`: Countersign's hot paths against the raw DynamoDB operations they are made of,
+//! side by side in one run, on the local AWS (moto, serialized — or `AWS_ENDPOINT_URL`).
+//!
+//! For each operation and concurrency (1, 8, 32) it measures throughput and p50/p99 latency of
+//! the raw SDK calls (no Countersign code), of the real router in-process, and of the router
+//! over loopback HTTP; with the DynamoDB round trips per operation counted by an SDK
+//! interceptor. Then the cold start of each function binary (release) under a loopback Runtime
+//! API, the binary and zip sizes, and the per-request CPU work. The last line is
+//! `overhead-ratio: …` (in-process ops/s ÷ raw ops/s at concurrency 8).
+
+mod cold_start;
+mod cpu;
+mod paths;
+
+use std::time::{Duration, Instant};
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    println!("Countersign benchmark — {}", machine());
+    let ratios = paths::run(if quick { 100 } else { 300 }).await;
+    cold_start::run(if quick { 5 } else { 20 }).await;
+    cpu::run();
+    println!(
+        "overhead-ratio: create={:.2} decide={:.2} webhook={:.2}",
+        ratios.create, ratios.decide, ratios.webhook
+    );
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{cpus} CPUs ({model})")
+}
+
+/// Latency figures of one run.
+pub struct Stats {
+    pub ops_per_s: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+}
+
+impl Stats {
+    pub fn from(mut latencies: Vec<Duration>, wall: Duration) -> Self {
+        latencies.sort();
+        let at =
+            |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+        Self {
+            ops_per_s: latencies.len() as f64 / wall.as_secs_f64(),
+            p50: at(0.50),
+            p99: at(0.99),
+        }
+    }
+}
+
+/// Runs `ops` operations, `concurrency` at a time; each returns its own latency.
+pub async fn drive<F, Fut>(ops: usize, concurrency: usize, op: F) -> Stats
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use futures::StreamExt;
+    let started = Instant::now();
+    let latencies: Vec<Duration> = futures::stream::iter(0..ops)
+        .map(|i| {
+            let fut = op(i);
+            async move {
+                let t = Instant::now();
+                fut.await;
+                t.elapsed()
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    Stats::from(latencies, started.elapsed())
+}
