@@ -27,10 +27,13 @@ packages=()
 for f in "${functions[@]}"; do packages+=(-p "countersign-$f"); done
 cargo lambda build --release --arm64 --output-format zip "${packages[@]}"
 
-printf '\n%-10s %12s %12s\n' function bootstrap zip
-for f in "${functions[@]}"; do
-  zip="target/lambda/$f/bootstrap.zip"
-  [ -f "$zip" ] || { echo "missing $zip" >&2; exit 1; }
-  unzipped=$(python3 -c "import zipfile,sys; print(sum(i.file_size for i in zipfile.ZipFile(sys.argv[1]).infolist()))" "$zip")
-  printf '%-10s %10.1f MiB %10.1f MiB\n' "$f" "$(echo "$unzipped/1048576" | bc -l)" "$(echo "$(stat -c %s "$zip")/1048576" | bc -l)"
-done
+python3 - "${functions[@]}" <<'PY'
+import os, sys, zipfile
+print(f"\n{'function':<10} {'bootstrap':>12} {'zip':>10}")
+for f in sys.argv[1:]:
+    path = f"target/lambda/{f}/bootstrap.zip"
+    if not os.path.exists(path):
+        sys.exit(f"missing {path}")
+    unzipped = sum(i.file_size for i in zipfile.ZipFile(path).infolist())
+    print(f"{f:<10} {unzipped / 2**20:>8.1f} MiB {os.path.getsize(path) / 2**20:>6.1f} MiB")
+PY
