@@ -191,15 +191,44 @@ impl Store {
         decision: &Decision,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
+        let update = decision_update(decision);
+        let outcome = self
+            .update_approval(
+                tenant,
+                id,
+                update,
+                ONLY_IF_DECIDABLE,
+                decision_names(decision),
+                decision_values(decision, now),
+            )
+            .await?;
+        Ok(match outcome {
+            Ok(approval) => DecideOutcome::Won(Box::new(approval)),
+            Err(old) => DecideOutcome::Refused(old.map(Box::new)),
+        })
+    }
+
+    /// One conditional `UpdateItem` on an approval: the approval as it is now when the
+    /// condition held (`ALL_NEW`), or as it was when it did not (`ALL_OLD`; `None` when there
+    /// is no such approval) — either way in the same round trip.
+    async fn update_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        update: &str,
+        condition: &str,
+        names: HashMap<String, String>,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<Result<Approval, Option<Approval>>, StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(tenant, id))
-            .update_expression(decision_update(decision))
-            .condition_expression(ONLY_IF_DECIDABLE)
-            .set_expression_attribute_names(Some(decision_names(decision)))
-            .set_expression_attribute_values(Some(decision_values(decision, now)))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -209,11 +238,10 @@ impl Store {
                 let item = output
                     .attributes()
                     .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
-                Ok(DecideOutcome::Won(Box::new(approval_from_item(item)?)))
+                Ok(Ok(approval_from_item(item)?))
             }
             Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                let old = failed.item().map(approval_from_item).transpose()?;
-                Ok(DecideOutcome::Refused(old.map(Box::new)))
+                Ok(Err(failed.item().map(approval_from_item).transpose()?))
             }
             Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
         }
@@ -294,33 +322,14 @@ impl Store {
         condition: &str,
         values: HashMap<String, AttributeValue>,
     ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(tenant, id))
-            .update_expression(update)
-            .condition_expression(format!("attribute_exists(#pk) AND ({condition})"))
-            .set_expression_attribute_names(Some(names(&[update, condition, "#pk"])))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result.map_err(|e| e.into_service_error()) {
-            Ok(output) => {
-                let item = output
-                    .attributes()
-                    .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
-                Ok(Ok(approval_from_item(item)?))
-            }
-            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => match failed.item() {
-                None => Ok(Err(OperatorRefusal::NotFound)),
-                Some(item) => Ok(Err(OperatorRefusal::WrongState(Box::new(
-                    approval_from_item(item)?,
-                )))),
-            },
-            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
-        }
+        let condition = format!("attribute_exists(#pk) AND ({condition})");
+        let names = names(&[update, &condition]);
+        let outcome = self
+            .update_approval(tenant, id, update, &condition, names, values)
+            .await?;
+        Ok(outcome.map_err(|old| match old {
+            None => OperatorRefusal::NotFound,
+            Some(approval) => OperatorRefusal::WrongState(Box::new(approval)),
+        }))
     }
 }
