@@ -311,176 +311,174 @@ struct Row {
     calls_per_op: f64,
 }
 
-pub async fn run(ops: usize) -> Ratios {
-    let t = TestApp::start().await;
-    let router = countersign::http::router(t.app.clone());
-    let raw = Client::new(&countersign_tests::sdk_config().await);
-    let bench = Bench {
-        t,
-        raw,
-        router,
-        ops,
-    };
-    let mut rows = Vec::new();
-    let b = &bench;
-    let body = deploy_body(1, &[ALICE, "bob@example.com"]);
-    let now = b.t.clock.now();
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    CreateFirst,
+    CreateReplay,
+    DecideWinner,
+    DecideLoser,
+    WebhookFirst,
+    WebhookDuplicate,
+}
 
-    // Fixtures for the "second" variants: an existing key, a decided approval, a processed event.
-    let replay_key = "bench-replay";
-    assert_eq!(b.t.create(KEY_A, replay_key, &body).await.status, 201);
-    b.raw_create("bench-raw-replay", now).await;
-    let decided = b.pending(1, "bench-decided").await.remove(0);
-    assert_eq!(
-        b.t.decide(
-            KEY_A,
-            &decided,
-            json!({"decision": "approve", "approver": ALICE})
-        )
-        .await
-        .status,
-        200
-    );
-    let duplicate_target = b.pending(1, "bench-dup").await.remove(0);
-    let duplicate_body = decided_event(&duplicate_target, "approve", ALICE);
-    assert_eq!(
-        b.send(
-            Mode::InProcess,
-            Bench::webhook_request("msg_bench_dup", &duplicate_body, now)
-        )
-        .await,
-        200
-    );
-    b.raw_webhook(&duplicate_target, "msg_bench_raw_dup", now)
-        .await;
-    b.t.calls.take();
+const OPS: [Op; 6] = [
+    Op::CreateFirst,
+    Op::CreateReplay,
+    Op::DecideWinner,
+    Op::DecideLoser,
+    Op::WebhookFirst,
+    Op::WebhookDuplicate,
+];
 
-    for concurrency in CONCURRENCY {
-        for mode in MODES {
-            let tag = format!("{mode:?}-{concurrency}");
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::CreateFirst => "create first",
+            Op::CreateReplay => "create replay",
+            Op::DecideWinner => "decide winner",
+            Op::DecideLoser => "decide loser",
+            Op::WebhookFirst => "webhook first",
+            Op::WebhookDuplicate => "webhook duplicate",
+        }
+    }
+}
 
-            // create, first
-            let stats = drive(ops, concurrency, |i| {
-                let key = format!("bench-create-{tag}-{i}");
-                let body = body.clone();
-                async move {
-                    match mode {
-                        Mode::Raw => b.raw_create(&key, now).await,
-                        _ => {
-                            assert_eq!(b.send(mode, Bench::create_request(&key, &body)).await, 201)
-                        }
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "create first", concurrency, mode, stats));
+/// What a cell's operations act on, made before the timed part.
+struct Fixture {
+    /// One pending approval per operation (decide winner, webhook first), or one decided
+    /// approval / one processed event's approval (decide loser, webhook duplicate).
+    ids: Vec<String>,
+}
 
-            // create, replay
-            let stats = drive(ops, concurrency, |_| {
-                let body = body.clone();
-                async move {
-                    match mode {
-                        Mode::Raw => b.raw_create("bench-raw-replay", now).await,
-                        _ => assert_eq!(
-                            b.send(mode, Bench::create_request(replay_key, &body)).await,
-                            201
-                        ),
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "create replay", concurrency, mode, stats));
-
-            // decide, winner (a fresh pending approval per operation)
-            let pending = b.pending(ops, &format!("bench-win-{tag}")).await;
-            let stats = drive(ops, concurrency, |i| {
-                let id = pending[i].clone();
-                async move {
-                    match mode {
-                        Mode::Raw => b.raw_decide(&id, now).await,
-                        _ => assert_eq!(
-                            b.send(mode, Bench::decide_request(&id, "approve", ALICE))
-                                .await,
-                            200
-                        ),
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "decide winner", concurrency, mode, stats));
-
-            // decide, loser (already decided)
-            let stats = drive(ops, concurrency, |_| {
-                let id = decided.clone();
-                async move {
-                    match mode {
-                        Mode::Raw => b.raw_decide(&id, now).await,
-                        _ => assert_eq!(
-                            b.send(
-                                mode,
-                                Bench::decide_request(&id, "reject", "bob@example.com")
-                            )
-                            .await,
-                            409
-                        ),
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "decide loser", concurrency, mode, stats));
-
-            // webhook, first delivery (a fresh pending approval per operation)
-            let pending = b.pending(ops, &format!("bench-hook-{tag}")).await;
-            let stats = drive(ops, concurrency, |i| {
-                let id = pending[i].clone();
-                let event_id = format!("msg_{tag}_{i}");
-                async move {
-                    match mode {
-                        Mode::Raw => b.raw_webhook(&id, &event_id, now).await,
-                        _ => {
-                            let event = decided_event(&id, "approve", ALICE);
-                            assert_eq!(
-                                b.send(
-                                    mode,
-                                    Bench::webhook_request(&event_id, &event, b.t.clock.now())
-                                )
-                                .await,
-                                200
-                            )
-                        }
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "webhook first", concurrency, mode, stats));
-
-            // webhook, duplicate
-            let stats = drive(ops, concurrency, |_| {
-                let event = duplicate_body.clone();
-                let duplicate_target = &duplicate_target;
-                async move {
-                    match mode {
-                        Mode::Raw => {
-                            b.raw_webhook(duplicate_target, "msg_bench_raw_dup", now)
-                                .await
-                        }
-                        _ => assert_eq!(
-                            b.send(
-                                mode,
-                                Bench::webhook_request("msg_bench_dup", &event, b.t.clock.now())
-                            )
-                            .await,
-                            200
-                        ),
-                    }
-                }
-            })
-            .await;
-            rows.push(row(b, "webhook duplicate", concurrency, mode, stats));
+impl Bench {
+    /// A fresh set of tables per cell, deleted after it: moto copies every table of its backend
+    /// in each transaction, so a growing backend would slow the later cells (and grow moto).
+    async fn new(ops: usize) -> Self {
+        let t = TestApp::start().await;
+        let router = countersign::http::router(t.app.clone());
+        let raw = Client::new(&countersign_tests::sdk_config().await);
+        Self {
+            t,
+            raw,
+            router,
+            ops,
         }
     }
 
-    print_table(&rows);
+    async fn prepare(&self, op: Op, mode: Mode, now: i64) -> Fixture {
+        let body = deploy_body(1, &[ALICE, "bob@example.com"]);
+        let ids = match op {
+            Op::CreateFirst => Vec::new(),
+            Op::CreateReplay => {
+                match mode {
+                    Mode::Raw => self.raw_create("bench-replay", now).await,
+                    _ => assert_eq!(
+                        self.t.create(KEY_A, "bench-replay", &body).await.status,
+                        201
+                    ),
+                }
+                Vec::new()
+            }
+            Op::DecideWinner | Op::WebhookFirst => self.pending(self.ops, "bench-pending").await,
+            Op::DecideLoser => {
+                let id = self.pending(1, "bench-decided").await.remove(0);
+                let approve = json!({"decision": "approve", "approver": ALICE});
+                assert_eq!(self.t.decide(KEY_A, &id, approve).await.status, 200);
+                vec![id]
+            }
+            Op::WebhookDuplicate => {
+                let id = self.pending(1, "bench-dup").await.remove(0);
+                match mode {
+                    Mode::Raw => self.raw_webhook(&id, "msg_bench_dup", now).await,
+                    _ => {
+                        let event = decided_event(&id, "approve", ALICE);
+                        let request = Bench::webhook_request("msg_bench_dup", &event, now);
+                        assert_eq!(self.send(Mode::InProcess, request).await, 200);
+                    }
+                }
+                vec![id]
+            }
+        };
+        self.t.calls.take();
+        Fixture { ids }
+    }
+
+    async fn operate(&self, op: Op, mode: Mode, i: usize, fixture: &Fixture, now: i64) {
+        let body = || deploy_body(1, &[ALICE, "bob@example.com"]);
+        match (op, mode) {
+            (Op::CreateFirst, Mode::Raw) => {
+                self.raw_create(&format!("bench-create-{i}"), now).await
+            }
+            (Op::CreateFirst, _) => {
+                let request = Bench::create_request(&format!("bench-create-{i}"), &body());
+                assert_eq!(self.send(mode, request).await, 201);
+            }
+            (Op::CreateReplay, Mode::Raw) => self.raw_create("bench-replay", now).await,
+            (Op::CreateReplay, _) => assert_eq!(
+                self.send(mode, Bench::create_request("bench-replay", &body()))
+                    .await,
+                201
+            ),
+            (Op::DecideWinner, Mode::Raw) => self.raw_decide(&fixture.ids[i], now).await,
+            (Op::DecideWinner, _) => {
+                assert_eq!(
+                    self.send(
+                        mode,
+                        Bench::decide_request(&fixture.ids[i], "approve", ALICE)
+                    )
+                    .await,
+                    200
+                );
+            }
+            (Op::DecideLoser, Mode::Raw) => self.raw_decide(&fixture.ids[0], now).await,
+            (Op::DecideLoser, _) => {
+                let request = Bench::decide_request(&fixture.ids[0], "reject", "bob@example.com");
+                assert_eq!(self.send(mode, request).await, 409);
+            }
+            (Op::WebhookFirst, Mode::Raw) => {
+                self.raw_webhook(&fixture.ids[i], &format!("msg_{i}"), now)
+                    .await
+            }
+            (Op::WebhookFirst, _) => {
+                let event = decided_event(&fixture.ids[i], "approve", ALICE);
+                let request =
+                    Bench::webhook_request(&format!("msg_{i}"), &event, self.t.clock.now());
+                assert_eq!(self.send(mode, request).await, 200);
+            }
+            (Op::WebhookDuplicate, Mode::Raw) => {
+                self.raw_webhook(&fixture.ids[0], "msg_bench_dup", now)
+                    .await
+            }
+            (Op::WebhookDuplicate, _) => {
+                let event = decided_event(&fixture.ids[0], "approve", ALICE);
+                let request = Bench::webhook_request("msg_bench_dup", &event, self.t.clock.now());
+                assert_eq!(self.send(mode, request).await, 200);
+            }
+        }
+    }
+}
+
+pub async fn run(ops: usize) -> Ratios {
+    let mut rows = Vec::new();
+    for concurrency in CONCURRENCY {
+        for op in OPS {
+            for mode in MODES {
+                let bench = Bench::new(ops).await;
+                let now = bench.t.clock.now();
+                let fixture = bench.prepare(op, mode, now).await;
+                let b = &bench;
+                let fixture = &fixture;
+                let stats = drive(ops, concurrency, |i| async move {
+                    b.operate(op, mode, i, fixture, now).await
+                })
+                .await;
+                rows.push(row(b, op.name(), concurrency, mode, stats));
+                bench.t.delete_tables().await;
+            }
+        }
+    }
+
+    print_table(&rows, ops);
     let ratio = |ops: [&str; 2]| {
         let at = |op: &str, mode: Mode| {
             rows.iter()
@@ -514,10 +512,9 @@ fn row(b: &Bench, operation: &'static str, concurrency: usize, mode: Mode, stats
     }
 }
 
-fn print_table(rows: &[Row]) {
+fn print_table(rows: &[Row], ops: usize) {
     println!(
-        "\nHot paths ({} operations per row; raw = the same DynamoDB requests through the SDK alone)",
-        rows.len()
+        "\nHot paths ({ops} operations per row, fresh tables per row; raw = the same DynamoDB requests through the SDK alone)"
     );
     println!(
         "{:<18} {:>4}  {:<10} {:>9} {:>9} {:>9} {:>13}",

@@ -401,6 +401,19 @@ impl TestApp {
         .await
     }
 
+    /// Deletes this app's tables (benchmarks keep the local AWS small with it).
+    pub async fn delete_tables(&self) {
+        let tables = &self.app.config.tables;
+        for table in [
+            &tables.approvals,
+            &tables.idempotency_keys,
+            &tables.webhook_inbox,
+            &tables.execution_ledger,
+        ] {
+            let _ = self.dynamodb.delete_table().table_name(table).send().await;
+        }
+    }
+
     /// Items in a table, counted by a strongly consistent scan.
     pub async fn count_items(&self, table: &str) -> usize {
         let mut total = 0;
