@@ -1,8 +1,11 @@
 """Serve moto (DynamoDB, DynamoDB Streams, SQS) on one port, one request at a time.
 
 moto's own threaded server does not apply a conditional write atomically under concurrent
-requests; DynamoDB does. Serving moto's WSGI app with threaded=False applies every request
-whole, so the races our tests start are decided the way DynamoDB decides them.
+requests; DynamoDB does. Here every request runs under one global lock, so each is applied
+whole and the races our tests start are decided the way DynamoDB decides them. Connections are
+still served by threads with HTTP/1.1 keep-alive, so clients reuse them instead of opening one
+per request (with a single-threaded HTTP/1.0 server, a busy client opens thousands per minute,
+and the kernel's connection queues make some requests wait seconds).
 
 Usage: python moto_server.py PORT [--exit-with-stdin]
 With --exit-with-stdin the server exits when its standard input closes, so a test process that
@@ -15,7 +18,20 @@ import sys
 import threading
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from werkzeug.serving import run_simple
+from werkzeug.serving import WSGIRequestHandler, run_simple
+
+
+class Serialized:
+    """A WSGI app that lets one request at a time into moto, body and all."""
+
+    def __init__(self, app):
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        with self.lock:
+            # Consume the whole response inside the lock: moto may build it lazily.
+            return list(self.app(environ, start_response))
 
 
 def main() -> None:
@@ -27,8 +43,9 @@ def main() -> None:
 
         threading.Thread(target=watch_stdin, daemon=True).start()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    app = DomainDispatcherApplication(create_backend_app)
-    run_simple("127.0.0.1", port, app, threaded=False, use_reloader=False)
+    WSGIRequestHandler.protocol_version = "HTTP/1.1"
+    app = Serialized(DomainDispatcherApplication(create_backend_app))
+    run_simple("127.0.0.1", port, app, threaded=True, use_reloader=False)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     println!("Countersign benchmark — {}", machine());
-    let ratios = paths::run(if quick { 100 } else { 300 }).await;
+    let ratios = paths::run(if quick { 60 } else { 200 }).await;
     cold_start::run(if quick { 5 } else { 20 }).await;
     cpu::run();
     println!(

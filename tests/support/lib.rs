@@ -192,6 +192,19 @@ impl TestApp {
         app
     }
 
+    /// A test app whose tables have no stream: for benchmarks (moto's transactions copy every
+    /// stream record; real DynamoDB streams do not slow writes). Nothing is dispatched.
+    pub async fn start_without_streams() -> Self {
+        let app = Self::build(&[]).await;
+        app.app
+            .store
+            .ensure_tables_with(countersign::store::schema::Streams::None)
+            .await
+            .expect("create the benchmark tables");
+        app.calls.take();
+        app
+    }
+
     /// Like [`TestApp::start_with`], without creating the tables.
     pub async fn build(overrides: &[(&str, &str)]) -> Self {
         let sdk = sdk_config().await;
