@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     println!("Countersign benchmark — {}", machine());
-    let ratios = paths::run(if quick { 60 } else { 200 }).await;
+    let ratios = paths::run(if quick { 40 } else { 150 }).await;
     cold_start::run(if quick { 5 } else { 20 }).await;
     cpu::run();
     println!(
@@ -43,6 +43,7 @@ fn machine() -> String {
 }
 
 /// Latency figures of one run.
+#[derive(Clone)]
 pub struct Stats {
     pub ops_per_s: f64,
     pub p50: Duration,
