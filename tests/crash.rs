@@ -3,10 +3,10 @@
 //! instead of being reported as success. The failpoint registry is global to the process, so
 //! each test holds a `FailScenario` (a global lock): they run one at a time.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use countersign::jobs::{Dispatcher, StreamChange};
-use countersign_tests::{KEY_A, TestApp};
+use countersign_tests::{KEY_A, TestApp, eventually};
 use fail::FailScenario;
 use serde_json::{Value, json};
 
@@ -105,11 +105,10 @@ async fn a_crash_after_dispatch_sends_duplicates_jobs_not_effects() {
     let t = TestApp::start_jobs(&[]).await;
     let id = t.create_ok(KEY_A, "dispatch-1", &body("deploy")).await;
     // Armed after the notification, so the crash hits the dispatch of the execute job.
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls(&format!("{id}:notify:{ALICE}")) == 0 {
-        assert!(Instant::now() < deadline, "no notification");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("no notification", || async {
+        t.downstream().calls(&format!("{id}:notify:{ALICE}")) > 0
+    })
+    .await;
     fail::cfg("dispatch::after_send", "1*panic").unwrap();
     approve(&t, &id).await;
 
@@ -170,11 +169,10 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
 
     t.start_runner();
     let key = format!("{id}:notify:{ALICE}");
-    let deadline = Instant::now() + WAIT;
-    while t.queue_depth(&t.queues().queue_url).await > 0 {
-        assert!(Instant::now() < deadline, "the queue did not drain");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the queue did not drain", || async {
+        t.queue_depth(&t.queues().queue_url).await == 0
+    })
+    .await;
     assert_eq!(
         (t.downstream().calls(&key), t.downstream().effects(&key)),
         (1, 1)
@@ -189,14 +187,10 @@ async fn a_crash_after_a_notification_repeats_it_with_the_same_key() {
     fail::cfg("notify::after_downstream", "1*panic").unwrap();
     let id = t.create_ok(KEY_A, "notify-crash", &body("deploy")).await;
     let key = format!("{id}:notify:{ALICE}");
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls(&key) < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "the notification was not repeated"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the notification was not repeated", || async {
+        t.downstream().calls(&key) >= 2
+    })
+    .await;
     let bodies: Vec<Value> = t
         .downstream()
         .calls_to("/notify")
@@ -229,14 +223,10 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
         1,
         "no attempt beyond the last allowed"
     );
-    let deadline = Instant::now() + WAIT;
-    while t.queue_depth(&t.queues().dlq_url).await != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the message did not reach the DLQ"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the message did not reach the DLQ", || async {
+        t.queue_depth(&t.queues().dlq_url).await == 1
+    })
+    .await;
     // The operator resumes it with the same key (the target dedupes): one effect.
     let retry = t
         .send(

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use countersign::domain::ApprovalId;
 use countersign::review_token::TokenSecret;
-use countersign_tests::{KEY_A, TestApp};
+use countersign_tests::{KEY_A, TestApp, eventually};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
@@ -76,11 +76,10 @@ async fn each_approver_gets_one_review_link() {
     let id = t
         .create_ok(KEY_A, "notify-1", &body("deploy", &[ALICE, BOB]))
         .await;
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls_to("/notify").len() < 2 {
-        assert!(Instant::now() < deadline, "notifications did not arrive");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("notifications did not arrive", || async {
+        t.downstream().calls_to("/notify").len() >= 2
+    })
+    .await;
     let secret = TokenSecret::parse("test-review-token-secret-0123456789").unwrap();
     let approval = ApprovalId::parse(&id).unwrap();
     for approver in [ALICE, BOB] {
@@ -195,11 +194,10 @@ async fn concurrent_identical_creates_notify_each_approver_once() {
     let replies = join_all((0..32).map(|_| t.create(KEY_A, "same-create", &create_body))).await;
     assert!(replies.iter().all(|r| r.status == 201));
     let id = replies[0].json()["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls_to("/notify").len() < 2 {
-        assert!(Instant::now() < deadline, "notifications did not arrive");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("notifications did not arrive", || async {
+        t.downstream().calls_to("/notify").len() >= 2
+    })
+    .await;
     // Give any duplicate the time to show up: two visibility timeouts.
     tokio::time::sleep(Duration::from_secs(4)).await;
     for approver in [ALICE, BOB] {
@@ -249,11 +247,10 @@ async fn approve_reject_race_executes_at_most_once() {
         );
     } else {
         // The notifications prove the pipeline ran; no execute job may follow a rejection.
-        let deadline = Instant::now() + WAIT;
-        while t.downstream().calls_to("/notify").len() < 2 {
-            assert!(Instant::now() < deadline, "the pipeline did not run");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually("the pipeline did not run", || async {
+            t.downstream().calls_to("/notify").len() >= 2
+        })
+        .await;
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(t.downstream().calls(key), 0);
         assert_eq!(
@@ -347,14 +344,10 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
     assert_eq!(done["execution"]["last_error"], "HTTP 503");
     assert_eq!(done["execution"]["attempts"], 2);
     assert_eq!(t.downstream().calls("tenant-a:dead-1"), 2);
-    let deadline = Instant::now() + WAIT;
-    while t.queue_depth(&t.queues().dlq_url).await != 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the message did not reach the DLQ"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("the message did not reach the DLQ", || async {
+        t.queue_depth(&t.queues().dlq_url).await == 1
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -364,14 +357,10 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
         .create_ok(KEY_A, "restart-1", &body("deploy", &[ALICE]))
         .await;
     let notified = format!("{first}:notify:{ALICE}");
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls(&notified) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the first notification never came"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the first notification never came", || async {
+        t.downstream().calls(&notified) > 0
+    })
+    .await;
     t.stop_runner().await;
 
     // Committed while nothing is running: a new approval, and an approval of the first.
@@ -389,14 +378,10 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
     t.start_runner();
     let done = t.wait_for_execution(KEY_A, &first, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
-    let deadline = Instant::now() + WAIT;
-    while t.downstream().calls(&format!("{second}:notify:{ALICE}")) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the second approval's notification never came"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the second approval's notification never came", || async {
+        t.downstream().calls(&format!("{second}:notify:{ALICE}")) > 0
+    })
+    .await;
     assert_eq!(t.downstream().effects("tenant-a:restart-1"), 1);
     // The runner resumed from its saved position: what was dispatched before the stop was not
     // dispatched again (a restart from the stream's start would notify twice, then dedupe).

@@ -569,6 +569,19 @@ pub fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a 
         .unwrap_or_else(|| panic!("no string attribute {name}"))
 }
 
+/// Waits until `done` holds (polling every 100 ms), or fails the test with `what` after 30 s.
+pub async fn eventually<F, Fut>(what: &str, mut done: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// A valid create body for the `deploy` action.
 pub fn deploy_body(build: u64, approvers: &[&str]) -> String {
     serde_json::json!({
