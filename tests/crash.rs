@@ -223,8 +223,10 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
         1,
         "no attempt beyond the last allowed"
     );
+    // At least one: the stream may have dispatched the job twice (at-least-once), and each copy
+    // ends in the DLQ.
     eventually("the message did not reach the DLQ", || async {
-        t.queue_depth(&t.queues().dlq_url).await == 1
+        t.queue_depth(&t.queues().dlq_url).await >= 1
     })
     .await;
     // The operator resumes it with the same key (the target dedupes): one effect.

