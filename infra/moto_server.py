@@ -7,6 +7,9 @@ still served by threads with HTTP/1.1 keep-alive, so clients reuse them instead 
 per request (with a single-threaded HTTP/1.0 server, a busy client opens thousands per minute,
 and the kernel's connection queues make some requests wait seconds).
 
+moto itself is patched first (`moto_patches.py`): transactions roll back through a journal
+instead of swapping in deep copies of the tables, and shard iterators expire as on AWS.
+
 Usage: python moto_server.py PORT [--exit-with-stdin]
 With --exit-with-stdin the server exits when its standard input closes, so a test process that
 started it never leaves it behind, however that process ends.
@@ -19,6 +22,8 @@ import threading
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import WSGIRequestHandler, run_simple
+
+import moto_patches
 
 
 class Serialized:
@@ -36,6 +41,7 @@ class Serialized:
 
 def main() -> None:
     port = int(sys.argv[1])
+    moto_patches.install()
     if "--exit-with-stdin" in sys.argv[2:]:
         def watch_stdin() -> None:
             sys.stdin.read()
