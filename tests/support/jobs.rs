@@ -38,7 +38,8 @@ pub struct Downstream {
 }
 
 impl Downstream {
-    async fn start(&self) -> String {
+    /// Serves the downstream on a loopback port; returns its base URL.
+    pub async fn serve(&self) -> String {
         let router = Router::new()
             .route("/{behaviour}", post(answer))
             .with_state(self.clone());
@@ -147,7 +148,7 @@ impl TestApp {
     /// `unsafe` (ok, but configured as not idempotent). Leases are 2 s.
     pub async fn start_jobs(overrides: &[(&str, &str)]) -> Self {
         let downstream = Downstream::default();
-        let base = downstream.start().await;
+        let base = downstream.serve().await;
         let sqs = aws_sdk_sqs::Client::new(&super::sdk_config().await);
         let queue_name = format!("q-{}", ulid::Ulid::new().to_string().to_lowercase());
         let visibility = overrides

@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod jobs;
+pub mod local_runner;
 pub mod runtime_api;
 
 use std::collections::HashMap;
@@ -108,6 +109,15 @@ pub fn aws_endpoint() -> Option<String> {
     local_aws().endpoint.clone()
 }
 
+/// moto's resident memory (VmRSS), when the tests started it.
+pub fn moto_resident_bytes() -> Option<u64> {
+    let (child, _) = local_aws()._moto.as_ref()?;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The SDK configuration for the local AWS (or the endpoint the environment names).
 pub async fn sdk_config() -> aws_config::SdkConfig {
     let aws = local_aws();
@@ -189,19 +199,6 @@ impl TestApp {
             .await
             .expect("create the test tables");
         app.calls.take(); // count the app's requests, not the set-up
-        app
-    }
-
-    /// A test app whose tables have no stream: for benchmarks (moto's transactions copy every
-    /// stream record; real DynamoDB streams do not slow writes). Nothing is dispatched.
-    pub async fn start_without_streams() -> Self {
-        let app = Self::build(&[]).await;
-        app.app
-            .store
-            .ensure_tables_with(countersign::store::schema::Streams::None)
-            .await
-            .expect("create the benchmark tables");
-        app.calls.take();
         app
     }
 
@@ -412,19 +409,6 @@ impl TestApp {
             &format!("{source}#{id}"),
         )
         .await
-    }
-
-    /// Deletes this app's tables (benchmarks keep the local AWS small with it).
-    pub async fn delete_tables(&self) {
-        let tables = &self.app.config.tables;
-        for table in [
-            &tables.approvals,
-            &tables.idempotency_keys,
-            &tables.webhook_inbox,
-            &tables.execution_ledger,
-        ] {
-            let _ = self.dynamodb.delete_table().table_name(table).send().await;
-        }
     }
 
     /// Items in a table, counted by a strongly consistent scan.

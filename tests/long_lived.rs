@@ -1,0 +1,356 @@
+//! One long-lived local stack — the real `countersign-local` binary, as `make run` starts it —
+//! taken through mixed use: replays, duplicates, refused requests, then more work; every approval
+//! must still reach its end. State-dependent bugs live here: a runner once stopped executing
+//! anything after the first replayed create, and every per-test fresh stack passed.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use countersign::webhook::WebhookSecret;
+use countersign_tests::jobs::Downstream;
+use countersign_tests::local_runner::{LocalRunner, isolated_env};
+use countersign_tests::{ACME_SECRET, KEY_A, TENANT_A, TOKEN_SECRET, moto_resident_bytes};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const DEMO_KEY: &str = "cs_demo_key_0123456789";
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+
+/// A response, read whole.
+struct Answer {
+    status: u16,
+    replayed: bool,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Answer {
+    let response = request.send().await.expect("HTTP request");
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true");
+    let body = response.bytes().await.expect("body").to_vec();
+    assert!(
+        status < 500,
+        "server error {status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Answer {
+        status,
+        replayed,
+        body,
+    }
+}
+
+fn create(runner: &LocalRunner, api_key: &str, key: &str, body: &str) -> reqwest::RequestBuilder {
+    runner
+        .http
+        .post(runner.url("/approvals"))
+        .bearer_auth(api_key)
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(body.to_owned())
+}
+
+fn decide(
+    runner: &LocalRunner,
+    api_key: &str,
+    id: &str,
+    approver: &str,
+) -> reqwest::RequestBuilder {
+    runner
+        .http
+        .post(runner.url(&format!("/approvals/{id}/decision")))
+        .bearer_auth(api_key)
+        .json(&json!({"decision": "approve", "approver": approver}))
+}
+
+fn get(runner: &LocalRunner, api_key: &str, id: &str) -> reqwest::RequestBuilder {
+    runner
+        .http
+        .get(runner.url(&format!("/approvals/{id}")))
+        .bearer_auth(api_key)
+}
+
+/// Polls until every approval's execution has ended; returns them, or fails after `timeout`.
+async fn wait_until_executed(
+    runner: &LocalRunner,
+    api_key: &str,
+    ids: &[String],
+    timeout: Duration,
+) -> Vec<Value> {
+    let deadline = Instant::now() + timeout;
+    let mut done: Vec<Option<Value>> = vec![None; ids.len()];
+    loop {
+        for (i, id) in ids.iter().enumerate() {
+            if done[i].is_some() {
+                continue;
+            }
+            let approval = send(get(runner, api_key, id)).await.json();
+            if matches!(
+                approval["execution"]["status"].as_str(),
+                Some("succeeded" | "failed" | "needs_reconciliation")
+            ) {
+                done[i] = Some(approval);
+            }
+        }
+        let left: Vec<&String> = ids
+            .iter()
+            .zip(&done)
+            .filter(|(_, d)| d.is_none())
+            .map(|(id, _)| id)
+            .collect();
+        if left.is_empty() {
+            return done.into_iter().flatten().collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} approvals not executed after {timeout:?}, e.g. {}:\n{}",
+            left.len(),
+            ids.len(),
+            send(get(runner, api_key, left[0])).await.json(),
+            runner.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The README quickstart on `make run`'s demo, with the retry it advertises: create, the same
+/// create again (a replay: a cancelled transaction in the store), a second approval, approve
+/// both. Both echoes are performed once, both executions succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
+    let env = isolated_env(&format!(
+        "qs-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    ))
+    .await;
+    // No API_KEYS: the demo configuration, as `make run` starts with none.
+    let runner = LocalRunner::start(&env).await;
+    let body = r#"{"action": {"type": "echo", "payload": {"say": "hello"}}, "approvers": ["alice@example.com"]}"#;
+
+    let first = send(create(&runner, DEMO_KEY, "demo-1", body)).await;
+    assert_eq!((first.status, first.replayed), (201, false));
+    let again = send(create(&runner, DEMO_KEY, "demo-1", body)).await;
+    assert_eq!((again.status, again.replayed), (201, true));
+    assert_eq!(again.body, first.body, "a replay is byte-identical");
+    let second = send(create(&runner, DEMO_KEY, "demo-2", body)).await;
+    assert_eq!((second.status, second.replayed), (201, false));
+    let ids = [first.json(), second.json()].map(|a| a["id"].as_str().expect("id").to_owned());
+    assert_ne!(ids[0], ids[1]);
+
+    for id in &ids {
+        let approved = send(decide(&runner, DEMO_KEY, id, ALICE)).await;
+        assert_eq!(approved.status, 200);
+        assert_eq!(approved.json()["execution"]["status"], "queued");
+    }
+    let done = wait_until_executed(&runner, DEMO_KEY, &ids, Duration::from_secs(30)).await;
+    for approval in &done {
+        assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
+        assert_eq!(approval["execution"]["attempts"], 1, "{approval}");
+    }
+    for (id, key) in ids.iter().zip(["demo-1", "demo-2"]) {
+        assert_eq!(
+            runner
+                .stdout_lines_with(&format!("echo: performing demo:{key}:"))
+                .len(),
+            1,
+            "{key} performed once:\n{}",
+            runner.log_tail()
+        );
+        assert_eq!(
+            runner
+                .stdout_lines_with(&format!("notify: {ALICE} — review {id} "))
+                .len(),
+            1,
+            "alice notified once of {id}:\n{}",
+            runner.log_tail()
+        );
+    }
+    assert!(
+        runner.stdout_lines_with("already performed").is_empty(),
+        "no second call reached the echo target"
+    );
+}
+
+/// What one client did to one approval, and what it was answered.
+#[derive(Default)]
+struct Tally {
+    requests: AtomicUsize,
+    webhook_decided: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+/// 200 approvals, each created twice and approved twice (the two copies sent at once), by 8
+/// concurrent clients against one runner, with webhook duplicates and refused requests mixed
+/// in: every approval is executed exactly once, none is left `queued`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_once() {
+    const APPROVALS: usize = 200;
+    const CLIENTS: usize = 8;
+    let downstream = Downstream::default();
+    let target = downstream.serve().await;
+    let mut env = isolated_env(&format!(
+        "ll-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    ))
+    .await;
+    env.extend(
+        [
+            ("API_KEYS", format!("{TENANT_A}={KEY_A}")),
+            (
+                "ACTION_TARGETS",
+                json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true}}).to_string(),
+            ),
+            ("NOTIFIER_URL", format!("{target}/notify")),
+            (
+                "WEBHOOK_SOURCES",
+                json!({"acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]}}).to_string(),
+            ),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET.to_owned()),
+            (
+                "PUBLIC_BASE_URL",
+                "https://approvals.example.com".to_owned(),
+            ),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    let runner = LocalRunner::start(&env).await;
+    let secret = WebhookSecret::parse(ACME_SECRET).expect("secret");
+    let tally = Tally::default();
+
+    let started = Instant::now();
+    let ids: Vec<String> = futures::stream::iter(0..APPROVALS)
+        .map(|i| {
+            let (runner, secret, tally) = (&runner, &secret, &tally);
+            async move {
+                let key = format!("ll-{i}");
+                let body = json!({
+                    "action": {"type": "deploy", "payload": {"build": i}},
+                    "approvers": [ALICE, BOB],
+                    "context": {"summary": format!("build {i}")}
+                })
+                .to_string();
+                let (a, b) = futures::join!(
+                    send(create(runner, KEY_A, &key, &body)),
+                    send(create(runner, KEY_A, &key, &body))
+                );
+                tally.requests.fetch_add(2, Ordering::Relaxed);
+                assert_eq!((a.status, b.status), (201, 201));
+                assert_eq!(a.body, b.body, "the replay is byte-identical");
+                assert!(a.replayed != b.replayed, "exactly one of the two created");
+                let id = a.json()["id"].as_str().expect("id").to_owned();
+
+                if i % 10 == 0 {
+                    // The same key with another body: refused, nothing written.
+                    let other = body.replace("build", "other");
+                    let reused = send(create(runner, KEY_A, &key, &other)).await;
+                    assert_eq!(reused.status, 409);
+                    tally.refused.fetch_add(1, Ordering::Relaxed);
+                    tally.requests.fetch_add(1, Ordering::Relaxed);
+                }
+                if i % 10 == 5 {
+                    // An approver the approval does not list: refused by the condition.
+                    let stranger = send(decide(runner, KEY_A, &id, "mallory@example.com")).await;
+                    assert_eq!(stranger.status, 403);
+                    tally.refused.fetch_add(1, Ordering::Relaxed);
+                    tally.requests.fetch_add(1, Ordering::Relaxed);
+                }
+
+                let answers = if i % 4 == 3 {
+                    // Through the webhook channel, delivered twice at once (a redelivery).
+                    let event = json!({
+                        "type": "approval.decided",
+                        "data": {"approval_id": id, "decision": "approve", "approver": ALICE}
+                    })
+                    .to_string();
+                    let deliver = || {
+                        let now = countersign::Clock::system().now();
+                        let event_id = format!("msg_ll_{i}");
+                        runner
+                            .http
+                            .post(runner.url("/webhooks/acme"))
+                            .header("content-type", "application/json")
+                            .header("webhook-id", &event_id)
+                            .header("webhook-timestamp", now.to_string())
+                            .header(
+                                "webhook-signature",
+                                secret.sign(&event_id, now, event.as_bytes()),
+                            )
+                            .body(event.clone())
+                    };
+                    let (a, b) = futures::join!(send(deliver()), send(deliver()));
+                    tally.webhook_decided.fetch_add(1, Ordering::Relaxed);
+                    let mut statuses = [a.json()["status"].clone(), b.json()["status"].clone()];
+                    statuses.sort_by_key(|s| s.to_string());
+                    assert_eq!(statuses, [json!("duplicate"), json!("processed")]);
+                    assert_eq!(a.json()["outcome"], "applied");
+                    assert_eq!(b.json()["outcome"], "applied");
+                    // And an API client that approves again afterwards: a repeat.
+                    let late = send(decide(runner, KEY_A, &id, ALICE)).await;
+                    assert_eq!((late.status, late.replayed), (200, true));
+                    3
+                } else {
+                    let (a, b) = futures::join!(
+                        send(decide(runner, KEY_A, &id, ALICE)),
+                        send(decide(runner, KEY_A, &id, ALICE))
+                    );
+                    assert_eq!((a.status, b.status), (200, 200));
+                    assert!(a.replayed != b.replayed, "exactly one of the two decided");
+                    2
+                };
+                tally.requests.fetch_add(answers, Ordering::Relaxed);
+                id
+            }
+        })
+        .buffer_unordered(CLIENTS)
+        .collect()
+        .await;
+    let load = started.elapsed();
+    let requests = tally.requests.load(Ordering::Relaxed);
+
+    // Every approval executed within 60 s of the first request.
+    let budget = Duration::from_secs(60).saturating_sub(load);
+    let done = wait_until_executed(&runner, KEY_A, &ids, budget).await;
+    let executed = started.elapsed();
+    for approval in &done {
+        assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
+        assert_eq!(approval["execution"]["attempts"], 1, "{approval}");
+    }
+    for i in 0..APPROVALS {
+        let key = format!("{TENANT_A}:ll-{i}");
+        assert_eq!(
+            (downstream.calls(&key), downstream.effects(&key)),
+            (1, 1),
+            "{key}: one call, one effect"
+        );
+    }
+    let notified = downstream.calls_to("/notify").len();
+    assert_eq!(notified, 2 * APPROVALS, "each approver notified once");
+    let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
+    let refused = tally.refused.load(Ordering::Relaxed);
+    let moto_rss = moto_resident_bytes();
+    println!(
+        "long-lived runner: {APPROVALS} approvals, {requests} API requests by {CLIENTS} clients in \
+         {:.1} s ({:.0} requests/s; {webhook_decided} decided by webhook with a redelivery, \
+         {refused} refused); all executed once after {:.1} s; moto RSS {}",
+        load.as_secs_f64(),
+        requests as f64 / load.as_secs_f64(),
+        executed.as_secs_f64(),
+        moto_rss.map_or("n/a (not our moto)".to_owned(), |b| format!(
+            "{:.0} MiB",
+            b as f64 / 1048576.0
+        ))
+    );
+    if let Some(rss) = moto_rss {
+        assert!(rss < 1 << 30, "moto holds {rss} bytes");
+    }
+}
