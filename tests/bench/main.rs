@@ -22,6 +22,10 @@ async fn main() {
     cold_start::run(if quick { 5 } else { 20 }).await;
     cpu::run();
     println!(
+        "table-size-ratio: create first on 20,000 approvals / on empty tables = {:.2}",
+        ratios.table_size
+    );
+    println!(
         "overhead-ratio: create={:.2} decide={:.2} webhook={:.2}",
         ratios.create, ratios.decide, ratios.webhook
     );

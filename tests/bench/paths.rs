@@ -20,6 +20,8 @@ pub struct Ratios {
     pub create: f64,
     pub decide: f64,
     pub webhook: f64,
+    /// create first's in-process ops/s on tables holding 20,000 approvals ÷ on empty tables.
+    pub table_size: f64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -35,11 +37,13 @@ const CONCURRENCY: [usize; 3] = [1, 8, 32];
 const ROUNDS: usize = 3;
 const ALICE: &str = "alice@example.com";
 
-struct Bench {
-    t: TestApp,
-    raw: Client,
+/// One cell's view of the shared store: `tag` keeps its keys apart from every other cell's.
+struct Bench<'a> {
+    t: &'a TestApp,
+    raw: &'a Client,
     router: axum::Router,
     ops: usize,
+    tag: String,
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -57,7 +61,7 @@ fn names(pairs: &[&str]) -> HashMap<String, String> {
         .collect()
 }
 
-impl Bench {
+impl Bench<'_> {
     async fn send(&self, mode: Mode, request: Request<Body>) -> u16 {
         match mode {
             Mode::InProcess => self
@@ -127,7 +131,9 @@ impl Bench {
     async fn pending(&self, count: usize, tag: &str) -> Vec<String> {
         let body = deploy_body(1, &[ALICE, "bob@example.com"]);
         let mut ids = Vec::with_capacity(count);
-        let keys: Vec<String> = (0..count).map(|i| format!("{tag}-{i}")).collect();
+        let keys: Vec<String> = (0..count)
+            .map(|i| format!("{}-{tag}-{i}", self.tag))
+            .collect();
         for chunk in keys.chunks(16) {
             let replies =
                 futures::future::join_all(chunk.iter().map(|key| self.t.create(KEY_A, key, &body)))
@@ -143,7 +149,7 @@ impl Bench {
 
     // ---- the raw operations: the same DynamoDB requests, built by hand, no Countersign code.
 
-    fn raw_approval_item(&self, id: &str, key: &str, now: i64) -> HashMap<String, AttributeValue> {
+    fn raw_approval_item(id: &str, key: &str, now: i64) -> HashMap<String, AttributeValue> {
         HashMap::from([
             ("pk".to_owned(), s(format!("tenant-a#{id}"))),
             ("tenant".to_owned(), s("tenant-a")),
@@ -194,7 +200,7 @@ impl Bench {
             .expect("put");
         let approval = Put::builder()
             .table_name(&self.t.app.config.tables.approvals)
-            .set_item(Some(self.raw_approval_item(&id, key, now)))
+            .set_item(Some(Bench::raw_approval_item(&id, key, now)))
             .condition_expression("attribute_not_exists(#pk)")
             .set_expression_attribute_names(Some(names(&["pk"])))
             .build()
@@ -306,7 +312,7 @@ impl Bench {
 }
 
 struct Row {
-    operation: &'static str,
+    operation: String,
     concurrency: usize,
     mode: Mode,
     stats: Stats,
@@ -352,21 +358,23 @@ struct Fixture {
     ids: Vec<String>,
 }
 
-impl Bench {
-    /// A fresh set of tables per cell, deleted after it, without streams: moto copies every
-    /// table of its backend (stream records included) in each transaction, so a growing backend
-    /// would slow the later cells and grow moto without bound. Raw and handler runs of a cell
-    /// see the same, fresh store.
-    async fn new(ops: usize) -> Self {
-        let t = TestApp::start_without_streams().await;
-        let router = countersign::http::router(t.app.clone());
-        let raw = Client::new(&countersign_tests::sdk_config().await);
+impl<'a> Bench<'a> {
+    /// A cell on the shared tables (as deployed: the approvals table has its stream). Every cell
+    /// of the run writes to the same tables, which grow as it goes: with moto's transactions
+    /// rolled back by a journal (infra/moto_patches.py), a write costs the same on a large table
+    /// as on an empty one (the table-size rows check it).
+    fn new(t: &'a TestApp, raw: &'a Client, ops: usize, tag: String) -> Self {
         Self {
+            router: countersign::http::router(t.app.clone()),
             t,
             raw,
-            router,
             ops,
+            tag,
         }
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}-{name}", self.tag)
     }
 
     async fn prepare(&self, op: Op, mode: Mode, now: i64) -> Fixture {
@@ -375,9 +383,12 @@ impl Bench {
             Op::CreateFirst => Vec::new(),
             Op::CreateReplay => {
                 match mode {
-                    Mode::Raw => self.raw_create("bench-replay", now).await,
+                    Mode::Raw => self.raw_create(&self.key("replay"), now).await,
                     _ => assert_eq!(
-                        self.t.create(KEY_A, "bench-replay", &body).await.status,
+                        self.t
+                            .create(KEY_A, &self.key("replay"), &body)
+                            .await
+                            .status,
                         201
                     ),
                 }
@@ -393,10 +404,10 @@ impl Bench {
             Op::WebhookDuplicate => {
                 let id = self.pending(1, "bench-dup").await.remove(0);
                 match mode {
-                    Mode::Raw => self.raw_webhook(&id, "msg_bench_dup", now).await,
+                    Mode::Raw => self.raw_webhook(&id, &self.key("msg-dup"), now).await,
                     _ => {
                         let event = decided_event(&id, "approve", ALICE);
-                        let request = Bench::webhook_request("msg_bench_dup", &event, now);
+                        let request = Bench::webhook_request(&self.key("msg-dup"), &event, now);
                         assert_eq!(self.send(Mode::InProcess, request).await, 200);
                     }
                 }
@@ -411,15 +422,16 @@ impl Bench {
         let body = || deploy_body(1, &[ALICE, "bob@example.com"]);
         match (op, mode) {
             (Op::CreateFirst, Mode::Raw) => {
-                self.raw_create(&format!("bench-create-{i}"), now).await
+                self.raw_create(&self.key(&format!("create-{i}")), now)
+                    .await
             }
             (Op::CreateFirst, _) => {
-                let request = Bench::create_request(&format!("bench-create-{i}"), &body());
+                let request = Bench::create_request(&self.key(&format!("create-{i}")), &body());
                 assert_eq!(self.send(mode, request).await, 201);
             }
-            (Op::CreateReplay, Mode::Raw) => self.raw_create("bench-replay", now).await,
+            (Op::CreateReplay, Mode::Raw) => self.raw_create(&self.key("replay"), now).await,
             (Op::CreateReplay, _) => assert_eq!(
-                self.send(mode, Bench::create_request("bench-replay", &body()))
+                self.send(mode, Bench::create_request(&self.key("replay"), &body()))
                     .await,
                 201
             ),
@@ -440,67 +452,93 @@ impl Bench {
                 assert_eq!(self.send(mode, request).await, 409);
             }
             (Op::WebhookFirst, Mode::Raw) => {
-                self.raw_webhook(&fixture.ids[i], &format!("msg_{i}"), now)
+                self.raw_webhook(&fixture.ids[i], &self.key(&format!("msg-{i}")), now)
                     .await
             }
             (Op::WebhookFirst, _) => {
                 let event = decided_event(&fixture.ids[i], "approve", ALICE);
-                let request =
-                    Bench::webhook_request(&format!("msg_{i}"), &event, self.t.clock.now());
+                let request = Bench::webhook_request(
+                    &self.key(&format!("msg-{i}")),
+                    &event,
+                    self.t.clock.now(),
+                );
                 assert_eq!(self.send(mode, request).await, 200);
             }
             (Op::WebhookDuplicate, Mode::Raw) => {
-                self.raw_webhook(&fixture.ids[0], "msg_bench_dup", now)
+                self.raw_webhook(&fixture.ids[0], &self.key("msg-dup"), now)
                     .await
             }
             (Op::WebhookDuplicate, _) => {
                 let event = decided_event(&fixture.ids[0], "approve", ALICE);
-                let request = Bench::webhook_request("msg_bench_dup", &event, self.t.clock.now());
+                let request =
+                    Bench::webhook_request(&self.key("msg-dup"), &event, self.t.clock.now());
                 assert_eq!(self.send(mode, request).await, 200);
             }
         }
     }
 }
 
+/// Measures one row: three rounds of raw, in-process and loopback, interleaved in time; each
+/// mode keeps its median round (moto pauses now and then, whichever path is running).
+async fn measure(
+    t: &TestApp,
+    raw: &Client,
+    ops: usize,
+    op: Op,
+    operation: &str,
+    concurrency: usize,
+    cells: &mut usize,
+) -> Vec<Row> {
+    let mut rounds: Vec<(Mode, Stats, f64)> = Vec::new();
+    for _ in 0..ROUNDS {
+        for mode in MODES {
+            *cells += 1;
+            let bench = Bench::new(t, raw, ops, format!("cell{cells}"));
+            let now = t.clock.now();
+            let fixture = bench.prepare(op, mode, now).await;
+            let (b, fixture) = (&bench, &fixture);
+            let stats = drive(ops, concurrency, |i| async move {
+                b.operate(op, mode, i, fixture, now).await
+            })
+            .await;
+            let calls = t.calls.take().len() as f64 / ops as f64;
+            rounds.push((mode, stats, if mode == Mode::Raw { 1.0 } else { calls }));
+        }
+    }
+    MODES
+        .iter()
+        .map(|&mode| {
+            let mut of_mode: Vec<_> = rounds.iter().filter(|(m, _, _)| *m == mode).collect();
+            of_mode.sort_by(|a, b| a.1.ops_per_s.total_cmp(&b.1.ops_per_s));
+            let (_, stats, calls_per_op) = of_mode[of_mode.len() / 2];
+            Row {
+                operation: operation.to_owned(),
+                concurrency,
+                mode,
+                stats: stats.clone(),
+                calls_per_op: *calls_per_op,
+            }
+        })
+        .collect()
+}
+
 pub async fn run(ops: usize) -> Ratios {
+    // One set of tables for the whole run, as a deployment has.
+    let t = TestApp::start().await;
+    let raw = Client::new(&countersign_tests::sdk_config().await);
+    let mut cells = 0;
     let mut rows = Vec::new();
     for concurrency in CONCURRENCY {
         for op in OPS {
-            // Three rounds of raw, in-process, loopback, side by side in time; each row keeps its
-            // median round (moto pauses now and then, whichever path is running).
-            let mut rounds: Vec<(Mode, Stats, f64)> = Vec::new();
-            for _ in 0..ROUNDS {
-                for mode in MODES {
-                    let bench = Bench::new(ops).await;
-                    let now = bench.t.clock.now();
-                    let fixture = bench.prepare(op, mode, now).await;
-                    let b = &bench;
-                    let fixture = &fixture;
-                    let stats = drive(ops, concurrency, |i| async move {
-                        b.operate(op, mode, i, fixture, now).await
-                    })
-                    .await;
-                    let calls = b.t.calls.take().len() as f64 / ops as f64;
-                    rounds.push((mode, stats, if mode == Mode::Raw { 1.0 } else { calls }));
-                    bench.t.delete_tables().await;
-                }
-            }
-            for mode in MODES {
-                let mut of_mode: Vec<_> = rounds.iter().filter(|(m, _, _)| *m == mode).collect();
-                of_mode.sort_by(|a, b| a.1.ops_per_s.total_cmp(&b.1.ops_per_s));
-                let (_, stats, calls_per_op) = of_mode[of_mode.len() / 2];
-                rows.push(Row {
-                    operation: op.name(),
-                    concurrency,
-                    mode,
-                    stats: stats.clone(),
-                    calls_per_op: *calls_per_op,
-                });
-            }
+            rows.extend(measure(&t, &raw, ops, op, op.name(), concurrency, &mut cells).await);
         }
     }
+    print_table(
+        &rows,
+        ops,
+        "the tables shared by every row, growing as the run goes",
+    );
 
-    print_table(&rows, ops);
     let ratio = |ops: [&str; 2]| {
         let at = |op: &str, mode: Mode| {
             rows.iter()
@@ -516,20 +554,115 @@ pub async fn run(ops: usize) -> Ratios {
         create: ratio(["create first", "create replay"]),
         decide: ratio(["decide winner", "decide loser"]),
         webhook: ratio(["webhook first", "webhook duplicate"]),
+        table_size: table_size(ops).await,
     }
 }
 
-fn print_table(rows: &[Row], ops: usize) {
+/// Approvals (and their idempotency records) written straight to the tables before the large-
+/// table row.
+const LARGE_TABLE: usize = 20_000;
+
+/// create first on tables that start empty, then on the same tables holding 20,000 approvals:
+/// the cost of a write must not grow with the table. Returns in-process ops/s large ÷ empty.
+async fn table_size(ops: usize) -> f64 {
+    let t = TestApp::start().await;
+    let raw = Client::new(&countersign_tests::sdk_config().await);
+    let mut cells = 0;
+    let empty_label = "create first (empty)";
+    let large_label = "create first (20,000)";
+    let mut rows = measure(&t, &raw, ops, Op::CreateFirst, empty_label, 8, &mut cells).await;
+    fill(&t, &raw, LARGE_TABLE).await;
+    rows.extend(measure(&t, &raw, ops, Op::CreateFirst, large_label, 8, &mut cells).await);
+    print_table(
+        &rows,
+        ops,
+        "tables that start empty, then the same tables after 20,000 approvals were written",
+    );
+    let at = |label: &str| {
+        rows.iter()
+            .find(|r| r.operation == label && r.mode == Mode::InProcess)
+            .map_or(0.0, |r| r.stats.ops_per_s)
+    };
+    at(large_label) / at(empty_label)
+}
+
+/// Writes `count` approvals and their idempotency records with BatchWriteItem (25 items a
+/// call), outside any timing.
+async fn fill(t: &TestApp, raw: &Client, count: usize) {
+    use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+    use futures::StreamExt;
+    let tables = &t.app.config.tables;
+    let now = t.clock.now();
+    let started = std::time::Instant::now();
+    futures::stream::iter(
+        (0..count)
+            .collect::<Vec<_>>()
+            .chunks(25)
+            .map(<[usize]>::to_vec),
+    )
+    .map(|chunk| async move {
+        let mut approvals = Vec::new();
+        let mut keys = Vec::new();
+        for i in chunk {
+            let id = format!("apr_{}", ulid::Ulid::new());
+            let key = format!("fill-{i}");
+            let put = |item| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item))
+                            .build()
+                            .expect("put"),
+                    )
+                    .build()
+            };
+            approvals.push(put(Bench::raw_approval_item(&id, &key, now)));
+            keys.push(put(HashMap::from([
+                ("pk".to_owned(), s(format!("tenant-a#{key}"))),
+                ("fingerprint".to_owned(), s("0".repeat(64))),
+                ("approval_id".to_owned(), s(&id)),
+                ("response_status".to_owned(), n(201)),
+                ("created_at".to_owned(), n(now)),
+                ("expires_at".to_owned(), n(now + 86_400)),
+            ])));
+        }
+        for (table, requests) in [
+            (&tables.approvals, approvals),
+            (&tables.idempotency_keys, keys),
+        ] {
+            let written = raw
+                .batch_write_item()
+                .request_items(table.as_str(), requests)
+                .send()
+                .await
+                .expect("BatchWriteItem");
+            assert!(
+                written.unprocessed_items().is_none_or(|u| u.is_empty()),
+                "moto left items unprocessed"
+            );
+        }
+    })
+    .buffer_unordered(4)
+    .collect::<Vec<_>>()
+    .await;
+    t.calls.take();
     println!(
-        "\nHot paths ({ops} operations per row, median of {ROUNDS} rounds on fresh tables; raw = the same DynamoDB requests through the SDK alone)"
+        "\nwrote {count} approvals and their idempotency records in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn print_table(rows: &[Row], ops: usize, tables: &str) {
+    println!(
+        "\nHot paths ({ops} operations per row, median of {ROUNDS} rounds, on {tables}; raw = the same DynamoDB requests through the SDK alone)"
     );
     println!(
-        "{:<18} {:>4}  {:<10} {:>9} {:>9} {:>9} {:>13}",
+        "{:<22} {:>4}  {:<10} {:>9} {:>9} {:>9} {:>13}",
         "operation", "conc", "path", "ops/s", "p50 ms", "p99 ms", "DynamoDB/op"
     );
     for r in rows {
         println!(
-            "{:<18} {:>4}  {:<10} {:>9.0} {:>9.2} {:>9.2} {:>13.2}",
+            "{:<22} {:>4}  {:<10} {:>9.0} {:>9.2} {:>9.2} {:>13.2}",
             r.operation,
             r.concurrency,
             match r.mode {

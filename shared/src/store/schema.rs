@@ -16,13 +16,6 @@ use crate::config::Tables;
 
 const DEFINITIONS: &str = include_str!("../../../infra/tables.json");
 
-/// Whether [`Store::ensure_tables_with`] creates the streams the definitions ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Streams {
-    AsDefined,
-    None,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 pub struct TableDefinition {
     /// The logical name, as in [`Tables`].
@@ -63,13 +56,6 @@ impl Store {
     /// Creates every table that does not exist yet (on-demand billing, TTL and stream as
     /// defined). Safe to run again: existing tables are left as they are.
     pub async fn ensure_tables(&self) -> Result<(), StoreError> {
-        self.ensure_tables_with(Streams::AsDefined).await
-    }
-
-    /// [`Store::ensure_tables`], optionally without the streams (for benchmarks on moto, which
-    /// copies every stream record in every transaction; real DynamoDB streams cost writes
-    /// nothing).
-    pub async fn ensure_tables_with(&self, streams: Streams) -> Result<(), StoreError> {
         for def in definitions() {
             let name = physical_name(&self.tables, &def.name)
                 .ok_or(StoreError::Corrupt("infra/tables.json"))?;
@@ -92,7 +78,7 @@ impl Store {
                         .build()
                         .map_err(|e| StoreError::dynamo("CreateTable", e))?,
                 );
-            if let (Some(view), Streams::AsDefined) = (&def.stream, streams) {
+            if let Some(view) = &def.stream {
                 create = create.stream_specification(
                     StreamSpecification::builder()
                         .stream_enabled(true)
