@@ -63,7 +63,8 @@ async fn reordered_body_replays_and_changed_body_conflicts() {
 
 #[tokio::test]
 async fn expired_idempotency_record_no_longer_blocks_its_key() {
-    let t = TestApp::start_with(&[("IDEMPOTENCY_TTL_SECONDS", "60")]).await;
+    // The shortest retention the contract allows: 24 h.
+    let t = TestApp::start_with(&[("IDEMPOTENCY_TTL_SECONDS", "86400")]).await;
     let body = deploy_body(7, &["alice@example.com"]);
     let first = t.create_ok(KEY_A, "k-expiring", &body).await;
 
@@ -72,7 +73,7 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
     assert!(replay.replayed());
     assert_eq!(replay.json()["id"], first.as_str());
 
-    t.clock.advance(61);
+    t.clock.advance(86_401);
     let record = t
         .item(&t.app.config.tables.idempotency_keys, "tenant-a#k-expiring")
         .await;
@@ -88,7 +89,7 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
     assert_ne!(second, first);
 
     // A different body after expiry is a new request too, not a conflict.
-    t.clock.advance(61);
+    t.clock.advance(86_401);
     let other = t
         .create(KEY_A, "k-expiring", &deploy_body(8, &["alice@example.com"]))
         .await;

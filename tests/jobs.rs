@@ -399,9 +399,12 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
 async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() {
     let t = TestApp::start_jobs(&[]).await;
     // A 5xx from a target that does not dedupe may hide an action that ran; so may a timeout.
+    // And a 303 from a target that acts, then redirects (post-redirect-get): retrying it (an
+    // operator's retry of a `failed` execution) would act twice.
     for (action, key) in [
         ("unsafe_flaky", "unsafe-5xx"),
         ("unsafe_hang", "unsafe-timeout"),
+        ("unsafe_see_other", "unsafe-303"),
     ] {
         let id = t.create_ok(KEY_A, key, &body(action, &[ALICE])).await;
         approve(&t, &id).await;

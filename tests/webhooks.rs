@@ -330,6 +330,14 @@ async fn bad_requests_get_their_codes() {
         (unknown.status, unknown.code().as_str()),
         (404, "not_found")
     );
+    // A source name that does not decode to UTF-8 is no configured source: a problem, too.
+    let undecodable = t
+        .deliver("%FF", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
+        .await;
+    assert_eq!(
+        (undecodable.status, undecodable.code().as_str()),
+        (404, "not_found")
+    );
 
     let big = json!({"type": "ping", "data": "x".repeat(256 * 1024)}).to_string();
     let too_large = t.deliver("acme", ACME_SECRET, "msg_2", &big).await;

@@ -53,13 +53,10 @@ impl Tables {
 pub struct ActionTarget {
     pub url: String,
     /// Whether the target dedupes by `Idempotency-Key`; a non-idempotent target is never called
-    /// twice blindly.
-    #[serde(default = "default_true")]
+    /// twice blindly. Left out, it is `false`: the safe assumption about a target nobody vouched
+    /// for (no blind retries, no lease takeovers; an unknown outcome goes to an operator).
+    #[serde(default)]
     pub idempotent: bool,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// A webhook source: the tenant its events belong to and its signing secrets (several while a
@@ -159,8 +156,10 @@ impl Config {
             notifier_url,
             decision_token_secret,
             public_base_url,
-            idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 60)?,
-            inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 60)?,
+            // The contract keeps keys at least 24 h, and event ids longer than providers
+            // redeliver automatically (3 days).
+            idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 86_400)?,
+            inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 259_200)?,
             job_visibility_timeout_seconds: number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?,
             job_max_attempts: number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?,
         })
@@ -337,8 +336,30 @@ mod tests {
         assert_eq!(config.idempotency_ttl_seconds, 86_400);
         assert_eq!(config.inbox_ttl_seconds, 2_592_000);
         assert_eq!(config.job_max_attempts, 5);
-        assert!(config.action_targets["deploy"].idempotent);
+        assert!(
+            !config.action_targets["deploy"].idempotent,
+            "a target nobody declared idempotent is not treated as one"
+        );
         assert!(config.is_action_type("deploy") && !config.is_action_type("refund"));
+        let declared = (
+            "ACTION_TARGETS",
+            r#"{"deploy": {"url": "http://localhost:9/deploy", "idempotent": true}}"#,
+        );
+        let declared = self::config(&[KEYS, declared]).unwrap();
+        assert!(declared.action_targets["deploy"].idempotent);
+    }
+
+    #[test]
+    fn retention_below_the_contract_is_refused_at_start() {
+        for (variable, too_short, shortest) in [
+            ("IDEMPOTENCY_TTL_SECONDS", "60", "86400"),
+            ("INBOX_TTL_SECONDS", "86400", "259200"),
+        ] {
+            let error = config(&[KEYS, TARGETS, (variable, too_short)]).unwrap_err();
+            assert_eq!(error.variable, variable);
+            assert!(error.problem.contains(shortest), "{}", error.problem);
+            assert!(config(&[KEYS, TARGETS, (variable, shortest)]).is_ok());
+        }
     }
 
     #[test]

@@ -31,7 +31,8 @@ struct Recorded {
 /// - `flaky`: 503 to the first two calls of a key, then as `ok`;
 /// - `reject-once`: 400 to the first call of a key, then as `ok`;
 /// - `hang-once`: never answers the first call of a key (no effect), then as `ok`;
-/// - `always-503`: 503, always.
+/// - `always-503`: 503, always;
+/// - `see-other`: acts, then answers 303 See Other (post-redirect-get).
 #[derive(Clone, Default)]
 pub struct Downstream {
     recorded: Arc<Mutex<Recorded>>,
@@ -117,13 +118,14 @@ async fn answer(
     let status = match (behaviour.as_str(), earlier) {
         ("flaky", 0 | 1) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
+        ("see-other", _) => StatusCode::SEE_OTHER,
         ("hang-once", 0) => {
             tokio::time::sleep(Duration::from_secs(600)).await;
             StatusCode::GATEWAY_TIMEOUT
         }
         _ => StatusCode::OK,
     };
-    if status == StatusCode::OK {
+    if status == StatusCode::OK || status == StatusCode::SEE_OTHER {
         let mut recorded = downstream.lock();
         let effects = recorded.effects.entry(key).or_insert(0);
         // A target that dedupes by Idempotency-Key applies each key once, whatever it is sent.
@@ -163,14 +165,15 @@ impl TestApp {
             .await
             .expect("create the test queues");
         let targets = serde_json::json!({
-            "deploy": {"url": format!("{base}/ok")},
-            "flaky": {"url": format!("{base}/flaky")},
-            "reject_once": {"url": format!("{base}/reject-once")},
-            "hang_once": {"url": format!("{base}/hang-once")},
-            "always_503": {"url": format!("{base}/always-503")},
+            "deploy": {"url": format!("{base}/ok"), "idempotent": true},
+            "flaky": {"url": format!("{base}/flaky"), "idempotent": true},
+            "reject_once": {"url": format!("{base}/reject-once"), "idempotent": true},
+            "hang_once": {"url": format!("{base}/hang-once"), "idempotent": true},
+            "always_503": {"url": format!("{base}/always-503"), "idempotent": true},
             "unsafe": {"url": format!("{base}/ok"), "idempotent": false},
             "unsafe_flaky": {"url": format!("{base}/flaky"), "idempotent": false},
             "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
+            "unsafe_see_other": {"url": format!("{base}/see-other"), "idempotent": false},
         })
         .to_string();
         let notifier = format!("{base}/notify");

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -19,11 +20,15 @@ use crate::webhook::{self, WebhookEvent};
 
 pub async fn ingest(
     State(app): State<Arc<App>>,
-    Path(source_name): Path<String>,
+    source_name: Result<Path<String>, PathRejection>,
     Extension(RequestId(request_id)): Extension<RequestId>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // A name that is not UTF-8 once decoded (`/webhooks/%FF`) names no configured source either.
+    let Ok(Path(source_name)) = source_name else {
+        return Err(ApiError::UnknownSource);
+    };
     let source = app
         .config
         .webhook_sources

@@ -367,22 +367,7 @@ impl Executor {
             .header("Idempotency-Key", job.business_key())
             .json(&body);
         match request.send().await {
-            Ok(response) => {
-                let status = response.status();
-                if status.is_success() {
-                    CallOutcome::Succeeded
-                } else if status.as_u16() == 408 || status.as_u16() == 429 {
-                    // The target says it did not take the request on.
-                    CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
-                } else if status.is_server_error() && !idempotent {
-                    // A gateway's 502/504 says nothing about whether the action ran.
-                    CallOutcome::Unknown(format!("HTTP {}", status.as_u16()))
-                } else if status.is_server_error() {
-                    CallOutcome::Retryable(format!("HTTP {}", status.as_u16()))
-                } else {
-                    CallOutcome::Refused(format!("HTTP {}", status.as_u16()))
-                }
-            }
+            Ok(response) => classify(response.status().as_u16(), idempotent),
             // Nothing reached the target.
             Err(e) if e.is_connect() => {
                 CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
@@ -411,6 +396,25 @@ impl Executor {
     }
 }
 
+/// What a target's answer says about the action.
+fn classify(status: u16, idempotent: bool) -> CallOutcome {
+    let answer = format!("HTTP {status}");
+    match status {
+        200..=299 => CallOutcome::Succeeded,
+        // The target says it did not take the request on.
+        408 | 429 => CallOutcome::Retryable(answer),
+        400..=499 => CallOutcome::Refused(answer),
+        // Retrying with the same key is safe at a target that dedupes.
+        500..=599 if idempotent => CallOutcome::Retryable(answer),
+        // A redirect is not followed (only configured URLs are called), and a target that does
+        // post-redirect-get answers 303 after acting.
+        300..=399 if idempotent => CallOutcome::Refused(answer),
+        // Anything else from a target that does not dedupe — a gateway's 502/504, a redirect,
+        // a status outside the classes — says nothing about whether the action ran.
+        _ => CallOutcome::Unknown(answer),
+    }
+}
+
 /// The delay before a retry: 1, 2, 4 … seconds by receive, at most a minute.
 fn backoff_seconds(receive_count: u32) -> i32 {
     (1i32 << receive_count.saturating_sub(1).min(6)).min(60)
@@ -430,4 +434,31 @@ fn error_kind(error: &reqwest::Error) -> String {
         text = text.replace(url.as_str(), "<url>");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_idempotent_target_that_answers_neither_2xx_nor_4xx_may_have_acted() {
+        for status in [301, 302, 303, 307, 500, 502, 503, 504, 599, 100, 600] {
+            assert!(
+                matches!(classify(status, false), CallOutcome::Unknown(_)),
+                "{status}"
+            );
+        }
+        for status in [408, 429] {
+            assert!(matches!(classify(status, false), CallOutcome::Retryable(_)));
+        }
+        assert!(matches!(classify(400, false), CallOutcome::Refused(_)));
+        assert_eq!(classify(204, false), CallOutcome::Succeeded);
+    }
+
+    #[test]
+    fn an_idempotent_target_is_retried_after_a_5xx() {
+        assert!(matches!(classify(502, true), CallOutcome::Retryable(_)));
+        assert!(matches!(classify(303, true), CallOutcome::Refused(_)));
+        assert!(matches!(classify(404, true), CallOutcome::Refused(_)));
+    }
 }
