@@ -246,3 +246,49 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
     assert_eq!(t.downstream().effects("tenant-a:last-1"), 1);
     scenario.teardown();
 }
+
+/// The executor cannot start for a while (a bad deploy, throttling: here it crashes before
+/// every begin): the job is received past its attempts without an attempt ever beginning.
+/// Nothing was sent, so the execution is recorded `failed` ("never attempted"), not left
+/// `queued`, and an operator's retry runs it — once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
+    fail::cfg("execute::before_begin", "panic").unwrap();
+    let id = t.create_ok(KEY_A, "never-began", &body("deploy")).await;
+    approve(&t, &id).await;
+
+    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(failed["execution"]["status"], "failed", "{failed}");
+    assert!(
+        failed["execution"]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("never attempted"),
+        "{failed}"
+    );
+    let key = "tenant-a:never-began";
+    assert_eq!(t.downstream().calls(key), 0, "nothing was sent");
+
+    fail::remove("execute::before_begin");
+    let retry = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    assert_eq!(retry.status, 202, "{}", retry.text());
+    let done = t
+        .wait_for_approval(KEY_A, &id, WAIT, |a| {
+            a["execution"]["status"] == "succeeded"
+        })
+        .await;
+    assert_eq!(done["execution"]["attempts"], 1);
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (1, 1)
+    );
+    scenario.teardown();
+}

@@ -167,6 +167,9 @@ impl Executor {
             return self.give_up(&job, message, idempotent).await;
         }
 
+        if let Job::Execute(_) = job {
+            fail::fail_point!("execute::before_begin");
+        }
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
@@ -289,11 +292,30 @@ impl Executor {
         idempotent: bool,
     ) -> Result<Disposition, StoreError> {
         let store = &self.app.store;
-        let Some(entry) = store.ledger_entry(job).await? else {
+        let entry = store.ledger_entry(job).await?;
+        if entry
+            .as_ref()
+            .is_none_or(|e| e.generation < job.generation())
+        {
+            // No attempt of this job ever began (the executor could not start, or kept
+            // crashing before its begin): nothing was sent, so the execution is `failed` —
+            // which an operator's retry resumes — instead of `queued` for ever.
+            let reason = format!(
+                "never attempted: the job was received {} times without an attempt beginning",
+                message.receive_count
+            );
+            let recorded = store
+                .fail_unbegun_job(job, &reason, self.app.clock.now())
+                .await?;
             tracing::error!(
                 job = job.id(),
-                "job never began within its attempts; on to the DLQ"
+                recorded,
+                "job never began within its attempts; recorded as failed, on to the DLQ"
             );
+            self.set_visibility(message, 0).await;
+            return Ok(Disposition::Retry);
+        }
+        let Some(entry) = entry else {
             return Ok(Disposition::Retry);
         };
         if entry.generation > job.generation() || entry.status == LedgerStatus::Succeeded {

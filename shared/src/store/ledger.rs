@@ -142,6 +142,15 @@ const BEGIN_ATTEMPT: &str = "SET #status = :in_progress, #attempts = if_not_exis
      #generation = :generation, #token = :token, #lease_until = :lease_until, #kind = :kind, \
      #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now";
 
+/// only_if_not_begun: no attempt of this job's generation ever began (the item is absent, or
+/// still an older generation's end). A begin that wins the race first makes this refuse.
+const ONLY_IF_NOT_BEGUN: &str = "attribute_not_exists(#pk) \
+     OR (#status IN (:failed, :needs_reconciliation) AND #generation < :generation)";
+
+const FAIL_UNBEGUN: &str = "SET #status = :failed, #attempts = :zero, #generation = :generation, \
+     #kind = :kind, #approval_id = :approval_id, #tenant = :tenant, #last_error = :error, \
+     #updated_at = :now REMOVE #token, #lease_until";
+
 /// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
 /// its lease), and not ended yet (in progress, or waiting for its retry).
 const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait)";
@@ -276,6 +285,47 @@ impl Store {
                 None => Ok(Begin::Refused(None)),
             },
         }
+    }
+
+    /// Records that the job never began within its attempts: `failed`, so that an operator's
+    /// retry resumes it (nothing was sent). Returns false when an attempt began meanwhile.
+    pub async fn fail_unbegun_job(
+        &self,
+        job: &Job,
+        reason: &str,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        let ledger = self
+            .ledger_update(job, FAIL_UNBEGUN, ONLY_IF_NOT_BEGUN)
+            .set_expression_attribute_values(Some(values(&[
+                (":failed", s(LedgerStatus::Failed.as_str())),
+                (
+                    ":needs_reconciliation",
+                    s(LedgerStatus::NeedsReconciliation.as_str()),
+                ),
+                (":generation", n(job.generation())),
+                (":zero", n(0)),
+                (":kind", s(job.kind())),
+                (":approval_id", s(job.approval_id())),
+                (":tenant", s(job.tenant())),
+                (":error", s(reason)),
+                (":now", epoch(now)),
+            ])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let execution = self.execution_update(
+            job,
+            "SET #execution.#status = :exec_status, #execution.#last_error = :error, #execution.#updated_at = :now",
+            values(&[
+                (":exec_status", s(ExecutionStatus::Failed.as_str())),
+                (":error", s(reason)),
+                (":now", epoch(now)),
+            ]),
+        )?;
+        Ok(matches!(
+            self.ledger_transaction(ledger, execution).await?,
+            Transaction::Committed
+        ))
     }
 
     /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
