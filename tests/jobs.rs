@@ -427,3 +427,78 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
         );
     }
 }
+
+/// An operator's retry or resolve repeated — the SDK retrying after a lost response, a double
+/// submit — finds its own change and answers as the first did (`Idempotent-Replayed`), and
+/// resumes the execution once; another request still meets the state's 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_retry_and_resolve_are_safe_to_repeat() {
+    let t = TestApp::start_jobs(&[]).await;
+    let retry = |id: &str, key: &str| {
+        t.http
+            .post(t.url(&format!("/approvals/{id}/execution/retry")))
+            .bearer_auth(KEY_A)
+            .header("idempotency-key", key)
+    };
+    let id = t
+        .create_ok(KEY_A, "op-retry", &body("reject_once", &[ALICE]))
+        .await;
+    approve(&t, &id).await;
+    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(failed["execution"]["status"], "failed");
+
+    let first = t.send(retry(&id, "retry-1")).await;
+    assert_eq!((first.status, first.replayed()), (202, false));
+    let repeat = t.send(retry(&id, "retry-1")).await;
+    assert_eq!(
+        (repeat.status, repeat.replayed()),
+        (202, true),
+        "{}",
+        repeat.text()
+    );
+    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
+        a["execution"]["status"] == "succeeded"
+    })
+    .await;
+    let late = t.send(retry(&id, "retry-1")).await;
+    assert_eq!((late.status, late.replayed()), (202, true), "a late repeat");
+    let other = t.send(retry(&id, "retry-2")).await;
+    assert_eq!(
+        (other.status, other.code().as_str()),
+        (409, "not_retryable")
+    );
+    let key = "tenant-a:op-retry";
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (2, 1),
+        "resumed once"
+    );
+
+    let unknown = t
+        .create_ok(KEY_A, "op-resolve", &body("unsafe_hang", &[ALICE]))
+        .await;
+    approve(&t, &unknown).await;
+    let stuck = t.wait_for_execution(KEY_A, &unknown, WAIT).await;
+    assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
+    let resolve = |note: &str| {
+        t.http
+            .post(t.url(&format!("/approvals/{unknown}/execution/resolve")))
+            .bearer_auth(KEY_A)
+            .json(&json!({"outcome": "succeeded", "note": note}))
+    };
+    let resolved = t.send(resolve("the ledger of the target shows it")).await;
+    assert_eq!((resolved.status, resolved.replayed()), (200, false));
+    let again = t.send(resolve("the ledger of the target shows it")).await;
+    assert_eq!(
+        (again.status, again.replayed()),
+        (200, true),
+        "{}",
+        again.text()
+    );
+    assert_eq!(again.json()["execution"], resolved.json()["execution"]);
+    let different = t.send(resolve("another story")).await;
+    assert_eq!(
+        (different.status, different.code().as_str()),
+        (409, "not_resolvable")
+    );
+}

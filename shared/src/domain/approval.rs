@@ -156,6 +156,9 @@ pub struct Execution {
     pub generation: u32,
     /// What an operator recorded when resolving a `needs_reconciliation` execution.
     pub note: Option<String>,
+    /// The identity of the operator request that made the latest resume (its `Idempotency-Key`,
+    /// or a token of its own): a repeat of that request recognises its own change. Not shown.
+    pub retry_key: Option<String>,
 }
 
 impl Execution {
@@ -167,6 +170,7 @@ impl Execution {
             updated_at: now,
             generation: 0,
             note: None,
+            retry_key: None,
         }
     }
 }

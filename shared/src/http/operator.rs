@@ -1,5 +1,8 @@
 //! Operator endpoints: resume a failed or unreconciled execution, or record what really
-//! happened to one whose outcome was unknown. Both are one conditional write, tenant-scoped.
+//! happened to one whose outcome was unknown. Both are one conditional write, tenant-scoped, and
+//! safe to repeat: a refused condition returns the item as it was, and a request that finds its
+//! own change there (an SDK retry after a lost response, an operator's double submit) answers
+//! as the first did, with `Idempotent-Replayed: true`.
 
 use std::sync::Arc;
 
@@ -12,8 +15,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::ApiError;
+use super::REPLAYED;
 use super::approvals::approval_id;
-use super::extract::{Tenant, is_json, parse_json, read_body};
+use super::extract::{Tenant, idempotency_key, is_json, parse_json, read_body};
 use crate::App;
 use crate::domain::{DecideRequest, ExecutionStatus, FieldError};
 use crate::store::OperatorRefusal;
@@ -24,16 +28,41 @@ pub async fn retry(
     State(app): State<Arc<App>>,
     Tenant(tenant): Tenant,
     id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    // The client's Idempotency-Key makes its own repeats safe; without one, a token of this
+    // request's still makes the SDK's retries of it safe.
+    let retry_key = if headers.contains_key("idempotency-key") {
+        format!("key:{}", idempotency_key(&headers)?.as_str())
+    } else {
+        format!("request:{}", ulid::Ulid::new())
+    };
     let id = approval_id(id)?;
     let now = app.clock.now();
-    match app.store.retry_execution(&tenant, &id, now).await? {
+    match app
+        .store
+        .retry_execution(&tenant, &id, &retry_key, now)
+        .await?
+    {
         Ok(approval) => Ok((StatusCode::ACCEPTED, Json(approval.view(now))).into_response()),
         Err(OperatorRefusal::NotFound) => Err(ApiError::NotFound),
+        Err(OperatorRefusal::WrongState(approval))
+            if approval.execution.retry_key.as_deref() == Some(retry_key.as_str()) =>
+        {
+            Ok(replayed(StatusCode::ACCEPTED, json!(approval.view(now))))
+        }
         Err(OperatorRefusal::WrongState(approval)) => Err(ApiError::NotRetryable {
             approval: json!(approval.view(now)),
         }),
     }
+}
+
+fn replayed(status: StatusCode, body: Value) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(REPLAYED, axum::http::HeaderValue::from_static("true"));
+    response
 }
 
 pub async fn resolve(
@@ -57,6 +86,13 @@ pub async fn resolve(
     {
         Ok(approval) => Ok(Json(approval.view(now)).into_response()),
         Err(OperatorRefusal::NotFound) => Err(ApiError::NotFound),
+        // This very resolution, already recorded (the note is the operator's own words).
+        Err(OperatorRefusal::WrongState(approval))
+            if approval.execution.status == outcome
+                && approval.execution.note.as_deref() == Some(note.as_str()) =>
+        {
+            Ok(replayed(StatusCode::OK, json!(approval.view(now))))
+        }
         Err(OperatorRefusal::WrongState(approval)) => Err(ApiError::NotResolvable {
             approval: json!(approval.view(now)),
         }),

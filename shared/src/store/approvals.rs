@@ -262,7 +262,7 @@ pub enum OperatorRefusal {
 const ONLY_IF_RETRYABLE: &str =
     "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation)";
 const RESUME: &str = "SET #execution.#status = :queued, #execution.#generation = #execution.#generation + :one, \
-     #execution.#updated_at = :now REMOVE #execution.#note";
+     #execution.#updated_at = :now, #execution.#retry_key = :retry_key REMOVE #execution.#note";
 
 /// only_if_unreconciled: an operator records the real outcome of an unknown one, once.
 const ONLY_IF_UNRECONCILED: &str = "#execution.#status = :needs_reconciliation";
@@ -270,11 +270,13 @@ const RESOLVE: &str =
     "SET #execution.#status = :outcome, #execution.#note = :note, #execution.#updated_at = :now";
 
 impl Store {
-    /// Resumes a failed or unreconciled execution without a second approval.
+    /// Resumes a failed or unreconciled execution without a second approval. `retry_key`
+    /// identifies the request: a repeat finds it on the refused item's `execution.retry_key`.
     pub async fn retry_execution(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
+        retry_key: &str,
         now: EpochSeconds,
     ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
         let values = HashMap::from([
@@ -287,6 +289,7 @@ impl Store {
             (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
+            (":retry_key".to_owned(), s(retry_key)),
         ]);
         self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values)
             .await

@@ -103,6 +103,9 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(note) = &execution.note {
         map.insert("note".to_owned(), s(note));
     }
+    if let Some(key) = &execution.retry_key {
+        map.insert("retry_key".to_owned(), s(key));
+    }
     AttributeValue::M(map)
 }
 
@@ -169,6 +172,7 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         updated_at: get_n(map, "updated_at")?,
         generation: get_n(map, "generation")?,
         note: opt_s(map, "note"),
+        retry_key: opt_s(map, "retry_key"),
     })
 }
 
@@ -259,6 +263,7 @@ mod tests {
                 updated_at: 1_700_000_200,
                 generation: 2,
                 note: Some("done by hand".into()),
+                retry_key: Some("retry-1".into()),
             },
         };
         assert_eq!(
