@@ -292,3 +292,38 @@ async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
     );
     scenario.teardown();
 }
+
+/// A worker stalls after the target answered (here: 4 s at `execute::after_downstream`, past its
+/// 1.5 s lease, without blocking its thread); a second runner takes the job over and completes
+/// it. The stalled worker can no
+/// longer record its attempt, but what it learnt is kept on the execution for an operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_that_lost_its_attempt_keeps_what_it_learnt() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[]).await;
+    let _second = t.start_another_runner();
+    fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
+    let id = t.create_ok(KEY_A, "lost-lease", &body("deploy")).await;
+    approve(&t, &id).await;
+
+    let done = t
+        .wait_for_approval(KEY_A, &id, WAIT, |a| {
+            a["execution"]["status"] == "succeeded"
+                && a["execution"]["late_reports"]
+                    .as_array()
+                    .is_some_and(|r| !r.is_empty())
+        })
+        .await;
+    assert_eq!(done["execution"]["attempts"], 2, "{done}");
+    let report = done["execution"]["late_reports"][0].as_str().unwrap();
+    assert!(
+        report.contains("lease was taken over") && report.ends_with(": succeeded"),
+        "{report}"
+    );
+    let key = "tenant-a:lost-lease";
+    assert_eq!(
+        (t.downstream().calls(key), t.downstream().effects(key)),
+        (2, 1)
+    );
+    scenario.teardown();
+}

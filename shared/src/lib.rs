@@ -94,6 +94,13 @@ pub fn failpoints() -> fail::FailScenario<'static> {
     fail::FailScenario::setup()
 }
 
-/// Failpoints are compiled out of this build (no `failpoints` feature).
+/// Failpoints are compiled out of this build (no `failpoints` feature): a guard that guards
+/// nothing, so that callers hold it the same way in both builds.
 #[cfg(not(feature = "failpoints"))]
-pub fn failpoints() {}
+pub fn failpoints() -> NoFailpoints {
+    NoFailpoints
+}
+
+/// What [`failpoints`] returns in a build without failpoints.
+#[cfg(not(feature = "failpoints"))]
+pub struct NoFailpoints;

@@ -222,18 +222,25 @@ impl TestApp {
 
     /// Starts the runner's pollers (again).
     pub fn start_runner(&self) {
+        let pollers = self.start_another_runner();
+        let env = self.jobs.as_ref().expect("started with start_jobs");
+        *env.pollers.lock().expect("pollers lock") = Some(pollers);
+    }
+
+    /// Another runner beside the first, as a second Lambda instance would be: its pollers run
+    /// until the returned handle is dropped.
+    pub fn start_another_runner(&self) -> Pollers {
         let env = self.jobs.as_ref().expect("started with start_jobs");
         let executor = Arc::new(Executor::new(self.app.clone()).expect("executor configuration"));
         let sqs = aws_sdk_sqs::Client::new(&self.sdk);
         let dispatcher = Dispatcher::new(sqs.clone(), env.queues.queue_url.clone());
-        let pollers = Pollers::start(
+        Pollers::start(
             self.app.clone(),
             aws_sdk_dynamodbstreams::Client::new(&self.sdk),
             sqs,
             executor,
             dispatcher,
-        );
-        *env.pollers.lock().expect("pollers lock") = Some(pollers);
+        )
     }
 
     /// Stops the runner's pollers, as a crash would: in-flight work is abandoned.

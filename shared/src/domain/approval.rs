@@ -159,6 +159,9 @@ pub struct Execution {
     /// The identity of the operator request that made the latest resume (its `Idempotency-Key`,
     /// or a token of its own): a repeat of that request recognises its own change. Not shown.
     pub retry_key: Option<String>,
+    /// What workers learnt after their attempt was taken over (their lease ended mid-call): the
+    /// target's answer they could no longer record, kept for whoever reconciles the execution.
+    pub late_reports: Vec<String>,
 }
 
 impl Execution {
@@ -171,6 +174,7 @@ impl Execution {
             generation: 0,
             note: None,
             retry_key: None,
+            late_reports: Vec::new(),
         }
     }
 }
@@ -238,6 +242,7 @@ impl Approval {
                 last_error: self.execution.last_error.as_deref(),
                 updated_at: rfc3339(self.execution.updated_at),
                 note: self.execution.note.as_deref(),
+                late_reports: &self.execution.late_reports,
             },
         }
     }
@@ -283,6 +288,8 @@ struct ExecutionView<'a> {
     updated_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    late_reports: &'a [String],
 }
 
 #[cfg(test)]

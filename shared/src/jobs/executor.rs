@@ -196,7 +196,11 @@ impl Executor {
             )),
         };
         match &job {
-            Job::Execute(_) => fail::fail_point!("execute::after_downstream"),
+            Job::Execute(_) => {
+                if let Some(ms) = stall_after_downstream() {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+            }
             Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
         }
 
@@ -226,8 +230,22 @@ impl Executor {
         };
         let now = self.app.clock.now();
         if !store.complete_job(&job, &token, &completion, now).await? {
-            // Our lease ended and another worker took the job over: it completes it.
-            tracing::warn!(job = job.id(), "attempt taken over before it completed");
+            // Our lease ended and another worker took the job over: it completes it. What we
+            // learnt is still worth keeping: if the other attempt ends unknown, this may be the
+            // only word on whether the action ran.
+            let report = format!(
+                "an attempt whose lease was taken over learnt, at {}: {}",
+                rfc3339(now),
+                completion.describe()
+            );
+            tracing::warn!(
+                job = job.id(),
+                report,
+                "attempt taken over before it completed"
+            );
+            if let Err(e) = store.record_late_report(&job, &report).await {
+                tracing::warn!(job = job.id(), error = %e, "late report not recorded");
+            }
             return Ok(Disposition::Retry);
         }
         tracing::info!(job = job.id(), attempt_outcome = ?completion, "job attempt completed");
@@ -416,6 +434,14 @@ impl Executor {
             tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "visibility not changed");
         }
     }
+}
+
+/// The `execute::after_downstream` failpoint: `panic` crashes the worker; `return(ms)` stalls
+/// it for `ms` without blocking its thread (a slow worker, a long pause).
+fn stall_after_downstream() -> Option<u64> {
+    fail::fail_point!("execute::after_downstream", |ms: Option<String>| ms
+        .and_then(|ms| ms.parse().ok()));
+    None
 }
 
 /// What a target's answer says about the action.

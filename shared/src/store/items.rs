@@ -106,6 +106,12 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(key) = &execution.retry_key {
         map.insert("retry_key".to_owned(), s(key));
     }
+    if !execution.late_reports.is_empty() {
+        map.insert(
+            "late_reports".to_owned(),
+            AttributeValue::L(execution.late_reports.iter().map(s).collect()),
+        );
+    }
     AttributeValue::M(map)
 }
 
@@ -173,6 +179,16 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         generation: get_n(map, "generation")?,
         note: opt_s(map, "note"),
         retry_key: opt_s(map, "retry_key"),
+        late_reports: match map.get("late_reports") {
+            None => Vec::new(),
+            Some(list) => list
+                .as_l()
+                .map_err(|_| StoreError::corrupt("execution.late_reports"))?
+                .iter()
+                .map(|v| v.as_s().cloned())
+                .collect::<Result<_, _>>()
+                .map_err(|_| StoreError::corrupt("execution.late_reports"))?,
+        },
     })
 }
 
@@ -264,6 +280,7 @@ mod tests {
                 generation: 2,
                 note: Some("done by hand".into()),
                 retry_key: Some("retry-1".into()),
+                late_reports: vec!["an attempt learnt: succeeded".into()],
             },
         };
         assert_eq!(

@@ -108,6 +108,14 @@ pub enum Completion {
 }
 
 impl Completion {
+    /// In words, for a report: the status and the error, if any.
+    pub fn describe(&self) -> String {
+        match self.error() {
+            Some(error) => format!("{} ({error})", self.status().as_str()),
+            None => self.status().as_str().to_owned(),
+        }
+    }
+
     fn status(&self) -> LedgerStatus {
         match self {
             Self::Succeeded => LedgerStatus::Succeeded,
@@ -326,6 +334,44 @@ impl Store {
             self.ledger_transaction(ledger, execution).await?,
             Transaction::Committed
         ))
+    }
+
+    /// Keeps what a worker learnt after its attempt was taken over, where whoever reconciles the
+    /// execution sees it: the approval's `execution.late_reports` (the ledger item, for a
+    /// notification). Unconditional: it owns nothing any more, it only adds a report.
+    pub async fn record_late_report(&self, job: &Job, report: &str) -> Result<(), StoreError> {
+        let (table, key, list) = match job {
+            Job::Execute(_) => {
+                let tenant =
+                    TenantId::parse(job.tenant()).map_err(|_| StoreError::corrupt("job tenant"))?;
+                let id = ApprovalId::parse(job.approval_id())
+                    .map_err(|_| StoreError::corrupt("job approval id"))?;
+                (
+                    &self.tables.approvals,
+                    approval_key(&tenant, &id),
+                    "#execution.#late_reports",
+                )
+            }
+            Job::Notify(_) => (
+                &self.tables.execution_ledger,
+                s(job.ledger_key()),
+                "#late_reports",
+            ),
+        };
+        let update = format!("SET {list} = list_append(if_not_exists({list}, :none), :report)");
+        self.client
+            .update_item()
+            .table_name(table)
+            .key("pk", key)
+            .update_expression(&update)
+            .condition_expression("attribute_exists(#pk)")
+            .set_expression_attribute_names(Some(names(&[&update, "#pk"])))
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(":report", AttributeValue::L(vec![s(report)]))
+            .send()
+            .await
+            .map_err(|e| StoreError::dynamo("UpdateItem", e))?;
+        Ok(())
     }
 
     /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
