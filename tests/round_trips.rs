@@ -137,7 +137,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         };
         t.calls.take();
         assert!(
-            executor.handle_batch(&[message]).await.is_empty(),
+            executor.handle_batch(&[message], None).await.is_empty(),
             "{name}: acknowledged"
         );
         assert_eq!(

@@ -287,3 +287,82 @@ async fn executor_performs_a_job_and_reports_no_failure() {
         "the notifier was called"
     );
 }
+
+/// A target that never answers, at an executor whose invocations end after 6 s while a call may
+/// take a third of the 30 s lease (10 s): the call is cut before the invocation's end, with time
+/// left to record the attempt, instead of Lambda killing the invocation mid-call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executor_ends_a_slow_call_before_the_invocation_does() {
+    let t = TestApp::start_jobs(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "30")]).await;
+    t.stop_runner().await;
+    let body =
+        json!({"action": {"type": "hang_once", "payload": {}}, "approvers": ["alice@example.com"]});
+    let id = t
+        .create_ok(KEY_A, "smoke-deadline", &body.to_string())
+        .await;
+    let approve = json!({"decision": "approve", "approver": "alice@example.com"});
+    assert_eq!(t.decide(KEY_A, &id, approve).await.status, 200);
+    let approval = t
+        .app
+        .store
+        .get_approval(
+            &countersign::domain::TenantId::parse("tenant-a").unwrap(),
+            &countersign::domain::ApprovalId::parse(&id).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let job = &countersign::jobs::jobs_for_change(None, Some(&approval))[0];
+    assert_eq!(job.kind(), "execute");
+    let event = json!({"Records": [{
+        "messageId": "m-1", "receiptHandle": "rh-1", "body": serde_json::to_string(job).unwrap(),
+        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+        "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
+        "awsRegion": "us-east-1"
+    }]});
+    let targets = json!({"hang_once": {"url": t.downstream_url("/hang-once"), "idempotent": true}})
+        .to_string();
+    let notifier = t.downstream_url("/notify");
+    let env = with(
+        base_env(&t),
+        &[
+            ("LEDGER_TABLE", &t.app.config.tables.execution_ledger),
+            ("JOBS_QUEUE_URL", &t.queues().queue_url),
+            ("ACTION_TARGETS", &targets),
+            ("NOTIFIER_URL", &notifier),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
+            ("PUBLIC_BASE_URL", "https://approvals.example.com"),
+            ("JOB_VISIBILITY_TIMEOUT_SECONDS", "30"),
+        ],
+    );
+    let timeout = Duration::from_secs(6);
+    let api = RuntimeApi::start_with_timeout(vec![event], timeout).await;
+    let mut child = start_function(&function_binary("executor", "debug"), &api, &env);
+    let result = api.result(0, &mut child, WAIT).await;
+    let answered = std::time::Instant::now();
+    let _ = child.kill();
+    let handed_out = api.first_next().expect("the function asked for work");
+    let took = answered.duration_since(handed_out);
+    println!("the invocation answered after {} ms", took.as_millis());
+    assert!(
+        took < timeout,
+        "answered after {took:?}, past the invocation's end"
+    );
+    assert_eq!(
+        result.expect("a response"),
+        json!({"batchItemFailures": [{"itemIdentifier": "m-1"}]}),
+        "the message comes back for another attempt"
+    );
+    let ledger = t
+        .item(
+            &t.app.config.tables.execution_ledger,
+            &format!("{id}#execute"),
+        )
+        .await
+        .expect("the attempt is in the ledger");
+    assert_eq!(
+        countersign_tests::attr_s(&ledger, "status"),
+        "retry_wait",
+        "the attempt's end is recorded"
+    );
+}

@@ -28,12 +28,22 @@ struct Invocations {
 pub struct RuntimeApi {
     state: Arc<Mutex<Invocations>>,
     pub address: String,
+    /// How long each invocation may run (the function's timeout): 30 s unless set.
+    timeout: Option<Duration>,
 }
 
 impl RuntimeApi {
     /// Serves the Runtime API on a free loopback port, with `events` queued as invocations.
     pub async fn start(events: Vec<Value>) -> Self {
-        let mut api = Self::default();
+        Self::start_with_timeout(events, Duration::from_secs(30)).await
+    }
+
+    /// [`RuntimeApi::start`] for a function whose invocations end after `timeout`.
+    pub async fn start_with_timeout(events: Vec<Value>, timeout: Duration) -> Self {
+        let mut api = Self {
+            timeout: Some(timeout),
+            ..Self::default()
+        };
         {
             let mut state = api.state.lock().expect("runtime state");
             for (i, event) in events.into_iter().enumerate() {
@@ -107,7 +117,8 @@ async fn next(State(api): State<RuntimeApi>) -> Response {
         };
         if let Some((id, event)) = event {
             let mut headers = HeaderMap::new();
-            let deadline = (time_now_ms() + 30_000).to_string();
+            let timeout = api.timeout.unwrap_or(Duration::from_secs(30));
+            let deadline = (time_now_ms() + timeout.as_millis()).to_string();
             for (name, value) in [
                 ("lambda-runtime-aws-request-id", id.as_str()),
                 ("lambda-runtime-deadline-ms", deadline.as_str()),

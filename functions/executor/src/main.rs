@@ -18,8 +18,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             .iter()
             .map(JobMessage::from_lambda)
             .collect();
+        // Lambda ends the invocation at its deadline: no call may run past it.
+        let remaining = event
+            .context
+            .deadline()
+            .duration_since(std::time::SystemTime::now());
+        let deadline = std::time::Instant::now() + remaining.unwrap_or_default();
         let mut response = SqsBatchResponse::default();
-        for message_id in executor.handle_batch(&messages).await {
+        for message_id in executor.handle_batch(&messages, Some(deadline)).await {
             response.add_failure(message_id);
         }
         Ok::<_, lambda_runtime::Error>(response)

@@ -4,7 +4,7 @@
 //! transaction). Outcomes it cannot know are never reported as success.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -92,6 +92,25 @@ pub struct Executor {
     /// timeout, so that a message that comes back because its worker died (its receive came
     /// before the begin) most likely finds the lease ended; if not, it comes back once more.
     lease_ms: i64,
+    /// A downstream call's longest time: a third of the lease.
+    call_timeout: Duration,
+}
+
+/// Time kept, at the end of an invocation, for the ledger write that records an attempt's end.
+const LEDGER_MARGIN: Duration = Duration::from_secs(3);
+/// Below this, a call is not worth starting: the message comes back to a fresh invocation.
+const SHORTEST_CALL: Duration = Duration::from_secs(1);
+
+/// How long a downstream call may take: a third of the lease, and never past the invocation's
+/// deadline less the time the ledger write needs (Lambda kills an invocation at its deadline,
+/// so a call it cuts off would leave the attempt unrecorded). `None`: too little time is left
+/// to start one.
+fn call_budget(call_timeout: Duration, remaining: Option<Duration>) -> Option<Duration> {
+    let Some(remaining) = remaining else {
+        return Some(call_timeout);
+    };
+    let usable = remaining.checked_sub(LEDGER_MARGIN)?;
+    (usable >= SHORTEST_CALL).then(|| usable.min(call_timeout))
 }
 
 impl Executor {
@@ -118,6 +137,7 @@ impl Executor {
             public_base_url: jobs.public_base_url.to_owned(),
             token_secret: jobs.token_secret.clone(),
             lease_ms: visibility * 1000 - (visibility * 250).min(1000),
+            call_timeout,
             sqs: app.sqs.clone(),
             app,
             http,
@@ -127,8 +147,14 @@ impl Executor {
     /// Handles a batch as Lambda delivers it; returns the ids of the messages to report as
     /// batch item failures. Messages are handled concurrently: one slow target does not delay
     /// the others.
-    pub async fn handle_batch(&self, messages: &[JobMessage]) -> Vec<String> {
-        let results = futures::future::join_all(messages.iter().map(|m| self.handle(m))).await;
+    /// `deadline`: when the invocation ends (Lambda's), if it does.
+    pub async fn handle_batch(
+        &self,
+        messages: &[JobMessage],
+        deadline: Option<Instant>,
+    ) -> Vec<String> {
+        let results =
+            futures::future::join_all(messages.iter().map(|m| self.handle(m, deadline))).await;
         messages
             .iter()
             .zip(results)
@@ -143,7 +169,11 @@ impl Executor {
             .collect()
     }
 
-    async fn handle(&self, message: &JobMessage) -> Result<Disposition, StoreError> {
+    async fn handle(
+        &self,
+        message: &JobMessage,
+        deadline: Option<Instant>,
+    ) -> Result<Disposition, StoreError> {
         let job: Job = match serde_json::from_str(&message.body) {
             Ok(job) => job,
             Err(e) => {
@@ -170,6 +200,15 @@ impl Executor {
         if let Job::Execute(_) = job {
             fail::fail_point!("execute::before_begin");
         }
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let Some(budget) = call_budget(self.call_timeout, remaining) else {
+            // Not begun, nothing sent: the message comes back to an invocation with time.
+            tracing::warn!(
+                job = job.id(),
+                "too little of the invocation left to call; later"
+            );
+            return Ok(Disposition::Retry);
+        };
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
@@ -189,7 +228,7 @@ impl Executor {
         }
 
         let outcome = match url {
-            Some(url) => self.call(&job, &url, idempotent).await,
+            Some(url) => self.call(&job, &url, idempotent, budget).await,
             None => CallOutcome::Refused(format!(
                 "action type {:?} is not configured",
                 job_action_type(&job)
@@ -366,7 +405,7 @@ impl Executor {
         Ok(Disposition::Retry)
     }
 
-    async fn call(&self, job: &Job, url: &str, idempotent: bool) -> CallOutcome {
+    async fn call(&self, job: &Job, url: &str, idempotent: bool, budget: Duration) -> CallOutcome {
         let body = match job {
             Job::Execute(j) => json!({
                 "approval_id": j.approval_id,
@@ -404,6 +443,7 @@ impl Executor {
         let request = self
             .http
             .post(url)
+            .timeout(budget)
             .header("Idempotency-Key", job.business_key())
             .json(&body);
         match request.send().await {
@@ -501,6 +541,27 @@ mod tests {
         }
         assert!(matches!(classify(400, false), CallOutcome::Refused(_)));
         assert_eq!(classify(204, false), CallOutcome::Succeeded);
+    }
+
+    #[test]
+    fn a_call_ends_before_the_invocation_does() {
+        let third = Duration::from_secs(20);
+        assert_eq!(
+            call_budget(third, None),
+            Some(third),
+            "no deadline: the lease bounds it"
+        );
+        assert_eq!(
+            call_budget(third, Some(Duration::from_secs(60))),
+            Some(third)
+        );
+        assert_eq!(
+            call_budget(third, Some(Duration::from_secs(10))),
+            Some(Duration::from_secs(7)),
+            "the deadline less the ledger write's margin"
+        );
+        assert_eq!(call_budget(third, Some(Duration::from_millis(3_500))), None);
+        assert_eq!(call_budget(third, Some(Duration::ZERO)), None);
     }
 
     #[test]

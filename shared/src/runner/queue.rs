@@ -97,7 +97,9 @@ pub(super) async fn poll(sqs: aws_sdk_sqs::Client, queue_url: String, executor: 
         let batch = messages.clone();
         // Its own task, so that a panic (a failpoint, a bug) is caught like a crashed Lambda:
         // the whole batch is left to come back.
-        let failed = match tokio::spawn(async move { handler.handle_batch(&batch).await }).await {
+        let failed = match tokio::spawn(async move { handler.handle_batch(&batch, None).await })
+            .await
+        {
             Ok(failed) => failed,
             Err(e) => {
                 tracing::error!(error = %e, "executor crashed; its batch comes back after the visibility timeout");
