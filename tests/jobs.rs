@@ -502,3 +502,29 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
         (409, "not_resolvable")
     );
 }
+
+/// Ten approvals whose jobs are ~150 KiB each (a 40 KiB body whose numbers are written out in
+/// full), committed while the runner is down and so read in one stream batch: sent in batches
+/// SQS takes (by bytes, not only by ten), every approver is notified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_jobs_are_sent_in_batches_the_queue_takes() {
+    let t = TestApp::start_jobs(&[]).await;
+    t.stop_runner().await;
+    let numbers = vec!["1e15"; 8_000].join(",");
+    let large = format!(
+        r#"{{"action": {{"type": "deploy", "payload": {{"v": [{numbers}]}}}}, "approvers": ["{ALICE}"]}}"#
+    );
+    let ids: Vec<String> = join_all((0..10).map(|i| {
+        let (t, large) = (&t, &large);
+        async move { t.create_ok(KEY_A, &format!("large-{i}"), large).await }
+    }))
+    .await;
+    t.start_runner();
+    eventually("every approver notified", || async {
+        t.downstream().calls_to("/notify").len() >= ids.len()
+    })
+    .await;
+    for id in &ids {
+        assert_eq!(t.downstream().calls(&format!("{id}:notify:{ALICE}")), 1);
+    }
+}

@@ -230,3 +230,64 @@ async fn unknown_routes_and_methods_are_problems_too() {
 fn oversized_body() -> String {
     json!({"action": {"type": "deploy", "payload": {"blob": "x".repeat(65 * 1024)}}, "approvers": ["alice"]}).to_string()
 }
+
+/// Numbers are never rounded silently: a literal a double cannot hold is refused with its
+/// field, and nothing is written; one whose form changes but whose value does not is accepted.
+#[tokio::test]
+async fn numbers_that_would_change_are_refused_with_their_field() {
+    let t = TestApp::start().await;
+    let body = r#"{"action": {"type": "deploy", "payload": {"amount": 9007199254740993.0,
+        "ids": [1, 18446744073709551616], "pi": 3.14159265358979323846, "big": 1e15}},
+        "approvers": ["alice@example.com"]}"#;
+    let refused = t.create(KEY_A, "numbers-1", body).await;
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (400, "invalid_request")
+    );
+    let fields: Vec<String> = refused.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "action.payload.amount",
+            "action.payload.ids[1]",
+            "action.payload.pi"
+        ]
+    );
+    assert_eq!(t.approval_count().await, 0, "nothing written");
+
+    let exact = r#"{"action": {"type": "deploy", "payload": {"big": 1e15, "small": 0.1}},
+        "approvers": ["alice@example.com"]}"#;
+    let created = t.create(KEY_A, "numbers-2", exact).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(
+        created.json()["action"]["payload"],
+        json!({"big": 1e15, "small": 0.1})
+    );
+}
+
+/// A body within the 64 KiB limit that is written out far longer (every job carries payload
+/// and context) is refused before anything is written, so that every accepted approval's jobs
+/// fit the queue.
+#[tokio::test]
+async fn a_payload_too_long_once_written_out_is_refused() {
+    let t = TestApp::start().await;
+    let numbers = vec!["1e15"; 12_000].join(",");
+    let body = format!(
+        r#"{{"action": {{"type": "deploy", "payload": {{"v": [{numbers}]}}}}, "approvers": ["alice@example.com"]}}"#
+    );
+    assert!(body.len() < 64 * 1024);
+    let refused = t.create(KEY_A, "long-written", &body).await;
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (400, "invalid_request"),
+        "{}",
+        refused.text()
+    );
+    assert!(refused.text().contains("once written out"));
+    assert_eq!(t.approval_count().await, 0);
+}

@@ -51,6 +51,11 @@ impl CreateRequest {
     pub const MAX_EXPIRES_IN: i64 = 2_592_000;
     pub const DEFAULT_EXPIRES_IN: i64 = 604_800;
     pub const MAX_APPROVERS: usize = 20;
+    /// The most bytes payload and context may take together as they are written out (stored,
+    /// and carried by every job): a job must fit an SQS message (256 KiB) with room for the
+    /// rest of it. A body within the 64 KiB limit exceeds this only when it is written much
+    /// longer than it was sent (numbers such as `1e15` are written in full).
+    pub const MAX_WRITTEN_BYTES: usize = 192 * 1024;
 
     /// Checks every field and reports every problem at once, so a client fixes its request in one
     /// round. `is_action_type` says which action types are configured; an unknown type is
@@ -129,6 +134,18 @@ impl CreateRequest {
                 }
             },
         };
+
+        let written = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len())
+            + serde_json::to_vec(&context).map_or(usize::MAX, |v| v.len());
+        if written > Self::MAX_WRITTEN_BYTES {
+            errors.push(FieldError::new(
+                "action.payload",
+                format!(
+                    "payload and context take {written} bytes once written out (numbers in full); at most {}",
+                    Self::MAX_WRITTEN_BYTES
+                ),
+            ));
+        }
 
         match action_type {
             Some(action_type) if errors.is_empty() => {

@@ -5,6 +5,7 @@ pub(crate) mod approval;
 mod create;
 mod decide;
 mod ids;
+mod numbers;
 
 pub use approval::{
     Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status,
@@ -12,6 +13,7 @@ pub use approval::{
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
+pub use numbers::inexact_numbers;
 
 /// Seconds since the Unix epoch: the unit of every time the store compares in a condition.
 pub type EpochSeconds = i64;

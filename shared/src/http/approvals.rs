@@ -15,7 +15,7 @@ use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::domain::{
     Approval, ApprovalId, Channel, CreateRefusal, CreateRequest, DecideRefusal, DecideRequest,
-    Decision, classify_refusal, fingerprint,
+    Decision, classify_refusal, fingerprint, inexact_numbers,
 };
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError};
 
@@ -36,6 +36,10 @@ pub async fn create(
     let key = idempotency_key(&headers)?;
     let bytes = read_body(body, &headers, CREATE_BODY_LIMIT).await?;
     let value = parse_json(&bytes)?;
+    let inexact = inexact_numbers(&bytes);
+    if !inexact.is_empty() {
+        return Err(ApiError::invalid(inexact));
+    }
     let request =
         CreateRequest::parse(&value, |t| app.config.is_action_type(t)).map_err(|refusal| {
             match refusal {

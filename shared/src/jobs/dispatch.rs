@@ -49,6 +49,65 @@ impl StreamChange {
     }
 }
 
+/// Jobs carry what their call needs, so their size follows the approval's: create bounds what
+/// an approval carries (`CreateRequest::MAX_WRITTEN_BYTES`) so that each job fits one message,
+/// and batches are cut by bytes as well as by count.
+///
+/// SQS's limits on one `SendMessageBatch`: ten entries, and 256 KiB of bodies together (the
+/// limit queues have had longest; those made since 2025 take 1 MiB).
+const BATCH_ENTRIES: usize = 10;
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// How many of `bodies`, in order, go in each batch: at most ten, and at most 256 KiB together
+/// (a body larger than that alone; create bounds what a job carries well below it).
+fn batch_sizes(bodies: &[String]) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let (mut count, mut bytes) = (0, 0);
+    for body in bodies {
+        if count > 0 && (count == BATCH_ENTRIES || bytes + body.len() > BATCH_BYTES) {
+            sizes.push(count);
+            (count, bytes) = (0, 0);
+        }
+        count += 1;
+        bytes += body.len();
+    }
+    if count > 0 {
+        sizes.push(count);
+    }
+    sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bodies(sizes: &[usize]) -> Vec<String> {
+        sizes.iter().map(|n| "x".repeat(*n)).collect()
+    }
+
+    #[test]
+    fn batches_hold_ten_jobs_and_256_kib_at_most() {
+        assert_eq!(batch_sizes(&bodies(&[100; 25])), [10, 10, 5]);
+        assert_eq!(batch_sizes(&bodies(&[100 * 1024; 5])), [2, 2, 1]);
+        assert_eq!(batch_sizes(&bodies(&[300 * 1024, 10, 10])), [1, 2]);
+        assert_eq!(batch_sizes(&bodies(&[128 * 1024, 128 * 1024, 1])), [2, 1]);
+        assert!(batch_sizes(&[]).is_empty());
+    }
+
+    #[test]
+    fn every_job_is_in_exactly_one_batch() {
+        let sizes: Vec<usize> = (0..200).map(|i| (i * 7919) % (90 * 1024) + 1).collect();
+        let batches = batch_sizes(&bodies(&sizes));
+        assert_eq!(batches.iter().sum::<usize>(), sizes.len());
+        let mut start = 0;
+        for size in batches {
+            let bytes: usize = sizes[start..start + size].iter().sum();
+            assert!(size <= BATCH_ENTRIES && (size == 1 || bytes <= BATCH_BYTES));
+            start += size;
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     #[error("SQS SendMessageBatch: {0}")]
@@ -88,18 +147,24 @@ impl Dispatcher {
                 (Err(e), _) | (_, Err(e)) => return Err(DispatchError::Unreadable(e.to_string())),
             }
         }
-        for chunk in jobs.chunks(10) {
-            self.send(chunk).await?;
+        let mut bodies = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            bodies
+                .push(serde_json::to_string(job).map_err(|e| DispatchError::Send(e.to_string()))?);
+        }
+        let mut start = 0;
+        for size in batch_sizes(&bodies) {
+            self.send(&jobs[start..start + size], &bodies[start..start + size])
+                .await?;
+            start += size;
         }
         fail::fail_point!("dispatch::after_send");
         Ok(jobs.len())
     }
 
-    async fn send(&self, jobs: &[Job]) -> Result<(), DispatchError> {
+    async fn send(&self, jobs: &[Job], bodies: &[String]) -> Result<(), DispatchError> {
         let mut entries = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
-            let body =
-                serde_json::to_string(job).map_err(|e| DispatchError::Send(e.to_string()))?;
+        for (i, body) in bodies.iter().enumerate() {
             let entry = SendMessageBatchRequestEntry::builder()
                 .id(format!("job{i}"))
                 .message_body(body)
