@@ -149,6 +149,15 @@ impl TestApp {
     /// Action types: `deploy` (ok), `flaky`, `reject_once`, `hang_once`, `always_503`, and
     /// `unsafe` (ok, but configured as not idempotent). Leases are 2 s.
     pub async fn start_jobs(overrides: &[(&str, &str)]) -> Self {
+        Self::start_jobs_via(overrides, None).await
+    }
+
+    /// [`TestApp::start_jobs`] with the app's AWS clients configured by `via` (see
+    /// [`TestApp::build_via`]).
+    pub async fn start_jobs_via(
+        overrides: &[(&str, &str)],
+        via: Option<aws_config::SdkConfig>,
+    ) -> Self {
         let downstream = Downstream::default();
         let base = downstream.serve().await;
         let sqs = aws_sdk_sqs::Client::new(&super::sdk_config().await);
@@ -186,7 +195,13 @@ impl TestApp {
             ("JOB_VISIBILITY_TIMEOUT_SECONDS", &visibility),
         ];
         vars.extend(overrides.iter().copied());
-        let mut app = Self::start_with(&vars).await;
+        let mut app = Self::build_via(&vars, via).await;
+        app.app
+            .store
+            .ensure_tables()
+            .await
+            .expect("create the test tables");
+        app.calls.take();
         app.jobs = Some(JobsEnv {
             queues,
             downstream,

@@ -3,6 +3,7 @@
 //! test, and a DynamoDB call counter installed as an SDK interceptor.
 
 pub mod browser;
+pub mod fault_proxy;
 pub mod jobs;
 pub mod local_runner;
 pub mod runtime_api;
@@ -204,7 +205,15 @@ impl TestApp {
 
     /// Like [`TestApp::start_with`], without creating the tables.
     pub async fn build(overrides: &[(&str, &str)]) -> Self {
-        let sdk = sdk_config().await;
+        Self::build_via(overrides, None).await
+    }
+
+    /// [`TestApp::build`], with the app's AWS clients (router and runner) configured by `via`
+    /// (a fault-injecting proxy's endpoint) instead of the local AWS's; the test's own clients
+    /// still reach the local AWS directly.
+    pub async fn build_via(overrides: &[(&str, &str)], via: Option<aws_config::SdkConfig>) -> Self {
+        let direct = sdk_config().await;
+        let sdk = via.unwrap_or_else(|| direct.clone());
         let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
         let tables = Tables::with_prefix(&prefix);
         let mut vars: HashMap<String, String> = HashMap::from([
@@ -263,7 +272,7 @@ impl TestApp {
             http: reqwest::Client::new(),
             app,
             calls,
-            dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
+            dynamodb: aws_sdk_dynamodb::Client::new(&direct),
             clock,
             sdk,
             jobs: None,

@@ -51,7 +51,21 @@ pub enum ApiError {
     #[error("a dependency is not reachable")]
     Unavailable,
     #[error("internal error")]
-    Internal(#[from] StoreError),
+    Internal(StoreError),
+}
+
+impl From<StoreError> for ApiError {
+    /// A store that is only unavailable for now (throttled, 5xx, timeouts — after the SDK's own
+    /// retries) is a 503 to retry after a moment; anything else is a bug of ours.
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable { .. } | StoreError::Contention(_) => {
+                tracing::warn!(error = %err, "store unavailable; answering 503");
+                Self::Unavailable
+            }
+            other => Self::Internal(other),
+        }
+    }
 }
 
 impl ApiError {
@@ -162,6 +176,9 @@ impl IntoResponse for ApiError {
         );
         if code == "unauthorized" {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
     }

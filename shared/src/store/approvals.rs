@@ -178,7 +178,7 @@ impl Store {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| StoreError::dynamo("GetItem", e))?;
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
         output.item().map(approval_from_item).transpose()
     }
 
@@ -233,7 +233,11 @@ impl Store {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result.map_err(|e| e.into_service_error()) {
+        let result = match result {
+            Err(e) if super::is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
+            other => other.map_err(|e| e.into_service_error()),
+        };
+        match result {
             Ok(output) => {
                 let item = output
                     .attributes()

@@ -149,7 +149,11 @@ impl Store {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result.map_err(|e| e.into_service_error()) {
+        let result = match result {
+            Err(e) if super::is_transient(&e) => return Err(StoreError::from_sdk("PutItem", e)),
+            other => other.map_err(|e| e.into_service_error()),
+        };
+        match result {
             Ok(_) => Ok(Ingested::Processed(outcome)),
             Err(PutItemError::ConditionalCheckFailedException(failed)) => {
                 let first = failed

@@ -289,6 +289,14 @@ impl Store {
         match self.ledger_transaction(ledger, execution).await? {
             Transaction::Committed => Ok(Begin::Started),
             Transaction::Cancelled(reasons) => match condition_failed_item(&reasons, 0) {
+                // Our own begin: it applied, its answer was lost, and the SDK's retry met it.
+                Some(old)
+                    if opt_s(old, "token").as_deref() == Some(token)
+                        && opt_s(old, "status").as_deref()
+                            == Some(LedgerStatus::InProgress.as_str()) =>
+                {
+                    Ok(Begin::Started)
+                }
                 Some(old) => Ok(Begin::Refused(Some(LedgerEntry::from_item(old)?))),
                 None => Ok(Begin::Refused(None)),
             },
@@ -466,9 +474,16 @@ impl Store {
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
         let execution = self.execution_update(job, execution_update, execution_vals)?;
-        Ok(matches!(
-            self.ledger_transaction(ledger, execution).await?,
-            Transaction::Committed
-        ))
+        match self.ledger_transaction(ledger, execution).await? {
+            Transaction::Committed => Ok(true),
+            // Our own end of the attempt: it applied, its answer was lost, the SDK's retry met
+            // it (same token, the status it set).
+            Transaction::Cancelled(reasons) => {
+                Ok(condition_failed_item(&reasons, 0).is_some_and(|old| {
+                    opt_s(old, "token").as_deref() == Some(owner)
+                        && opt_s(old, "status").as_deref() == Some(status.as_str())
+                }))
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ pub mod schema;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
@@ -40,11 +40,66 @@ pub enum StoreError {
     Corrupt(&'static str),
     #[error("DynamoDB {0}: still conflicting after retries")]
     Contention(&'static str),
+    /// Throttled, a 5xx, a timeout or no connection, still so after the SDK's own retries with
+    /// backoff: nothing is wrong with the request, and it may well succeed later.
+    #[error("DynamoDB {operation} unavailable: {message}")]
+    Unavailable {
+        operation: &'static str,
+        message: String,
+    },
+}
+
+/// Error codes that say "too much, slow down" rather than "this request is wrong".
+const THROTTLING_CODES: [&str; 4] = [
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "LimitExceededException",
+];
+
+/// Whether an SDK error is the store being unavailable for now (and not the request being
+/// refused): no connection, a timeout, a throttling code or a 5xx.
+pub(crate) fn is_transient<E>(err: &SdkError<E, aws_smithy_runtime_api::http::Response>) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    match err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        SdkError::ServiceError(service) => {
+            service.raw().status().as_u16() >= 500
+                || service
+                    .err()
+                    .code()
+                    .is_some_and(|code| THROTTLING_CODES.contains(&code))
+        }
+        _ => false,
+    }
 }
 
 impl StoreError {
     pub(crate) fn corrupt(attribute: &'static str) -> Self {
         Self::Corrupt(attribute)
+    }
+
+    /// From an SDK error: `Unavailable` when it is transient (see [`is_transient`]), else the
+    /// service's error.
+    pub(crate) fn from_sdk<E>(
+        operation: &'static str,
+        err: SdkError<E, aws_smithy_runtime_api::http::Response>,
+    ) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        if is_transient(&err) {
+            Self::Unavailable {
+                operation,
+                message: DisplayErrorContext(&err).to_string(),
+            }
+        } else {
+            Self::dynamo(operation, err)
+        }
     }
 
     pub(crate) fn dynamo<E>(operation: &'static str, err: E) -> Self
@@ -132,10 +187,15 @@ impl Store {
                 .client_request_token(token)
                 .send()
                 .await;
-            let cancelled = match result.map_err(|e| e.into_service_error()) {
+            let cancelled = match result {
                 Ok(_) => return Ok(Transaction::Committed),
-                Err(TransactWriteItemsError::TransactionCanceledException(cancelled)) => cancelled,
-                Err(other) => return Err(StoreError::dynamo("TransactWriteItems", other)),
+                Err(e) if is_transient(&e) => {
+                    return Err(StoreError::from_sdk("TransactWriteItems", e));
+                }
+                Err(e) => match e.into_service_error() {
+                    TransactWriteItemsError::TransactionCanceledException(cancelled) => cancelled,
+                    other => return Err(StoreError::dynamo("TransactWriteItems", other)),
+                },
             };
             let reasons = cancelled.cancellation_reasons();
             if reasons

@@ -1,0 +1,302 @@
+//! AWS faults on the wire. moto never throttles, fails or loses a response, so the app's AWS
+//! clients go through a fault-injecting proxy (`support/fault_proxy.rs`, seeded) while
+//! approvals are created, replayed, decided by API and webhook, executed, and resumed by an
+//! operator. Every fault class must leave the client-visible answers right (a create 201, a
+//! decision 200, a webhook processed/duplicate, an operator 202 — or a 503 problem+json with
+//! Retry-After, which the client retries), no 5xx but that 503, one effect per approval, and
+//! every approval at its end.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use countersign::webhook::WebhookSecret;
+use countersign_tests::fault_proxy::{Fault, FaultProxy, Rule};
+use countersign_tests::{ACME_SECRET, KEY_A, TestApp};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice@example.com";
+const APPROVALS: usize = 30;
+
+/// What the API answered, by (operation, status).
+type Answers = std::sync::Mutex<BTreeMap<(&'static str, u16), usize>>;
+
+/// Sends until the answer is not a 503 (which must be a problem+json with Retry-After); any
+/// other 5xx fails the test.
+async fn until_served(
+    answers: &Answers,
+    op: &'static str,
+    request: impl Fn() -> reqwest::RequestBuilder,
+) -> (u16, bool, Value) {
+    for _ in 0..50 {
+        let response = request().send().await.expect("HTTP");
+        let status = response.status().as_u16();
+        let replayed = response
+            .headers()
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true");
+        let retry_after = response.headers().get("retry-after").cloned();
+        let content_type = response.headers().get("content-type").cloned();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        *answers.lock().unwrap().entry((op, status)).or_insert(0) += 1;
+        if status == 503 {
+            assert!(retry_after.is_some(), "503 without Retry-After: {body}");
+            assert_eq!(
+                content_type.as_ref().and_then(|v| v.to_str().ok()),
+                Some("application/problem+json")
+            );
+            assert_eq!(body["code"], "unavailable");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        assert!(status < 500, "{op}: {status} {body}");
+        return (status, replayed, body);
+    }
+    panic!("{op}: still 503 after 50 tries");
+}
+
+async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, Fault), usize> {
+    let upstream = countersign_tests::aws_endpoint()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .expect("an AWS endpoint");
+    let proxy = FaultProxy::start(&upstream, seed).await;
+    let t =
+        TestApp::start_jobs_via(&[("JOB_MAX_ATTEMPTS", "8")], Some(proxy.sdk_config().await)).await;
+    proxy.set_rules(rules);
+    let answers = Answers::default();
+    let secret = WebhookSecret::parse(ACME_SECRET).unwrap();
+    let started = Instant::now();
+
+    let ids: Vec<(String, &'static str)> = futures::stream::iter(0..APPROVALS)
+        .map(|i| {
+            let (t, answers, secret) = (&t, &answers, &secret);
+            async move {
+                let action = if i % 5 == 4 { "reject_once" } else { "deploy" };
+                let key = format!("{name}-{i}");
+                let body =
+                    json!({"action": {"type": action, "payload": {"i": i}}, "approvers": [ALICE]})
+                        .to_string();
+                let create = || {
+                    t.http
+                        .post(t.url("/approvals"))
+                        .bearer_auth(KEY_A)
+                        .header("content-type", "application/json")
+                        .header("idempotency-key", &key)
+                        .body(body.clone())
+                };
+                let (status, _, created) = until_served(answers, "create", create).await;
+                assert_eq!(status, 201, "create: {created}");
+                let (status, replayed, again) = until_served(answers, "create", create).await;
+                assert_eq!((status, replayed), (201, true), "a replay: {again}");
+                assert_eq!(again["id"], created["id"]);
+                let id = created["id"].as_str().unwrap().to_owned();
+
+                if i % 4 == 3 {
+                    let event = json!({"type": "approval.decided",
+                        "data": {"approval_id": id, "decision": "approve", "approver": ALICE}})
+                    .to_string();
+                    let event_id = format!("msg_{name}_{i}");
+                    let deliver = || {
+                        let now = countersign::Clock::system().now();
+                        t.http
+                            .post(t.url("/webhooks/acme"))
+                            .header("content-type", "application/json")
+                            .header("webhook-id", &event_id)
+                            .header("webhook-timestamp", now.to_string())
+                            .header(
+                                "webhook-signature",
+                                secret.sign(&event_id, now, event.as_bytes()),
+                            )
+                            .body(event.clone())
+                    };
+                    for _ in 0..2 {
+                        let (status, _, answer) = until_served(answers, "webhook", deliver).await;
+                        assert_eq!(status, 200, "{answer}");
+                        assert!(matches!(
+                            answer["status"].as_str(),
+                            Some("processed" | "duplicate")
+                        ));
+                        assert_eq!(answer["outcome"], "applied", "{answer}");
+                    }
+                } else {
+                    let decide = || {
+                        t.http
+                            .post(t.url(&format!("/approvals/{id}/decision")))
+                            .bearer_auth(KEY_A)
+                            .json(&json!({"decision": "approve", "approver": ALICE}))
+                    };
+                    let (status, _, answer) = until_served(answers, "decide", decide).await;
+                    assert_eq!(status, 200, "{answer}");
+                }
+                (id, action)
+            }
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+
+    // Every execution ends; the refused ones are resumed by an operator (retried on 503 with
+    // the same Idempotency-Key), then succeed.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut resumed = std::collections::HashSet::new();
+    loop {
+        let mut left = 0;
+        for (id, _) in &ids {
+            let read = || {
+                t.http
+                    .get(t.url(&format!("/approvals/{id}")))
+                    .bearer_auth(KEY_A)
+            };
+            let (_, _, approval) = until_served(&answers, "get", read).await;
+            match approval["execution"]["status"].as_str() {
+                Some("succeeded") => {}
+                Some("failed") if !resumed.contains(id) => {
+                    let retry = || {
+                        t.http
+                            .post(t.url(&format!("/approvals/{id}/execution/retry")))
+                            .bearer_auth(KEY_A)
+                            .header("idempotency-key", format!("resume-{id}"))
+                    };
+                    let (status, _, answer) = until_served(&answers, "retry", retry).await;
+                    assert_eq!(status, 202, "{answer}");
+                    resumed.insert(id.clone());
+                    left += 1;
+                }
+                Some("needs_reconciliation") => panic!("{approval}"),
+                _ => left += 1,
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} approvals not at their end"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let injected = proxy.injected();
+    proxy.set_rules(Vec::new());
+
+    let mut calls = 0;
+    for (i, (_, action)) in ids.iter().enumerate() {
+        let key = format!("tenant-a:{name}-{i}");
+        assert_eq!(t.downstream().effects(&key), 1, "{key}: one effect");
+        calls += t.downstream().calls(&key);
+        if *action == "reject_once" {
+            assert!(resumed.len() >= 1);
+        }
+    }
+    println!(
+        "{name} (seed {seed}): {} faults injected in {:.1} s: {injected:?}\n  answers: {:?}\n  \
+         {APPROVALS} approvals, all succeeded with one effect each; {calls} calls downstream \
+         ({} expected without faults)",
+        injected.values().sum::<usize>(),
+        started.elapsed().as_secs_f64(),
+        answers.lock().unwrap(),
+        APPROVALS + APPROVALS / 5,
+    );
+    injected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn responses_lost_after_the_write_applied_change_no_answer() {
+    let injected = scenario(
+        "lost",
+        7,
+        vec![Rule {
+            operation: "*",
+            fault: Fault::LostAfterApplied,
+            probability: 0.15,
+        }],
+    )
+    .await;
+    let total: usize = injected.values().sum();
+    assert!(total >= 70, "only {total} faults injected");
+    for op in ["TransactWriteItems", "UpdateItem", "SendMessageBatch"] {
+        assert!(
+            injected.keys().any(|(o, _)| o == op),
+            "no lost response for {op}: {injected:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn throttling_and_server_errors_are_retried_with_backoff() {
+    let injected = scenario(
+        "throttled",
+        11,
+        vec![
+            Rule {
+                operation: "*",
+                fault: Fault::Throttled,
+                probability: 0.1,
+            },
+            Rule {
+                operation: "*",
+                fault: Fault::ServerError,
+                probability: 0.1,
+            },
+        ],
+    )
+    .await;
+    let total: usize = injected.values().sum();
+    assert!(total >= 70, "only {total} faults injected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transaction_conflicts_are_retried() {
+    let injected = scenario(
+        "conflict",
+        13,
+        vec![Rule {
+            operation: "TransactWriteItems",
+            fault: Fault::TransactionConflict,
+            probability: 0.3,
+        }],
+    )
+    .await;
+    let total: usize = injected.values().sum();
+    assert!(total >= 60, "only {total} faults injected");
+}
+
+/// Throttled beyond the SDK's retries: the API answers 503 problem+json with Retry-After, writes
+/// nothing, and the same request succeeds once the store answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_throttled_beyond_retries_is_a_503_to_retry() {
+    let upstream = countersign_tests::aws_endpoint()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .expect("an AWS endpoint");
+    let proxy = FaultProxy::start(&upstream, 3).await;
+    let t = TestApp::start_jobs_via(&[], Some(proxy.sdk_config().await)).await;
+    proxy.set_rules(vec![Rule {
+        operation: "TransactWriteItems",
+        fault: Fault::Throttled,
+        probability: 1.0,
+    }]);
+    let body =
+        json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE]}).to_string();
+    let refused = t
+        .send_any(
+            t.http
+                .post(t.url("/approvals"))
+                .bearer_auth(KEY_A)
+                .header("content-type", "application/json")
+                .header("idempotency-key", "throttled-1")
+                .body(body.clone()),
+        )
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert_eq!(refused.code(), "unavailable");
+    assert_eq!(refused.headers.get("retry-after").unwrap(), "1");
+    assert!(
+        !refused.text().contains("Throttling"),
+        "no SDK message: {}",
+        refused.text()
+    );
+    assert_eq!(t.approval_count().await, 0);
+    println!("injected: {:?}", proxy.injected());
+    proxy.set_rules(Vec::new());
+    let created = t.create(KEY_A, "throttled-1", &body).await;
+    assert_eq!(created.status, 201);
+}
