@@ -179,13 +179,15 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
     proxy.set_rules(Vec::new());
 
     let mut calls = 0;
-    for (i, (_, action)) in ids.iter().enumerate() {
+    for (i, (id, action)) in ids.iter().enumerate() {
         let key = format!("tenant-a:{name}-{i}");
         assert_eq!(t.downstream().effects(&key), 1, "{key}: one effect");
         calls += t.downstream().calls(&key);
-        if *action == "reject_once" {
-            assert!(resumed.len() >= 1);
-        }
+        assert_eq!(
+            resumed.contains(id),
+            *action == "reject_once",
+            "{key}: resumed by an operator exactly when its target refused it"
+        );
     }
     println!(
         "{name} (seed {seed}): {} faults injected in {:.1} s: {injected:?}\n  answers: {:?}\n  \
