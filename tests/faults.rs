@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use countersign::webhook::WebhookSecret;
 use countersign_tests::fault_proxy::{Fault, FaultProxy, Rule};
-use countersign_tests::{ACME_SECRET, KEY_A, TestApp};
+use countersign_tests::{ACME_SECRET, KEY_A, TestApp, decided_event, signed_delivery};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -92,23 +92,10 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
                 let id = created["id"].as_str().unwrap().to_owned();
 
                 if i % 4 == 3 {
-                    let event = json!({"type": "approval.decided",
-                        "data": {"approval_id": id, "decision": "approve", "approver": ALICE}})
-                    .to_string();
+                    let event = decided_event(&id, "approve", ALICE);
                     let event_id = format!("msg_{name}_{i}");
-                    let deliver = || {
-                        let now = countersign::Clock::system().now();
-                        t.http
-                            .post(t.url("/webhooks/acme"))
-                            .header("content-type", "application/json")
-                            .header("webhook-id", &event_id)
-                            .header("webhook-timestamp", now.to_string())
-                            .header(
-                                "webhook-signature",
-                                secret.sign(&event_id, now, event.as_bytes()),
-                            )
-                            .body(event.clone())
-                    };
+                    let url = t.url("/webhooks/acme");
+                    let deliver = || signed_delivery(&t.http, &url, secret, &event_id, &event);
                     for _ in 0..2 {
                         let (status, _, answer) = until_served(answers, "webhook", deliver).await;
                         assert_eq!(status, 200, "{answer}");

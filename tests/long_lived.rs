@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use countersign::webhook::WebhookSecret;
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
-use countersign_tests::{ACME_SECRET, KEY_A, TENANT_A, TOKEN_SECRET, moto_resident_bytes};
+use countersign_tests::{
+    ACME_SECRET, KEY_A, TENANT_A, TOKEN_SECRET, decided_event, moto_resident_bytes, signed_delivery,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -267,26 +269,10 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
 
                 let answers = if i % 4 == 3 {
                     // Through the webhook channel, delivered twice at once (a redelivery).
-                    let event = json!({
-                        "type": "approval.decided",
-                        "data": {"approval_id": id, "decision": "approve", "approver": ALICE}
-                    })
-                    .to_string();
-                    let deliver = || {
-                        let now = countersign::Clock::system().now();
-                        let event_id = format!("msg_ll_{i}");
-                        runner
-                            .http
-                            .post(runner.url("/webhooks/acme"))
-                            .header("content-type", "application/json")
-                            .header("webhook-id", &event_id)
-                            .header("webhook-timestamp", now.to_string())
-                            .header(
-                                "webhook-signature",
-                                secret.sign(&event_id, now, event.as_bytes()),
-                            )
-                            .body(event.clone())
-                    };
+                    let event = decided_event(&id, "approve", ALICE);
+                    let event_id = format!("msg_ll_{i}");
+                    let url = runner.url("/webhooks/acme");
+                    let deliver = || signed_delivery(&runner.http, &url, secret, &event_id, &event);
                     let (a, b) = futures::join!(send(deliver()), send(deliver()));
                     tally.webhook_decided.fetch_add(1, Ordering::Relaxed);
                     let mut statuses = [a.json()["status"].clone(), b.json()["status"].clone()];

@@ -555,6 +555,27 @@ pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> Strin
     .to_string()
 }
 
+/// A Standard Webhooks delivery of `body` as event `event_id` to `url`, signed now with `secret`
+/// (a redelivery is the same call again: same id, a fresh timestamp and signature).
+pub fn signed_delivery(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &WebhookSecret,
+    event_id: &str,
+    body: &str,
+) -> reqwest::RequestBuilder {
+    let now = Clock::system().now();
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("webhook-id", event_id)
+        .header("webhook-timestamp", now.to_string())
+        .header(
+            "webhook-signature",
+            secret.sign(event_id, now, body.as_bytes()),
+        )
+        .body(body.to_owned())
+}
+
 /// A string attribute of a stored item.
 pub fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a str {
     item.get(name)
