@@ -528,3 +528,48 @@ async fn large_jobs_are_sent_in_batches_the_queue_takes() {
         assert_eq!(t.downstream().calls(&format!("{id}:notify:{ALICE}")), 1);
     }
 }
+
+/// A retry that resumed an execution which then failed again: the same request repeated (its
+/// response was lost) is answered as a replay and resumes nothing — only a new request does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_repeated_retry_never_resumes_twice() {
+    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
+    let retry = |id: &str, key: &str| {
+        t.http
+            .post(t.url(&format!("/approvals/{id}/execution/retry")))
+            .bearer_auth(KEY_A)
+            .header("idempotency-key", key)
+    };
+    let id = t
+        .create_ok(KEY_A, "retry-twice", &body("always_503", &[ALICE]))
+        .await;
+    approve(&t, &id).await;
+    let key = "tenant-a:retry-twice";
+    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(failed["execution"]["status"], "failed", "{failed}");
+
+    let first = t.send(retry(&id, "resume-1")).await;
+    assert_eq!((first.status, first.replayed()), (202, false));
+    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
+        a["execution"]["status"] == "failed" && t.downstream().calls(key) == 2
+    })
+    .await;
+    let repeat = t.send(retry(&id, "resume-1")).await;
+    assert_eq!(
+        (repeat.status, repeat.replayed()),
+        (202, true),
+        "{}",
+        repeat.text()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(t.downstream().calls(key), 2, "the repeat resumed nothing");
+    let approval = t.get(KEY_A, &id).await.json();
+    assert_eq!(approval["execution"]["status"], "failed");
+
+    let fresh = t.send(retry(&id, "resume-2")).await;
+    assert_eq!(
+        (fresh.status, fresh.replayed()),
+        (202, false),
+        "a new request resumes"
+    );
+}

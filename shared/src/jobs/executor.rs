@@ -200,15 +200,15 @@ impl Executor {
         if let Job::Execute(_) = job {
             fail::fail_point!("execute::before_begin");
         }
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let Some(budget) = call_budget(self.call_timeout, remaining) else {
+        let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if call_budget(self.call_timeout, remaining()).is_none() {
             // Not begun, nothing sent: the message comes back to an invocation with time.
             tracing::warn!(
                 job = job.id(),
                 "too little of the invocation left to call; later"
             );
             return Ok(Disposition::Retry);
-        };
+        }
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
@@ -227,9 +227,14 @@ impl Executor {
             Begin::Refused(entry) => return self.refused(&job, entry, idempotent).await,
         }
 
-        let outcome = match url {
-            Some(url) => self.call(&job, &url, idempotent, budget).await,
-            None => CallOutcome::Refused(format!(
+        // Again after the begin, which a throttled store can make slow: the call must still end
+        // before the invocation does, or the attempt's end could not be written.
+        let outcome = match (url, call_budget(self.call_timeout, remaining())) {
+            (Some(_), None) => CallOutcome::Retryable(
+                "not sent: too little of the invocation was left after the begin".to_owned(),
+            ),
+            (Some(url), Some(budget)) => self.call(&job, &url, idempotent, budget).await,
+            (None, _) => CallOutcome::Refused(format!(
                 "action type {:?} is not configured",
                 job_action_type(&job)
             )),

@@ -263,8 +263,10 @@ pub enum OperatorRefusal {
 
 /// only_if_retryable: only a failed or unreconciled execution resumes, and only on an approved
 /// approval; each resume is a new generation, which the dispatcher turns into one execute job.
-const ONLY_IF_RETRYABLE: &str =
-    "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation)";
+/// ... and not by this very request again: a repeat of a retry that resumed an execution which
+/// has since failed again must not resume it a second time (it is answered as a replay).
+const ONLY_IF_RETRYABLE: &str = "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation) \
+     AND (attribute_not_exists(#execution.#retry_key) OR #execution.#retry_key <> :retry_key)";
 const RESUME: &str = "SET #execution.#status = :queued, #execution.#generation = #execution.#generation + :one, \
      #execution.#updated_at = :now, #execution.#retry_key = :retry_key REMOVE #execution.#note";
 

@@ -83,6 +83,21 @@ impl StoreError {
         Self::Corrupt(attribute)
     }
 
+    /// A service error that is left after the retries: `TransactionInProgress` still is
+    /// transient; anything else is the service's error.
+    pub(crate) fn from_service(operation: &'static str, err: TransactWriteItemsError) -> Self {
+        if matches!(
+            err,
+            TransactWriteItemsError::TransactionInProgressException(_)
+        ) {
+            return Self::Unavailable {
+                operation,
+                message: DisplayErrorContext(&err).to_string(),
+            };
+        }
+        Self::dynamo(operation, err)
+    }
+
     /// From an SDK error: `Unavailable` when it is transient (see [`is_transient`]), else the
     /// service's error.
     pub(crate) fn from_sdk<E>(
@@ -194,7 +209,15 @@ impl Store {
                 }
                 Err(e) => match e.into_service_error() {
                     TransactWriteItemsError::TransactionCanceledException(cancelled) => cancelled,
-                    other => return Err(StoreError::dynamo("TransactWriteItems", other)),
+                    // The same token's earlier try is still being applied (the SDK retried a
+                    // request whose answer was lost): ask again shortly, with the same token.
+                    TransactWriteItemsError::TransactionInProgressException(_)
+                        if attempt < TRANSACTION_TRIES =>
+                    {
+                        tokio::time::sleep(conflict_backoff(attempt)).await;
+                        continue;
+                    }
+                    other => return Err(StoreError::from_service("TransactWriteItems", other)),
                 },
             };
             let reasons = cancelled.cancellation_reasons();
@@ -203,6 +226,18 @@ impl Store {
                 .any(|r| r.code() == Some("ConditionalCheckFailed"))
             {
                 return Ok(Transaction::Cancelled(reasons.to_vec()));
+            }
+            // Throttled inside the transaction: unavailable for now, like a throttled request.
+            if reasons.iter().any(|r| {
+                matches!(
+                    r.code(),
+                    Some("ThrottlingError" | "ProvisionedThroughputExceeded")
+                )
+            }) {
+                return Err(StoreError::Unavailable {
+                    operation: "TransactWriteItems",
+                    message: format!("{cancelled}"),
+                });
             }
             if !reasons
                 .iter()
