@@ -230,13 +230,7 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
     })
     .await;
     // The operator resumes it with the same key (the target dedupes): one effect.
-    let retry = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/retry")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let retry = t.send(t.retry_request(&id, None)).await;
     assert_eq!(retry.status, 202);
     fail::remove("execute::after_downstream");
     t.wait_for_approval(KEY_A, &id, WAIT, |a| {
@@ -272,13 +266,7 @@ async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
     assert_eq!(t.downstream().calls(key), 0, "nothing was sent");
 
     fail::remove("execute::before_begin");
-    let retry = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/retry")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let retry = t.send(t.retry_request(&id, None)).await;
     assert_eq!(retry.status, 202, "{}", retry.text());
     let done = t
         .wait_for_approval(KEY_A, &id, WAIT, |a| {

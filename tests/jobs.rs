@@ -146,13 +146,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
         (1, 0)
     );
 
-    let retry = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/retry")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let retry = t.send(t.retry_request(&id, None)).await;
     assert_eq!(retry.status, 202, "{}", retry.text());
     assert_eq!(retry.json()["execution"]["status"], "queued");
     let done = t
@@ -166,13 +160,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
         (2, 1)
     );
 
-    let again = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/retry")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let again = t.send(t.retry_request(&id, None)).await;
     assert_eq!(
         (again.status, again.code().as_str()),
         (409, "not_retryable")
@@ -434,12 +422,7 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_retry_and_resolve_are_safe_to_repeat() {
     let t = TestApp::start_jobs(&[]).await;
-    let retry = |id: &str, key: &str| {
-        t.http
-            .post(t.url(&format!("/approvals/{id}/execution/retry")))
-            .bearer_auth(KEY_A)
-            .header("idempotency-key", key)
-    };
+    let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
     let id = t
         .create_ok(KEY_A, "op-retry", &body("reject_once", &[ALICE]))
         .await;
@@ -534,12 +517,7 @@ async fn large_jobs_are_sent_in_batches_the_queue_takes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_repeated_retry_never_resumes_twice() {
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
-    let retry = |id: &str, key: &str| {
-        t.http
-            .post(t.url(&format!("/approvals/{id}/execution/retry")))
-            .bearer_auth(KEY_A)
-            .header("idempotency-key", key)
-    };
+    let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
     let id = t
         .create_ok(KEY_A, "retry-twice", &body("always_503", &[ALICE]))
         .await;

@@ -315,6 +315,19 @@ impl TestApp {
         .await
     }
 
+    /// `POST /approvals/{id}/execution/retry` as tenant A's key, with `Idempotency-Key: key`
+    /// when one is given.
+    pub fn retry_request(&self, id: &str, key: Option<&str>) -> reqwest::RequestBuilder {
+        let request = self
+            .http
+            .post(self.url(&format!("/approvals/{id}/execution/retry")))
+            .bearer_auth(KEY_A);
+        match key {
+            Some(key) => request.header("idempotency-key", key),
+            None => request,
+        }
+    }
+
     pub async fn get(&self, api_key: &str, id: &str) -> Reply {
         self.send(
             self.http
