@@ -51,6 +51,31 @@ fn with(mut env: Vec<(String, String)>, more: &[(&str, &str)]) -> Vec<(String, S
     env
 }
 
+/// The first job the approval `id` (tenant A) makes as it now stands.
+async fn first_job(t: &TestApp, id: &str) -> countersign::jobs::Job {
+    let approval = t
+        .app
+        .store
+        .get_approval(
+            &countersign::domain::TenantId::parse("tenant-a").unwrap(),
+            &countersign::domain::ApprovalId::parse(id).unwrap(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    countersign::jobs::jobs_for_change(None, Some(&approval)).remove(0)
+}
+
+/// An SQS event (as Lambda delivers it) holding `job` as message `m-1`, first receive.
+fn sqs_event(job: &countersign::jobs::Job) -> Value {
+    json!({"Records": [{
+        "messageId": "m-1", "receiptHandle": "rh-1", "body": serde_json::to_string(job).unwrap(),
+        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+        "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
+        "awsRegion": "us-east-1"
+    }]})
+}
+
 /// An API Gateway HTTP API (payload 2.0) event.
 fn http_event(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Value {
     let headers: Map<String, Value> = headers
@@ -248,23 +273,8 @@ async fn executor_performs_a_job_and_reports_no_failure() {
     let id = t
         .create_ok(KEY_A, "smoke-exec", &deploy_body(1, &["alice@example.com"]))
         .await;
-    let approval = t
-        .app
-        .store
-        .get_approval(
-            &countersign::domain::TenantId::parse("tenant-a").unwrap(),
-            &countersign::domain::ApprovalId::parse(&id).unwrap(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let job = &countersign::jobs::jobs_for_change(None, Some(&approval))[0];
-    let event = json!({"Records": [{
-        "messageId": "m-1", "receiptHandle": "rh-1", "body": serde_json::to_string(job).unwrap(),
-        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
-        "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
-        "awsRegion": "us-east-1"
-    }]});
+    let job = &first_job(&t, &id).await;
+    let event = sqs_event(job);
     let targets = r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}}"#;
     let notifier = t.downstream_url("/notify");
     let env = with(
@@ -302,24 +312,9 @@ async fn executor_ends_a_slow_call_before_the_invocation_does() {
         .await;
     let approve = json!({"decision": "approve", "approver": "alice@example.com"});
     assert_eq!(t.decide(KEY_A, &id, approve).await.status, 200);
-    let approval = t
-        .app
-        .store
-        .get_approval(
-            &countersign::domain::TenantId::parse("tenant-a").unwrap(),
-            &countersign::domain::ApprovalId::parse(&id).unwrap(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    let job = &countersign::jobs::jobs_for_change(None, Some(&approval))[0];
+    let job = &first_job(&t, &id).await;
     assert_eq!(job.kind(), "execute");
-    let event = json!({"Records": [{
-        "messageId": "m-1", "receiptHandle": "rh-1", "body": serde_json::to_string(job).unwrap(),
-        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
-        "md5OfBody": "", "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
-        "awsRegion": "us-east-1"
-    }]});
+    let event = sqs_event(job);
     let targets = json!({"hang_once": {"url": t.downstream_url("/hang-once"), "idempotent": true}})
         .to_string();
     let notifier = t.downstream_url("/notify");
