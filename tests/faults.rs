@@ -60,8 +60,17 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         .expect("an AWS endpoint");
     let proxy = FaultProxy::start(&upstream, seed).await;
-    let t =
-        TestApp::start_jobs_via(&[("JOB_MAX_ATTEMPTS", "8")], Some(proxy.sdk_config().await)).await;
+    // A lease (5 s) that holds an attempt through the SDK's backoff, as a deployed one (the
+    // template's 40 s and more) does: with the tests' usual 2 s, a begin or an end write slowed
+    // by retries outlives the lease, and the job is taken over and its target called again.
+    let t = TestApp::start_jobs_via(
+        &[
+            ("JOB_MAX_ATTEMPTS", "8"),
+            ("JOB_VISIBILITY_TIMEOUT_SECONDS", "6"),
+        ],
+        Some(proxy.sdk_config().await),
+    )
+    .await;
     proxy.set_rules(rules);
     let answers = Answers::default();
     let secret = WebhookSecret::parse(ACME_SECRET).unwrap();
@@ -122,6 +131,8 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
         .collect()
         .await;
 
+    let answered_in = started.elapsed();
+
     // Every execution ends; the refused ones are resumed by an operator (retried on 503 with
     // the same Idempotency-Key), then succeed.
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -166,18 +177,19 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
         let key = format!("tenant-a:{name}-{i}");
         assert_eq!(t.downstream().effects(&key), 1, "{key}: one effect");
         calls += t.downstream().calls(&key);
-        assert_eq!(
-            resumed.contains(id),
-            *action == "reject_once",
-            "{key}: resumed by an operator exactly when its target refused it"
-        );
+        if resumed.contains(id) != (*action == "reject_once") {
+            let approval = t.get(KEY_A, id).await.json();
+            panic!("{key}: resumed by an operator exactly when its target refused it: {approval}");
+        }
     }
     println!(
-        "{name} (seed {seed}): {} faults injected in {:.1} s: {injected:?}\n  answers: {:?}\n  \
+        "{name} (seed {seed}): {} faults injected in {:.1} s (requests answered in {:.1} s): \
+         {injected:?}\n  answers: {:?}\n  \
          {APPROVALS} approvals, all succeeded with one effect each; {calls} calls downstream \
          ({} expected without faults)",
         injected.values().sum::<usize>(),
         started.elapsed().as_secs_f64(),
+        answered_in.as_secs_f64(),
         answers.lock().unwrap(),
         APPROVALS + APPROVALS / 5,
     );
@@ -196,7 +208,7 @@ async fn responses_lost_after_the_write_applied_change_no_answer() {
     let injected = scenario(
         "lost",
         7,
-        vec![lost("SendMessageBatch", 0.3), lost("*", 0.1)],
+        vec![lost("SendMessageBatch", 0.5), lost("*", 0.15)],
     )
     .await;
     let total: usize = injected.values().sum();
@@ -287,4 +299,74 @@ async fn a_store_throttled_beyond_retries_is_a_503_to_retry() {
     proxy.set_rules(Vec::new());
     let created = t.create(KEY_A, "throttled-1", &body).await;
     assert_eq!(created.status, 201);
+}
+
+/// After the call, the target's answer exists only in the worker until its end is written: a
+/// store that refuses that write for a while (throttled beyond the SDK's three tries) must not
+/// send the job round again — here the refusal would turn into a success on a second call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_attempts_end_is_written_through_a_throttled_store() {
+    let upstream = countersign_tests::aws_endpoint()
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+        .expect("an AWS endpoint");
+    let proxy = FaultProxy::start(&upstream, 5).await;
+    // A lease (9 s) long enough for the SDK's retries of several tries of the write.
+    let t = TestApp::start_jobs_via(
+        &[("JOB_VISIBILITY_TIMEOUT_SECONDS", "10")],
+        Some(proxy.sdk_config().await),
+    )
+    .await;
+    let body = json!({"action": {"type": "slow_reject_once", "payload": {}}, "approvers": [ALICE]})
+        .to_string();
+    let id = t.create_ok(KEY_A, "end-write-1", &body).await;
+    // The approver's notification is a job too: its attempt ends before the test begins.
+    let ledger = &t.app.config.tables.execution_ledger;
+    countersign_tests::eventually("the notification's end written", || async {
+        t.item(ledger, &format!("{id}#notify#{ALICE}"))
+            .await
+            .is_some_and(|item| countersign_tests::attr_s(&item, "status") == "succeeded")
+    })
+    .await;
+    let decided = t
+        .decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.text());
+
+    // The call is in flight (its answer comes a second later): from now on, every transaction
+    // is throttled, until the worker's first write of the end has used up the SDK's tries.
+    let key = "tenant-a:end-write-1";
+    let began = Instant::now();
+    while t.downstream().calls(key) == 0 {
+        assert!(began.elapsed() < Duration::from_secs(20), "never called");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.set_rules(vec![Rule {
+        operation: "TransactWriteItems",
+        fault: Fault::Throttled,
+        probability: 1.0,
+    }]);
+    let throttled = || {
+        proxy
+            .injected()
+            .get(&("TransactWriteItems".to_owned(), Fault::Throttled))
+            .copied()
+            .unwrap_or(0)
+    };
+    while throttled() < 3 {
+        assert!(began.elapsed() < Duration::from_secs(20), "no end written");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    proxy.set_rules(Vec::new());
+
+    let done = t
+        .wait_for_execution(KEY_A, &id, Duration::from_secs(30))
+        .await;
+    assert_eq!(done["execution"]["status"], "failed", "{done}");
+    assert_eq!(done["execution"]["attempts"], 1, "{done}");
+    assert_eq!(t.downstream().calls(key), 1, "the target was called once");
+    println!("throttled transactions: {}", throttled());
 }

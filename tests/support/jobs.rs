@@ -30,6 +30,7 @@ struct Recorded {
 /// - `ok`: 200, the effect applied once per key;
 /// - `flaky`: 503 to the first two calls of a key, then as `ok`;
 /// - `reject-once`: 400 to the first call of a key, then as `ok`;
+/// - `slow-reject-once`: as `reject-once`, its 400 a second late (a test can act meanwhile);
 /// - `hang-once`: never answers the first call of a key (no effect), then as `ok`;
 /// - `always-503`: 503, always;
 /// - `see-other`: acts, then answers 303 See Other (post-redirect-get).
@@ -118,6 +119,10 @@ async fn answer(
     let status = match (behaviour.as_str(), earlier) {
         ("flaky", 0 | 1) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
+        ("slow-reject-once", 0) => {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            StatusCode::BAD_REQUEST
+        }
         ("see-other", _) => StatusCode::SEE_OTHER,
         ("hang-once", 0) => {
             tokio::time::sleep(Duration::from_secs(600)).await;
@@ -177,6 +182,7 @@ impl TestApp {
             "deploy": {"url": format!("{base}/ok"), "idempotent": true},
             "flaky": {"url": format!("{base}/flaky"), "idempotent": true},
             "reject_once": {"url": format!("{base}/reject-once"), "idempotent": true},
+            "slow_reject_once": {"url": format!("{base}/slow-reject-once"), "idempotent": true},
             "hang_once": {"url": format!("{base}/hang-once"), "idempotent": true},
             "always_503": {"url": format!("{base}/always-503"), "idempotent": true},
             "unsafe": {"url": format!("{base}/ok"), "idempotent": false},

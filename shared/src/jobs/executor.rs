@@ -98,19 +98,29 @@ pub struct Executor {
 
 /// Time kept, at the end of an invocation, for the ledger write that records an attempt's end.
 const LEDGER_MARGIN: Duration = Duration::from_secs(3);
+/// The pauses between tries of an attempt's end write: doubling from the first to the longest.
+const END_WRITE_FIRST_PAUSE: Duration = Duration::from_millis(50);
+const END_WRITE_LONGEST_PAUSE: Duration = Duration::from_secs(1);
 /// Below this, a call is not worth starting: the message comes back to a fresh invocation.
 const SHORTEST_CALL: Duration = Duration::from_secs(1);
 
-/// How long a downstream call may take: a third of the lease, and never past the invocation's
-/// deadline less the time the ledger write needs (Lambda kills an invocation at its deadline,
-/// so a call it cuts off would leave the attempt unrecorded). `None`: too little time is left
+/// How long a downstream call may take: at most `call_timeout` (a third of the lease), and it
+/// must end with time left to write the attempt's end both before the invocation's deadline
+/// (Lambda kills an invocation at its deadline, so a call it cut off would leave the attempt
+/// unrecorded) and before the attempt's lease ends (after it, another worker may take the job
+/// over and call the target again, or hand it to an operator). `None`: too little time is left
 /// to start one.
-fn call_budget(call_timeout: Duration, remaining: Option<Duration>) -> Option<Duration> {
-    let Some(remaining) = remaining else {
-        return Some(call_timeout);
+fn call_budget(
+    call_timeout: Duration,
+    until_deadline: Option<Duration>,
+    until_lease_end: Duration,
+) -> Option<Duration> {
+    let in_lease = until_lease_end.checked_sub(LEDGER_MARGIN.min(call_timeout / 2))?;
+    let usable = match until_deadline {
+        Some(left) => left.checked_sub(LEDGER_MARGIN)?.min(in_lease),
+        None => in_lease,
     };
-    let usable = remaining.checked_sub(LEDGER_MARGIN)?;
-    (usable >= SHORTEST_CALL).then(|| usable.min(call_timeout))
+    (usable >= SHORTEST_CALL.min(call_timeout / 4)).then(|| usable.min(call_timeout))
 }
 
 impl Executor {
@@ -200,8 +210,9 @@ impl Executor {
         if let Job::Execute(_) = job {
             fail::fail_point!("execute::before_begin");
         }
+        let lease = Duration::from_millis(self.lease_ms as u64);
         let remaining = || deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if call_budget(self.call_timeout, remaining()).is_none() {
+        if call_budget(self.call_timeout, remaining(), lease).is_none() {
             // Not begun, nothing sent: the message comes back to an invocation with time.
             tracing::warn!(
                 job = job.id(),
@@ -211,6 +222,8 @@ impl Executor {
         }
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
+        // Measured before the begin, so never later than the lease the begin writes.
+        let lease_end = Instant::now() + lease;
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
         match store
             .begin_job(
@@ -228,10 +241,13 @@ impl Executor {
         }
 
         // Again after the begin, which a throttled store can make slow: the call must still end
-        // before the invocation does, or the attempt's end could not be written.
-        let outcome = match (url, call_budget(self.call_timeout, remaining())) {
+        // before the invocation and the lease do, or the attempt's end could not be written.
+        let until_lease_end = lease_end.saturating_duration_since(Instant::now());
+        let budget = call_budget(self.call_timeout, remaining(), until_lease_end);
+        let outcome = match (url, budget) {
             (Some(_), None) => CallOutcome::Retryable(
-                "not sent: too little of the invocation was left after the begin".to_owned(),
+                "not sent: too little of the invocation or the lease was left after the begin"
+                    .to_owned(),
             ),
             (Some(url), Some(budget)) => self.call(&job, &url, idempotent, budget).await,
             (None, _) => CallOutcome::Refused(format!(
@@ -272,14 +288,14 @@ impl Executor {
                 (Completion::RetryWait(error), Disposition::Retry)
             }
         };
-        let now = self.app.clock.now();
-        if !store.complete_job(&job, &token, &completion, now).await? {
+        let end_by = deadline.map_or(lease_end, |d| lease_end.min(d));
+        if !self.complete(&job, &token, &completion, end_by).await? {
             // Our lease ended and another worker took the job over: it completes it. What we
             // learnt is still worth keeping: if the other attempt ends unknown, this may be the
             // only word on whether the action ran.
             let report = format!(
                 "an attempt whose lease was taken over learnt, at {}: {}",
-                rfc3339(now),
+                rfc3339(self.app.clock.now()),
                 completion.describe()
             );
             tracing::warn!(
@@ -305,6 +321,39 @@ impl Executor {
             _ => {}
         }
         Ok(disposition)
+    }
+
+    /// Records the attempt's end. After a call, what the target answered exists only in this
+    /// worker until it is written: a write the store refuses for now (throttled, unavailable,
+    /// contended) is sent again, with backoff, while the lease and the invocation last —
+    /// otherwise the job would come back and call the target again (a refusal could turn into
+    /// a success; at a target that does not dedupe, an operator would have to reconcile).
+    /// Each try is conditioned on this attempt's token, so one that lands after a takeover
+    /// changes nothing.
+    async fn complete(
+        &self,
+        job: &Job,
+        token: &str,
+        completion: &Completion,
+        end_by: Instant,
+    ) -> Result<bool, StoreError> {
+        let mut pause = END_WRITE_FIRST_PAUSE;
+        loop {
+            let now = self.app.clock.now();
+            match self
+                .app
+                .store
+                .complete_job(job, token, completion, now)
+                .await
+            {
+                Err(e) if e.is_transient() && Instant::now() + pause < end_by => {
+                    tracing::warn!(job = job.id(), error = %e, "attempt's end not written yet; again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(END_WRITE_LONGEST_PAUSE);
+                }
+                result => return result,
+            }
+        }
     }
 
     /// A begin that did not start an attempt: tell from the ledger what to do with the message.
@@ -550,23 +599,56 @@ mod tests {
 
     #[test]
     fn a_call_ends_before_the_invocation_does() {
-        let third = Duration::from_secs(20);
+        let (third, lease) = (Duration::from_secs(20), Duration::from_secs(59));
         assert_eq!(
-            call_budget(third, None),
+            call_budget(third, None, lease),
             Some(third),
             "no deadline: the lease bounds it"
         );
         assert_eq!(
-            call_budget(third, Some(Duration::from_secs(60))),
+            call_budget(third, Some(Duration::from_secs(60)), lease),
             Some(third)
         );
         assert_eq!(
-            call_budget(third, Some(Duration::from_secs(10))),
+            call_budget(third, Some(Duration::from_secs(10)), lease),
             Some(Duration::from_secs(7)),
             "the deadline less the ledger write's margin"
         );
-        assert_eq!(call_budget(third, Some(Duration::from_millis(3_500))), None);
-        assert_eq!(call_budget(third, Some(Duration::ZERO)), None);
+        assert_eq!(
+            call_budget(third, Some(Duration::from_millis(3_500)), lease),
+            None
+        );
+        assert_eq!(call_budget(third, Some(Duration::ZERO), lease), None);
+    }
+
+    #[test]
+    fn a_call_ends_before_the_lease_does() {
+        let third = Duration::from_secs(20);
+        assert_eq!(
+            call_budget(third, None, Duration::from_secs(12)),
+            Some(Duration::from_secs(9)),
+            "the lease less the ledger write's margin"
+        );
+        assert_eq!(
+            call_budget(
+                third,
+                Some(Duration::from_secs(60)),
+                Duration::from_secs(12)
+            ),
+            Some(Duration::from_secs(9))
+        );
+        assert_eq!(call_budget(third, None, Duration::from_millis(3_500)), None);
+        // A short lease (a test's): the margin and the shortest call scale with the call.
+        let short = Duration::from_millis(600);
+        assert_eq!(
+            call_budget(short, None, Duration::from_millis(1_500)),
+            Some(short)
+        );
+        assert_eq!(
+            call_budget(short, None, Duration::from_millis(700)),
+            Some(Duration::from_millis(400))
+        );
+        assert_eq!(call_budget(short, None, Duration::from_millis(400)), None);
     }
 
     #[test]

@@ -49,6 +49,14 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the same write may well succeed if sent again shortly: the store was unavailable
+    /// or the items were contended, and nothing was wrong with the request.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Unavailable { .. } | Self::Contention(_))
+    }
+}
+
 /// Error codes that say "too much, slow down" rather than "this request is wrong".
 const THROTTLING_CODES: [&str; 4] = [
     "ThrottlingException",
