@@ -16,7 +16,8 @@ if [ "$py_status" -eq 0 ]; then py_passed=${py_ran:-0}; else py_failed=${py_ran:
 
 # The smoke tests run the functions' real binaries: build them first (same features as the tests).
 cargo build --workspace --bins --quiet
-COUNTERSIGN_PYTHON="$python" cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log"
+# --show-output: the figures tests print (fault counts, timings) are in the log even when they pass.
+COUNTERSIGN_PYTHON="$python" cargo test --workspace --all-targets --no-fail-fast -- --show-output 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 awk -v p="$py_passed" -v f="$py_failed" \
     '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
