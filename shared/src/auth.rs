@@ -1,13 +1,81 @@
-//! API keys → tenants. Keys are held only as SHA-256 digests and compared in constant time.
+//! API keys → who is calling: a tenant, a principal (who holds the key) and roles. Keys are held
+//! only as SHA-256 digests and compared in constant time.
 
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::domain::TenantId;
+use crate::domain::{Approver, TenantId};
+
+/// What a key may do (SPEC "Principals and roles").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Create; read; cancel approvals it requested.
+    Requester,
+    /// Decide as its own principal only.
+    Approver,
+    /// Decide on behalf of any listed approver (a backend that authenticated the person).
+    Decider,
+    /// Retry and resolve executions; cancel any approval.
+    Operator,
+    /// Read.
+    Reader,
+}
+
+impl Role {
+    const ALL: [Role; 5] = [
+        Role::Requester,
+        Role::Approver,
+        Role::Decider,
+        Role::Operator,
+        Role::Reader,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Requester => "requester",
+            Role::Approver => "approver",
+            Role::Decider => "decider",
+            Role::Operator => "operator",
+            Role::Reader => "reader",
+        }
+    }
+
+    fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == raw)
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// The holder of the key a request presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub tenant: TenantId,
+    /// Who holds the key, in the same terms as approvers (an approval's `requested_by`).
+    pub principal: Approver,
+    roles: u8,
+}
+
+impl Caller {
+    pub fn new(tenant: TenantId, principal: Approver, roles: &[Role]) -> Self {
+        Self {
+            tenant,
+            principal,
+            roles: roles.iter().fold(0, |bits, r| bits | r.bit()),
+        }
+    }
+
+    pub fn has(&self, role: Role) -> bool {
+        self.roles & role.bit() != 0
+    }
+}
 
 #[derive(Clone)]
 pub struct ApiKeys {
-    entries: Vec<(TenantId, [u8; 32])>,
+    entries: Vec<(Caller, [u8; 32])>,
 }
 
 impl std::fmt::Debug for ApiKeys {
@@ -19,37 +87,64 @@ impl std::fmt::Debug for ApiKeys {
     }
 }
 
+/// One key of the JSON form.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyEntry {
+    tenant: String,
+    principal: String,
+    roles: Vec<String>,
+    key: String,
+}
+
 impl ApiKeys {
-    /// Parses `tenant=key` pairs, comma-separated; a key may be given as `sha256:<hex>` so the
-    /// plain key need not sit in the environment.
+    /// Parses either the JSON form, `[{"tenant", "principal", "roles": [...], "key"}]`, or the
+    /// development form: `tenant=key` pairs, comma-separated, each key with every role and the
+    /// tenant as its principal. A key may be given as `sha256:<hex>` so the plain key need not
+    /// sit in the environment.
     pub fn parse(raw: &str) -> Result<Self, String> {
         let mut entries = Vec::new();
-        for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (tenant, key) = pair
-                .split_once('=')
-                .ok_or_else(|| "expected tenant=key pairs separated by commas".to_owned())?;
-            let tenant = TenantId::parse(tenant.trim()).map_err(|e| e.0.to_owned())?;
-            let key = key.trim();
-            let digest = match key.strip_prefix("sha256:") {
-                Some(hex_digest) => {
-                    let bytes = hex::decode(hex_digest)
-                        .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?;
-                    <[u8; 32]>::try_from(bytes)
-                        .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?
+        if raw.trim_start().starts_with('[') {
+            let keys: Vec<KeyEntry> = serde_json::from_str(raw).map_err(|e| {
+                format!("expected [{{\"tenant\", \"principal\", \"roles\": [...], \"key\"}}]: {e}")
+            })?;
+            for (i, entry) in keys.into_iter().enumerate() {
+                let tenant = TenantId::parse(entry.tenant.trim())
+                    .map_err(|e| format!("key {i}: tenant {}", e.0))?;
+                let principal = Approver::parse(&entry.principal)
+                    .map_err(|e| format!("key {i}: principal {}", e.0))?;
+                let mut roles = Vec::new();
+                for role in &entry.roles {
+                    roles.push(Role::parse(role).ok_or_else(|| {
+                        format!(
+                            "key {i}: unknown role {role:?} (requester, approver, decider, operator, reader)"
+                        )
+                    })?);
                 }
-                None if key.len() >= 16 => Sha256::digest(key.as_bytes()).into(),
-                None => {
-                    return Err(format!(
-                        "tenant {tenant}: keys must be at least 16 characters"
-                    ));
+                if roles.is_empty() {
+                    return Err(format!("key {i}: no roles"));
                 }
-            };
-            if entries.iter().any(|(_, d)| *d == digest) {
+                let digest = digest(&tenant, entry.key.trim())?;
+                entries.push((Caller::new(tenant, principal, &roles), digest));
+            }
+        } else {
+            for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let (tenant, key) = pair.split_once('=').ok_or_else(|| {
+                    "expected tenant=key pairs separated by commas, or a JSON list".to_owned()
+                })?;
+                let tenant = TenantId::parse(tenant.trim()).map_err(|e| e.0.to_owned())?;
+                let principal = Approver::parse(tenant.as_str()).map_err(|e| e.0.to_owned())?;
+                let digest = digest(&tenant, key.trim())?;
+                entries.push((Caller::new(tenant, principal, &Role::ALL), digest));
+            }
+        }
+        for (i, (caller, digest)) in entries.iter().enumerate() {
+            if entries[..i].iter().any(|(_, d)| d == digest) {
                 return Err(format!(
-                    "tenant {tenant}: this key is already configured (one key, one tenant)"
+                    "tenant {}: this key is already configured (one key, one holder)",
+                    caller.tenant
                 ));
             }
-            entries.push((tenant, digest));
         }
         if entries.is_empty() {
             return Err("no keys configured".to_owned());
@@ -57,17 +152,32 @@ impl ApiKeys {
         Ok(Self { entries })
     }
 
-    /// The tenant a presented key belongs to. Every configured key is compared, in constant
-    /// time, whatever matches first.
-    pub fn tenant_for(&self, presented: &str) -> Option<TenantId> {
+    /// Who holds a presented key. Every configured key is compared, in constant time, whatever
+    /// matches first.
+    pub fn caller_for(&self, presented: &str) -> Option<Caller> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let mut found = None;
-        for (tenant, expected) in &self.entries {
+        for (caller, expected) in &self.entries {
             if bool::from(expected.ct_eq(&digest)) {
-                found = Some(tenant);
+                found = Some(caller);
             }
         }
         found.cloned()
+    }
+}
+
+fn digest(tenant: &TenantId, key: &str) -> Result<[u8; 32], String> {
+    match key.strip_prefix("sha256:") {
+        Some(hex_digest) => {
+            let bytes = hex::decode(hex_digest)
+                .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))?;
+            <[u8; 32]>::try_from(bytes)
+                .map_err(|_| format!("tenant {tenant}: sha256: needs 64 hex digits"))
+        }
+        None if key.len() >= 16 => Ok(Sha256::digest(key.as_bytes()).into()),
+        None => Err(format!(
+            "tenant {tenant}: keys must be at least 16 characters"
+        )),
     }
 }
 
@@ -80,16 +190,38 @@ mod tests {
         let hashed = hex::encode(Sha256::digest(b"beta-key-0123456789"));
         let keys =
             ApiKeys::parse(&format!("alpha=alpha-key-0123456789, beta=sha256:{hashed}")).unwrap();
+        let alpha = keys.caller_for("alpha-key-0123456789").unwrap();
+        assert_eq!(alpha.tenant.as_str(), "alpha");
+        assert_eq!(alpha.principal.as_str(), "alpha", "the development form");
+        assert!(Role::ALL.into_iter().all(|r| alpha.has(r)), "every role");
         assert_eq!(
-            keys.tenant_for("alpha-key-0123456789").unwrap().as_str(),
-            "alpha"
-        );
-        assert_eq!(
-            keys.tenant_for("beta-key-0123456789").unwrap().as_str(),
+            keys.caller_for("beta-key-0123456789")
+                .unwrap()
+                .tenant
+                .as_str(),
             "beta"
         );
-        assert_eq!(keys.tenant_for("alpha-key-012345678"), None);
-        assert_eq!(keys.tenant_for(""), None);
+        assert_eq!(keys.caller_for("alpha-key-012345678"), None);
+        assert_eq!(keys.caller_for(""), None);
+    }
+
+    #[test]
+    fn the_json_form_names_principals_and_roles() {
+        let hashed = hex::encode(Sha256::digest(b"bob-key-0123456789ab"));
+        let keys = ApiKeys::parse(&format!(
+            r#"[{{"tenant": "acme", "principal": "ci@acme", "roles": ["requester"], "key": "ci-key-0123456789ab"}},
+                {{"tenant": "acme", "principal": "bob@example.com", "roles": ["approver", "reader"], "key": "sha256:{hashed}"}}]"#
+        ))
+        .unwrap();
+        let ci = keys.caller_for("ci-key-0123456789ab").unwrap();
+        assert_eq!(
+            (ci.tenant.as_str(), ci.principal.as_str()),
+            ("acme", "ci@acme")
+        );
+        assert!(ci.has(Role::Requester) && !ci.has(Role::Approver) && !ci.has(Role::Reader));
+        let bob = keys.caller_for("bob-key-0123456789ab").unwrap();
+        assert_eq!(bob.principal.as_str(), "bob@example.com");
+        assert!(bob.has(Role::Approver) && bob.has(Role::Reader) && !bob.has(Role::Decider));
     }
 
     #[test]
@@ -101,6 +233,15 @@ mod tests {
             "alpha=short",
             "alpha=sha256:abcd",
             "alpha=same-key-0123456789,beta=same-key-0123456789",
+            "[",
+            r#"[{"tenant": "acme", "principal": "ci", "roles": [], "key": "ci-key-0123456789ab"}]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["admin"], "key": "ci-key-0123456789ab"}]"#,
+            r#"[{"tenant": "acme", "principal": "", "roles": ["reader"], "key": "ci-key-0123456789ab"}]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["reader"], "key": "short"}]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["reader"]}]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["reader"], "key": "ci-key-0123456789ab", "extra": 1}]"#,
+            r#"[{"tenant": "acme", "principal": "a", "roles": ["reader"], "key": "same-key-0123456789"},
+                {"tenant": "acme", "principal": "b", "roles": ["reader"], "key": "same-key-0123456789"}]"#,
         ] {
             assert!(ApiKeys::parse(raw).is_err(), "{raw:?} accepted");
         }

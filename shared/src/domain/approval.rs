@@ -185,6 +185,8 @@ pub struct Approval {
     pub id: ApprovalId,
     /// The stored status; read it through [`Approval::status_at`].
     pub status: Status,
+    /// The principal of the key that created it (`None`: created before principals existed).
+    pub requested_by: Option<Approver>,
     pub action_type: String,
     pub payload: Map<String, Value>,
     pub approvers: Vec<Approver>,
@@ -219,6 +221,7 @@ impl Approval {
         ApprovalView {
             id: &self.id,
             status: self.status_at(now),
+            requested_by: self.requested_by.as_ref(),
             action: ActionView {
                 kind: &self.action_type,
                 payload: &self.payload,
@@ -253,6 +256,7 @@ impl Approval {
 pub struct ApprovalView<'a> {
     id: &'a ApprovalId,
     status: Status,
+    requested_by: Option<&'a Approver>,
     action: ActionView<'a>,
     approvers: &'a [Approver],
     context: &'a Map<String, Value>,
@@ -301,6 +305,7 @@ pub(crate) mod tests {
             tenant: TenantId::parse("acme").unwrap(),
             id: ApprovalId::generate(),
             status: Status::Pending,
+            requested_by: None,
             action_type: "deploy".into(),
             payload: Map::new(),
             approvers: vec![

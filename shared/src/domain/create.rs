@@ -170,6 +170,7 @@ impl CreateRequest {
     pub fn into_approval(
         self,
         tenant: TenantId,
+        requested_by: Approver,
         idempotency_key: IdempotencyKey,
         now: EpochSeconds,
     ) -> Approval {
@@ -177,6 +178,7 @@ impl CreateRequest {
             tenant,
             id: ApprovalId::generate(),
             status: Status::Pending,
+            requested_by: Some(requested_by),
             action_type: self.action_type,
             payload: self.payload,
             approvers: self.approvers,

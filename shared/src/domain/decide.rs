@@ -100,6 +100,8 @@ pub enum DecideRefusal {
     AlreadyDecided(Box<Approval>),
     Expired,
     NotAnApprover,
+    /// The approver is the approval's requester (separation of duties).
+    SelfApproval,
     /// The item as returned satisfies the condition that refused it: the store and this code
     /// disagree about the condition, which no retry fixes.
     Unexplained,
@@ -124,6 +126,9 @@ pub fn classify_refusal(
         (Status::Approved | Status::Rejected, _) => DecideRefusal::AlreadyDecided(Box::new(old)),
         (Status::Expired, _) => DecideRefusal::Expired,
         (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
+        (Status::Pending, _) if old.requested_by.as_ref() == Some(&request.approver) => {
+            DecideRefusal::SelfApproval
+        }
         (Status::Pending, _) => DecideRefusal::Unexplained,
     }
 }
@@ -226,6 +231,28 @@ mod tests {
     }
 
     #[test]
+    fn the_requester_deciding_is_a_self_approval() {
+        let mut approval = pending(100);
+        let requester = approval.approvers[0].clone();
+        approval.requested_by = Some(requester.clone());
+        let got = classify_refusal(
+            Some(approval.clone()),
+            &request(Outcome::Approved, requester.as_str()),
+            50,
+        );
+        assert_eq!(got, DecideRefusal::SelfApproval);
+        // Unlisted comes first: a requester that is not an approver is told just that.
+        approval.approvers.retain(|a| *a != requester);
+        approval.approvers.push(Approver::parse("someone-else").unwrap());
+        let got = classify_refusal(
+            Some(approval),
+            &request(Outcome::Approved, requester.as_str()),
+            50,
+        );
+        assert_eq!(got, DecideRefusal::NotAnApprover);
+    }
+
+    #[test]
     fn expired_and_unlisted_are_told_apart() {
         let req = request(Outcome::Approved, "mallory");
         assert_eq!(
@@ -252,6 +279,8 @@ pub enum WebhookOutcome {
     UnknownApproval,
     /// An event type Countersign does not act on.
     Ignored,
+    /// The event's approver is the approval's requester (separation of duties).
+    SelfApprovalForbidden,
 }
 
 impl WebhookOutcome {
@@ -262,6 +291,7 @@ impl WebhookOutcome {
             Self::NotAnApprover => "not_an_approver",
             Self::UnknownApproval => "unknown_approval",
             Self::Ignored => "ignored",
+            Self::SelfApprovalForbidden => "self_approval_forbidden",
         }
     }
 
@@ -272,6 +302,7 @@ impl WebhookOutcome {
             Self::NotAnApprover,
             Self::UnknownApproval,
             Self::Ignored,
+            Self::SelfApprovalForbidden,
         ]
         .into_iter()
         .find(|o| o.as_str() == raw)
@@ -285,6 +316,7 @@ impl WebhookOutcome {
             | DecideRefusal::AlreadyDecided(_)
             | DecideRefusal::Expired => Some(Self::Superseded),
             DecideRefusal::NotAnApprover => Some(Self::NotAnApprover),
+            DecideRefusal::SelfApproval => Some(Self::SelfApprovalForbidden),
             DecideRefusal::Unexplained => None,
         }
     }

@@ -10,9 +10,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::extract::{Tenant, idempotency_key, is_json, media_type, parse_json, read_body};
+use super::extract::{Caller, idempotency_key, is_json, media_type, parse_json, read_body};
 use super::{ApiError, REPLAYED};
 use crate::App;
+use crate::auth::Role;
 use crate::domain::{
     Approval, ApprovalId, Channel, CreateRefusal, CreateRequest, DecideRefusal, DecideRequest,
     Decision, classify_refusal, fingerprint, inexact_numbers,
@@ -26,10 +27,11 @@ pub const DECIDE_BODY_LIMIT: usize = 64 * 1024;
 
 pub async fn create(
     State(app): State<Arc<App>>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    caller.require(&[Role::Requester])?;
     if !is_json(&headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -47,9 +49,14 @@ pub async fn create(
                 CreateRefusal::UnknownActionType(kind) => ApiError::UnknownActionType(kind),
             }
         })?;
+    let Caller(caller) = caller;
+    // Separation of duties: an approval only its requester could approve can never be approved.
+    if request.approvers.iter().all(|a| *a == caller.principal) {
+        return Err(ApiError::PolicyUnsatisfiable);
+    }
 
     let now = app.clock.now();
-    let approval = request.into_approval(tenant, key.clone(), now);
+    let approval = request.into_approval(caller.tenant, caller.principal, key.clone(), now);
     let record = IdempotencyRecord {
         key,
         fingerprint: fingerprint(&value),
@@ -105,15 +112,16 @@ pub(super) fn approval_id(
     ApprovalId::parse(&raw).map_err(|_| ApiError::NotFound)
 }
 
+/// Every role reads (a key has at least one).
 pub async fn get(
     State(app): State<Arc<App>>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let id = approval_id(id)?;
     let approval = app
         .store
-        .get_approval(&tenant, &id)
+        .get_approval(caller.tenant(), &id)
         .await?
         .ok_or(ApiError::NotFound)?;
     Ok(Json(approval.view(app.clock.now())).into_response())
@@ -131,12 +139,32 @@ pub async fn decide(
         let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
         return Ok(super::review::decide_form(&app, id, &bytes).await);
     }
-    let Tenant(tenant) = Tenant::from_headers(&app, &headers)?;
+    let Caller(caller) = Caller::from_headers(&app, &headers)?;
+    if !caller.has(Role::Decider) && !caller.has(Role::Approver) {
+        return Err(ApiError::Forbidden);
+    }
     if !is_json(&headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
     let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
-    let request = DecideRequest::parse_json(&parse_json(&bytes)?).map_err(ApiError::invalid)?;
+    let mut value = parse_json(&bytes)?;
+    if !caller.has(Role::Decider) {
+        // An approver decides as itself only: the body names it, or nobody.
+        match value.get("approver") {
+            None | Some(serde_json::Value::Null) => {
+                if let Some(fields) = value.as_object_mut() {
+                    fields.insert("approver".to_owned(), json!(caller.principal.as_str()));
+                }
+            }
+            Some(serde_json::Value::String(named)) if named != caller.principal.as_str() => {
+                return Err(ApiError::Forbidden);
+            }
+            // Itself, or not a string (which the parse below reports).
+            Some(_) => {}
+        }
+    }
+    let request = DecideRequest::parse_json(&value).map_err(ApiError::invalid)?;
+    let tenant = caller.tenant;
     let id = approval_id(id)?;
 
     let now = app.clock.now();
@@ -164,6 +192,7 @@ pub async fn decide(
             DecideRefusal::NotFound => Err(ApiError::NotFound),
             DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
             DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
+            DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
             DecideRefusal::Unexplained => Err(ApiError::Internal(StoreError::Corrupt(
                 "the decision condition refused a decidable approval",
             ))),

@@ -11,13 +11,14 @@ use serde_json::Value;
 
 use super::ApiError;
 use crate::App;
+use crate::auth::Role;
 use crate::domain::{FieldError, IdempotencyKey, TenantId};
 
-/// The tenant whose API key authenticated the request.
+/// Who the request's API key belongs to: its tenant, principal and roles.
 #[derive(Debug, Clone)]
-pub struct Tenant(pub TenantId);
+pub struct Caller(pub crate::auth::Caller);
 
-impl FromRequestParts<Arc<App>> for Tenant {
+impl FromRequestParts<Arc<App>> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(
@@ -28,8 +29,8 @@ impl FromRequestParts<Arc<App>> for Tenant {
     }
 }
 
-impl Tenant {
-    /// The tenant of the request's `Authorization: Bearer` key.
+impl Caller {
+    /// The holder of the request's `Authorization: Bearer` key.
     pub fn from_headers(app: &App, headers: &HeaderMap) -> Result<Self, ApiError> {
         let header = headers
             .get(header::AUTHORIZATION)
@@ -42,9 +43,22 @@ impl Tenant {
         app.config
             .api_keys
             .as_ref()
-            .and_then(|keys| keys.tenant_for(key.trim()))
-            .map(Tenant)
+            .and_then(|keys| keys.caller_for(key.trim()))
+            .map(Caller)
             .ok_or(ApiError::Unauthorized)
+    }
+
+    pub fn tenant(&self) -> &TenantId {
+        &self.0.tenant
+    }
+
+    /// 403 `forbidden` unless the key has one of `roles`.
+    pub fn require(&self, roles: &[Role]) -> Result<(), ApiError> {
+        if roles.iter().any(|r| self.0.has(*r)) {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden)
+        }
     }
 }
 

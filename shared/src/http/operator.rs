@@ -17,8 +17,9 @@ use serde_json::{Value, json};
 use super::ApiError;
 use super::REPLAYED;
 use super::approvals::approval_id;
-use super::extract::{Tenant, idempotency_key, is_json, parse_json, read_body};
+use super::extract::{Caller, idempotency_key, is_json, parse_json, read_body};
 use crate::App;
+use crate::auth::Role;
 use crate::domain::{DecideRequest, ExecutionStatus, FieldError};
 use crate::store::OperatorRefusal;
 
@@ -26,10 +27,12 @@ const RESOLVE_BODY_LIMIT: usize = 16 * 1024;
 
 pub async fn retry(
     State(app): State<Arc<App>>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    caller.require(&[Role::Operator])?;
+    let tenant = caller.tenant();
     // The client's Idempotency-Key makes its own repeats safe; without one, a token of this
     // request's still makes the SDK's retries of it safe.
     let retry_key = if headers.contains_key("idempotency-key") {
@@ -41,7 +44,7 @@ pub async fn retry(
     let now = app.clock.now();
     match app
         .store
-        .retry_execution(&tenant, &id, &retry_key, now)
+        .retry_execution(tenant, &id, &retry_key, now)
         .await?
     {
         Ok(approval) => Ok((StatusCode::ACCEPTED, Json(approval.view(now))).into_response()),
@@ -67,11 +70,13 @@ fn replayed(status: StatusCode, body: Value) -> Response {
 
 pub async fn resolve(
     State(app): State<Arc<App>>,
-    Tenant(tenant): Tenant,
+    caller: Caller,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    caller.require(&[Role::Operator])?;
+    let tenant = caller.tenant();
     if !is_json(&headers) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -81,7 +86,7 @@ pub async fn resolve(
     let now = app.clock.now();
     match app
         .store
-        .resolve_execution(&tenant, &id, outcome, &note, now)
+        .resolve_execution(tenant, &id, outcome, &note, now)
         .await?
     {
         Ok(approval) => Ok(Json(approval.view(now)).into_response()),

@@ -48,6 +48,12 @@ pub enum ApiError {
     ApprovalExpired,
     #[error("this approver is not listed on the approval")]
     NotAnApprover,
+    #[error("this API key's roles do not allow this")]
+    Forbidden,
+    #[error("the approval's requester may not decide it")]
+    SelfApprovalForbidden,
+    #[error("the approval could only be approved with its requester's own vote")]
+    PolicyUnsatisfiable,
     #[error("a dependency is not reachable")]
     Unavailable,
     #[error("internal error")]
@@ -92,7 +98,10 @@ impl ApiError {
             | Self::NotRetryable { .. }
             | Self::NotResolvable { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
-            Self::NotAnApprover => StatusCode::FORBIDDEN,
+            Self::NotAnApprover | Self::Forbidden | Self::SelfApprovalForbidden => {
+                StatusCode::FORBIDDEN
+            }
+            Self::PolicyUnsatisfiable => StatusCode::BAD_REQUEST,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -117,6 +126,9 @@ impl ApiError {
             Self::NotResolvable { .. } => "not_resolvable",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
+            Self::Forbidden => "forbidden",
+            Self::SelfApprovalForbidden => "self_approval_forbidden",
+            Self::PolicyUnsatisfiable => "policy_unsatisfiable",
             Self::Unavailable => "unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -140,6 +152,9 @@ impl ApiError {
             Self::NotResolvable { .. } => "Not resolvable",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
+            Self::Forbidden => "Forbidden",
+            Self::SelfApprovalForbidden => "Self-approval forbidden",
+            Self::PolicyUnsatisfiable => "Policy unsatisfiable",
             Self::Unavailable => "Service unavailable",
             Self::Internal(_) => "Internal error",
         }

@@ -110,6 +110,19 @@ fn forbidden() -> Response {
     )
 }
 
+fn self_approval_forbidden() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Not yours to decide",
+        html! {
+            div.card {
+                h1 { "You requested this approval" }
+                p.muted { "Its requester may not decide it: someone else on the list must. Nothing was recorded." }
+            }
+        },
+    )
+}
+
 fn unavailable() -> Response {
     page(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -221,6 +234,7 @@ pub async fn decide_form(
             | DecideRefusal::AlreadyDecided(_)
             | DecideRefusal::Expired => {}
             DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
+            DecideRefusal::SelfApproval => return self_approval_forbidden(),
             DecideRefusal::Unexplained => return unavailable(),
         },
         Err(err) => {

@@ -66,11 +66,13 @@ pub(crate) const RECORD_DECISION: &str = "SET #status = :outcome, #decision = :d
 pub(crate) const RECORD_APPROVAL: &str = "SET #status = :outcome, #decision = :decision, \
      #execution.#status = :queued, #execution.#updated_at = :now";
 
-/// only_if_pending_unexpired_and_listed: the one condition that makes a decision terminal,
-/// whatever channel it comes through. A missing item fails it too (it has no status), so a
-/// decision can never create an approval.
-pub(crate) const ONLY_IF_DECIDABLE: &str =
-    "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver)";
+/// only_if_pending_unexpired_listed_and_not_the_requester: the one condition that makes a
+/// decision terminal, whatever channel it comes through. A missing item fails it too (it has no
+/// status), so a decision can never create an approval. Separation of duties is part of it, so
+/// no channel can skip it: the approval's requester never decides it (an approval from before
+/// `requested_by` existed has none to compare).
+pub(crate) const ONLY_IF_DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+     AND (attribute_not_exists(#requested_by) OR #requested_by <> :approver)";
 
 /// only_if_key_unused_or_expired: a record whose expiry has passed no longer blocks the key,
 /// even while DynamoDB's TTL (which deletes late) has not removed it yet.

@@ -71,6 +71,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
     }
+    if let Some(requested_by) = &approval.requested_by {
+        item.insert("requested_by".to_owned(), s(requested_by.as_str()));
+    }
     item
 }
 
@@ -142,6 +145,9 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
             .map_err(|_| StoreError::corrupt("tenant"))?,
         id: ApprovalId::parse(get_s(item, "id")?).map_err(|_| StoreError::corrupt("id"))?,
         status: Status::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("status"))?,
+        requested_by: opt_s(item, "requested_by")
+            .map(|r| Approver::parse(&r).map_err(|_| StoreError::corrupt("requested_by")))
+            .transpose()?,
         action_type: get_s(item, "action_type")?.to_owned(),
         payload: json_object(item, "payload")?,
         approvers,
@@ -251,6 +257,7 @@ mod tests {
             tenant: TenantId::parse("acme").unwrap(),
             id: ApprovalId::generate(),
             status: Status::Approved,
+            requested_by: Some(Approver::parse("ci@acme").unwrap()),
             action_type: "deploy".into(),
             payload: json!({"build": 1042, "big": 12345678901234567890u64, "f": 0.1, "n": null})
                 .as_object()

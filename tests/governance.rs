@@ -1,0 +1,231 @@
+//! Who may do what (SPEC "Principals and roles"): every route checks its key's role, an
+//! approval records who requested it, and its requester never decides it, on any channel —
+//! refused by the same conditional write that records a decision.
+
+use countersign_tests::{ACME_SECRET, TENANT_A, TestApp, decided_event, deploy_body};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+
+const CI_KEY: &str = "ci-key-0123456789abcdef";
+const ALICE_KEY: &str = "alice-key-0123456789abcdef";
+const BOB_KEY: &str = "bob-key-0123456789abcdef";
+const PORTAL_KEY: &str = "portal-key-0123456789abcdef";
+const READER_KEY: &str = "reader-key-0123456789abcdef";
+const OPS_KEY: &str = "ops-key-0123456789abcdef";
+
+fn api_keys() -> String {
+    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
+    json!([
+        key("ci@acme", &["requester"], CI_KEY),
+        // A person who both asks for approvals and approves others'.
+        key(ALICE, &["requester", "approver"], ALICE_KEY),
+        key(BOB, &["approver"], BOB_KEY),
+        key("portal@acme", &["decider"], PORTAL_KEY),
+        key("audit@acme", &["reader"], READER_KEY),
+        key("ops@acme", &["operator"], OPS_KEY),
+    ])
+    .to_string()
+}
+
+async fn start() -> TestApp {
+    TestApp::start_with(&[("API_KEYS", &api_keys())]).await
+}
+
+async fn decide(t: &TestApp, key: &str, id: &str, body: Value) -> countersign_tests::Reply {
+    t.decide(key, id, body).await
+}
+
+fn retry(t: &TestApp, id: &str, key: &str) -> reqwest::RequestBuilder {
+    t.http
+        .post(t.url(&format!("/approvals/{id}/execution/retry")))
+        .bearer_auth(key)
+}
+
+#[tokio::test]
+async fn every_route_checks_its_role() {
+    let t = start().await;
+    let body = deploy_body(1, &[ALICE, BOB]);
+
+    let refused = t.create(READER_KEY, "roles-1", &body).await;
+    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    let refused = t.create(BOB_KEY, "roles-1", &body).await;
+    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    assert_eq!(
+        t.approval_count().await,
+        0,
+        "a refused create writes nothing"
+    );
+
+    let created = t.create(CI_KEY, "roles-1", &body).await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(created.json()["requested_by"], "ci@acme");
+    for key in [READER_KEY, CI_KEY, BOB_KEY, PORTAL_KEY, OPS_KEY] {
+        let read = t.get(key, &id).await;
+        assert_eq!(read.status, 200, "every role reads");
+        assert_eq!(read.json()["requested_by"], "ci@acme");
+    }
+
+    // Deciding takes `approver` (as itself) or `decider` (for anyone listed).
+    for key in [CI_KEY, READER_KEY, OPS_KEY] {
+        let refused = decide(
+            &t,
+            key,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    }
+    let as_someone_else = decide(
+        &t,
+        BOB_KEY,
+        &id,
+        json!({"decision": "approve", "approver": ALICE}),
+    )
+    .await;
+    assert_eq!(
+        (as_someone_else.status, as_someone_else.code()),
+        (403, "forbidden".into())
+    );
+    for key in [CI_KEY, BOB_KEY, READER_KEY, PORTAL_KEY] {
+        let refused = t.send(retry(&t, &id, key)).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (403, "forbidden".into()),
+            "only an operator retries"
+        );
+    }
+    assert_eq!(t.get(READER_KEY, &id).await.json()["status"], "pending");
+
+    // An approver's own vote: the body names it, or nobody.
+    let own = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
+    assert_eq!(own.status, 200, "{}", own.text());
+    assert_eq!(own.json()["decision"]["approver"], BOB);
+    let again = decide(
+        &t,
+        BOB_KEY,
+        &id,
+        json!({"decision": "approve", "approver": BOB}),
+    )
+    .await;
+    assert_eq!((again.status, again.replayed()), (200, true));
+
+    // The operator's role passes; the execution's state answers.
+    let not_retryable = t.send(retry(&t, &id, OPS_KEY)).await;
+    assert_eq!(not_retryable.status, 409, "{}", not_retryable.text());
+
+    let unknown = t.get("nobody-0123456789abcdef", &id).await;
+    assert_eq!(unknown.status, 401);
+}
+
+#[tokio::test]
+async fn the_requester_never_decides_its_own_approval() {
+    let t = start().await;
+    let created = t
+        .create(ALICE_KEY, "sod-1", &deploy_body(2, &[ALICE, BOB]))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(created.json()["requested_by"], ALICE);
+
+    // API: as itself, and through a decider acting for it.
+    let own = decide(&t, ALICE_KEY, &id, json!({"decision": "approve"})).await;
+    assert_eq!(
+        (own.status, own.code()),
+        (403, "self_approval_forbidden".into()),
+        "{}",
+        own.text()
+    );
+    let via_portal = decide(
+        &t,
+        PORTAL_KEY,
+        &id,
+        json!({"decision": "approve", "approver": ALICE}),
+    )
+    .await;
+    assert_eq!(
+        (via_portal.status, via_portal.code()),
+        (403, "self_approval_forbidden".into())
+    );
+
+    // Review page: her own link.
+    let token = t.review_token(TENANT_A, &id, ALICE);
+    let page = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/decision")))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("decision=approve&token={token}")),
+        )
+        .await;
+    assert_eq!(page.status, 403);
+    assert!(
+        page.text().contains("You requested this approval"),
+        "{}",
+        page.text()
+    );
+
+    // Webhook: recorded and acknowledged, not applied.
+    let delivered = t
+        .deliver(
+            "acme",
+            ACME_SECRET,
+            "msg_sod_1",
+            &decided_event(&id, "approve", ALICE),
+        )
+        .await;
+    assert_eq!(delivered.status, 200, "{}", delivered.text());
+    assert_eq!(delivered.json()["outcome"], "self_approval_forbidden");
+
+    let approval = t.get(READER_KEY, &id).await.json();
+    assert_eq!(approval["status"], "pending", "{approval}");
+    assert_eq!(approval["decision"], Value::Null);
+
+    // Anyone else listed decides.
+    let bob = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
+    assert_eq!(bob.status, 200, "{}", bob.text());
+    assert_eq!(bob.json()["status"], "approved");
+}
+
+#[tokio::test]
+async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
+    let t = start().await;
+    let refused = t
+        .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE]))
+        .await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (400, "policy_unsatisfiable".into()),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(t.approval_count().await, 0);
+    let listed_with_another = t
+        .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE, BOB]))
+        .await;
+    assert_eq!(listed_with_another.status, 201);
+}
+
+#[tokio::test]
+async fn the_development_key_form_has_every_role() {
+    let t = TestApp::start().await;
+    let id = t
+        .create_ok(countersign_tests::KEY_A, "dev-1", &deploy_body(4, &[ALICE]))
+        .await;
+    let approval = t.get(countersign_tests::KEY_A, &id).await.json();
+    assert_eq!(
+        approval["requested_by"], TENANT_A,
+        "the tenant is its principal"
+    );
+    let decided = t
+        .decide(
+            countersign_tests::KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(decided.status, 200);
+}
