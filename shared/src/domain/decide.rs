@@ -243,7 +243,9 @@ mod tests {
         assert_eq!(got, DecideRefusal::SelfApproval);
         // Unlisted comes first: a requester that is not an approver is told just that.
         approval.approvers.retain(|a| *a != requester);
-        approval.approvers.push(Approver::parse("someone-else").unwrap());
+        approval
+            .approvers
+            .push(Approver::parse("someone-else").unwrap());
         let got = classify_refusal(
             Some(approval),
             &request(Outcome::Approved, requester.as_str()),

@@ -6,6 +6,7 @@ mod create;
 mod decide;
 mod ids;
 mod numbers;
+mod policy;
 
 pub use approval::{
     Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status,
@@ -14,6 +15,7 @@ pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 pub use numbers::inexact_numbers;
+pub use policy::{Policy, PolicyRefusal, Rule, VoteEffect};
 
 /// Seconds since the Unix epoch: the unit of every time the store compares in a condition.
 pub type EpochSeconds = i64;
