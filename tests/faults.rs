@@ -55,11 +55,16 @@ async fn until_served(
     panic!("{op}: still 503 after 50 tries");
 }
 
-async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, Fault), usize> {
+/// A fault proxy in front of the tests' local AWS (or whatever `AWS_ENDPOINT_URL` names).
+async fn proxy(seed: u64) -> FaultProxy {
     let upstream = countersign_tests::aws_endpoint()
         .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
         .expect("an AWS endpoint");
-    let proxy = FaultProxy::start(&upstream, seed).await;
+    FaultProxy::start(&upstream, seed).await
+}
+
+async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, Fault), usize> {
+    let proxy = proxy(seed).await;
     // A lease (5 s) that holds an attempt through the SDK's backoff, as a deployed one (the
     // template's 40 s and more) does: with the tests' usual 2 s, a begin or an end write slowed
     // by retries outlives the lease, and the job is taken over and its target called again.
@@ -264,10 +269,7 @@ async fn transaction_conflicts_are_retried() {
 /// nothing, and the same request succeeds once the store answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_store_throttled_beyond_retries_is_a_503_to_retry() {
-    let upstream = countersign_tests::aws_endpoint()
-        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-        .expect("an AWS endpoint");
-    let proxy = FaultProxy::start(&upstream, 3).await;
+    let proxy = proxy(3).await;
     let t = TestApp::start_jobs_via(&[], Some(proxy.sdk_config().await)).await;
     proxy.set_rules(vec![Rule {
         operation: "TransactWriteItems",
@@ -306,10 +308,7 @@ async fn a_store_throttled_beyond_retries_is_a_503_to_retry() {
 /// send the job round again — here the refusal would turn into a success on a second call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_attempts_end_is_written_through_a_throttled_store() {
-    let upstream = countersign_tests::aws_endpoint()
-        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
-        .expect("an AWS endpoint");
-    let proxy = FaultProxy::start(&upstream, 5).await;
+    let proxy = proxy(5).await;
     // A lease (9 s) long enough for the SDK's retries of several tries of the write.
     let t = TestApp::start_jobs_via(
         &[("JOB_VISIBILITY_TIMEOUT_SECONDS", "10")],

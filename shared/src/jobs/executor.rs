@@ -101,6 +101,10 @@ const LEDGER_MARGIN: Duration = Duration::from_secs(3);
 /// The pauses between tries of an attempt's end write: doubling from the first to the longest.
 const END_WRITE_FIRST_PAUSE: Duration = Duration::from_millis(50);
 const END_WRITE_LONGEST_PAUSE: Duration = Duration::from_secs(1);
+/// A try of the end write is not started with less than this left before the cut-off.
+const SHORTEST_END_WRITE: Duration = Duration::from_secs(1);
+/// Kept at the very end of an invocation to answer Lambda (the batch item failures).
+const ANSWER_MARGIN: Duration = Duration::from_millis(200);
 /// Below this, a call is not worth starting: the message comes back to a fresh invocation.
 const SHORTEST_CALL: Duration = Duration::from_secs(1);
 
@@ -222,7 +226,8 @@ impl Executor {
         }
         let store = &self.app.store;
         let token = ulid::Ulid::new().to_string();
-        // Measured before the begin, so never later than the lease the begin writes.
+        // Measured before the begin, so about the lease the begin writes (an estimate: safety
+        // never depends on it, every end write is conditioned on this attempt's token).
         let lease_end = Instant::now() + lease;
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
         match store
@@ -288,8 +293,10 @@ impl Executor {
                 (Completion::RetryWait(error), Disposition::Retry)
             }
         };
-        let end_by = deadline.map_or(lease_end, |d| lease_end.min(d));
-        if !self.complete(&job, &token, &completion, end_by).await? {
+        if !self
+            .complete(&job, &token, &completion, lease_end, deadline)
+            .await?
+        {
             // Our lease ended and another worker took the job over: it completes it. What we
             // learnt is still worth keeping: if the other attempt ends unknown, this may be the
             // only word on whether the action ran.
@@ -330,23 +337,40 @@ impl Executor {
     /// a success; at a target that does not dedupe, an operator would have to reconcile).
     /// Each try is conditioned on this attempt's token, so one that lands after a takeover
     /// changes nothing.
+    ///
+    /// In Lambda each try is also cut off shortly before the invocation's deadline (and a new
+    /// one is only started with time for it left): a write the deadline kills would lose the
+    /// whole batch's answer. A try cut off may still apply; the token condition makes that safe.
     async fn complete(
         &self,
         job: &Job,
         token: &str,
         completion: &Completion,
-        end_by: Instant,
+        lease_end: Instant,
+        deadline: Option<Instant>,
     ) -> Result<bool, StoreError> {
+        let hard_end = deadline.map(|d| d.checked_sub(ANSWER_MARGIN).unwrap_or(d));
         let mut pause = END_WRITE_FIRST_PAUSE;
         loop {
             let now = self.app.clock.now();
-            match self
-                .app
-                .store
-                .complete_job(job, token, completion, now)
-                .await
-            {
-                Err(e) if e.is_transient() && Instant::now() + pause < end_by => {
+            let write = self.app.store.complete_job(job, token, completion, now);
+            let result = match hard_end {
+                None => write.await,
+                Some(end) => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    tokio::time::timeout(left, write).await.unwrap_or_else(|_| {
+                        Err(StoreError::Unavailable {
+                            operation: "TransactWriteItems",
+                            message: "cut off before the invocation's deadline".to_owned(),
+                        })
+                    })
+                }
+            };
+            let next_try = Instant::now() + pause;
+            let time_for_another = next_try < lease_end
+                && hard_end.is_none_or(|end| next_try + SHORTEST_END_WRITE < end);
+            match result {
+                Err(e) if e.is_transient() && time_for_another => {
                     tracing::warn!(job = job.id(), error = %e, "attempt's end not written yet; again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(END_WRITE_LONGEST_PAUSE);
