@@ -229,3 +229,157 @@ async fn the_development_key_form_has_every_role() {
         .await;
     assert_eq!(decided.status, 200);
 }
+
+fn cancel(t: &TestApp, key: &str, id: &str, body: Option<Value>) -> reqwest::RequestBuilder {
+    let request = t
+        .http
+        .post(t.url(&format!("/approvals/{id}/cancel")))
+        .bearer_auth(key);
+    match body {
+        Some(body) => request.json(&body),
+        None => request,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_approval_is_never_decided_nor_executed() {
+    let t = TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await;
+    let created = t
+        .create(CI_KEY, "cancel-1", &deploy_body(5, &[ALICE, BOB]))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+
+    // Not an approver's, nor another requester's, to cancel.
+    for key in [BOB_KEY, ALICE_KEY, READER_KEY, PORTAL_KEY] {
+        let refused = t.send(cancel(&t, key, &id, None)).await;
+        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    }
+    let bad = t
+        .send(cancel(&t, CI_KEY, &id, Some(json!({"reason": 7}))))
+        .await;
+    assert_eq!((bad.status, bad.code()), (400, "invalid_request".into()));
+
+    let cancelled = t
+        .send(cancel(
+            &t,
+            CI_KEY,
+            &id,
+            Some(json!({"reason": "wrong build"})),
+        ))
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text());
+    let approval = cancelled.json();
+    assert_eq!(approval["status"], "cancelled");
+    assert_eq!(approval["cancellation"]["by"], "ci@acme");
+    assert_eq!(approval["cancellation"]["reason"], "wrong build");
+    let again = t.send(cancel(&t, CI_KEY, &id, None)).await;
+    assert_eq!((again.status, again.replayed()), (200, true));
+
+    // Every channel's vote is refused after it.
+    let vote = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
+    assert_eq!((vote.status, vote.code()), (409, "already_decided".into()));
+    let hook = t
+        .deliver(
+            "acme",
+            ACME_SECRET,
+            "msg_cancel_1",
+            &decided_event(&id, "approve", BOB),
+        )
+        .await;
+    assert_eq!(hook.json()["outcome"], "superseded", "{}", hook.text());
+    let page = t.send(t.http.get(t.review_link(&id, BOB))).await;
+    assert!(page.text().contains("was cancelled"), "{}", page.text());
+
+    // Nothing executes (the notifications sent at create are all that reach downstream).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let approval = t.get(READER_KEY, &id).await.json();
+    assert_eq!(approval["status"], "cancelled");
+    assert_eq!(approval["execution"]["status"], "not_started");
+    assert_eq!(t.downstream().calls("tenant-a:cancel-1"), 0);
+
+    // An operator cancels anyone's; a decided one is 409, an expired one 410, unknown 404.
+    let other = t
+        .create(ALICE_KEY, "cancel-2", &deploy_body(6, &[BOB]))
+        .await;
+    let other = other.json()["id"].as_str().unwrap().to_owned();
+    let by_ops = t.send(cancel(&t, OPS_KEY, &other, None)).await;
+    assert_eq!(by_ops.status, 200, "{}", by_ops.text());
+    assert_eq!(by_ops.json()["cancellation"]["by"], "ops@acme");
+    let decided = t.create(CI_KEY, "cancel-3", &deploy_body(7, &[BOB])).await;
+    let decided = decided.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        decide(&t, BOB_KEY, &decided, json!({"decision": "approve"}))
+            .await
+            .status,
+        200
+    );
+    let late = t.send(cancel(&t, CI_KEY, &decided, None)).await;
+    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    let unknown = t
+        .send(cancel(&t, CI_KEY, "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ", None))
+        .await;
+    assert_eq!(unknown.status, 404);
+    let expiring = t.create(CI_KEY, "cancel-4", &deploy_body(8, &[BOB])).await;
+    let expiring = expiring.json()["id"].as_str().unwrap().to_owned();
+    t.clock.advance(86_401);
+    let expired = t.send(cancel(&t, CI_KEY, &expiring, None)).await;
+    assert_eq!(
+        (expired.status, expired.code()),
+        (410, "approval_expired".into())
+    );
+}
+
+/// A cancel and an approve sent at once: exactly one applies, and only an approved one runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_racing_a_vote_has_one_winner() {
+    let t = TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await;
+    let mut approved = Vec::new();
+    for round in 0..20 {
+        let key = format!("race-{round}");
+        let id = t.create_ok(CI_KEY, &key, &deploy_body(round, &[BOB])).await;
+        let (cancelled, voted) = tokio::join!(
+            t.send(cancel(&t, CI_KEY, &id, None)),
+            decide(&t, BOB_KEY, &id, json!({"decision": "approve"})),
+        );
+        let wins = [cancelled.status, voted.status];
+        assert!(
+            wins == [200, 409] || wins == [409, 200],
+            "round {round}: cancel {} / vote {}",
+            cancelled.text(),
+            voted.text()
+        );
+        let status = t.get(READER_KEY, &id).await.json()["status"].clone();
+        assert_eq!(
+            status,
+            if voted.status == 200 {
+                "approved"
+            } else {
+                "cancelled"
+            }
+        );
+        if voted.status == 200 {
+            approved.push((id, key));
+        }
+    }
+    for (id, _) in &approved {
+        let done = t
+            .wait_for_execution(READER_KEY, id, std::time::Duration::from_secs(30))
+            .await;
+        assert_eq!(done["execution"]["status"], "succeeded");
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let mut executed = 0;
+    for round in 0..20 {
+        let key = format!("tenant-a:race-{round}");
+        let calls = t.downstream().calls(&key);
+        let was_approved = approved.iter().any(|(_, k)| format!("tenant-a:{k}") == key);
+        assert_eq!(calls, usize::from(was_approved), "{key}");
+        executed += calls;
+    }
+    println!(
+        "cancel vs vote, 20 rounds: {} approved (each executed once), {} cancelled; {executed} calls",
+        approved.len(),
+        20 - approved.len()
+    );
+}

@@ -14,6 +14,8 @@ pub enum Status {
     Approved,
     Rejected,
     Expired,
+    /// Withdrawn by its requester or an operator before a decision: terminal, never executed.
+    Cancelled,
 }
 
 impl Status {
@@ -23,6 +25,7 @@ impl Status {
             Self::Approved => "approved",
             Self::Rejected => "rejected",
             Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -32,6 +35,7 @@ impl Status {
             "approved" => Some(Self::Approved),
             "rejected" => Some(Self::Rejected),
             "expired" => Some(Self::Expired),
+            "cancelled" => Some(Self::Cancelled),
             _ => None,
         }
     }
@@ -95,6 +99,14 @@ impl Channel {
             _ => None,
         }
     }
+}
+
+/// Who withdrew a pending approval, when, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancellation {
+    pub by: Approver,
+    pub at: EpochSeconds,
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +207,7 @@ pub struct Approval {
     pub created_at: EpochSeconds,
     pub expires_at: EpochSeconds,
     pub decision: Option<Decision>,
+    pub cancellation: Option<Cancellation>,
     pub execution: Execution,
 }
 
@@ -239,6 +252,11 @@ impl Approval {
                 comment: d.comment.as_deref(),
                 webhook_event_id: d.webhook_event_id.as_deref(),
             }),
+            cancellation: self.cancellation.as_ref().map(|c| CancellationView {
+                by: &c.by,
+                at: rfc3339(c.at),
+                reason: c.reason.as_deref(),
+            }),
             execution: ExecutionView {
                 status: self.execution.status,
                 attempts: self.execution.attempts,
@@ -264,6 +282,9 @@ pub struct ApprovalView<'a> {
     created_at: String,
     expires_at: String,
     decision: Option<DecisionView<'a>>,
+    /// Only on a cancelled approval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancellation: Option<CancellationView<'a>>,
     execution: ExecutionView<'a>,
 }
 
@@ -272,6 +293,13 @@ struct ActionView<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     payload: &'a Map<String, Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct CancellationView<'a> {
+    by: &'a Approver,
+    at: String,
+    reason: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -317,6 +345,7 @@ pub(crate) mod tests {
             created_at: 0,
             expires_at,
             decision: None,
+            cancellation: None,
             execution: Execution::not_started(0),
         }
     }

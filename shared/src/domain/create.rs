@@ -187,6 +187,7 @@ impl CreateRequest {
             created_at: now,
             expires_at: now + self.expires_in_seconds,
             decision: None,
+            cancellation: None,
             execution: Execution::not_started(now),
         }
     }

@@ -123,7 +123,9 @@ pub fn classify_refusal(
         {
             DecideRefusal::Repeat(Box::new(old))
         }
-        (Status::Approved | Status::Rejected, _) => DecideRefusal::AlreadyDecided(Box::new(old)),
+        (Status::Approved | Status::Rejected | Status::Cancelled, _) => {
+            DecideRefusal::AlreadyDecided(Box::new(old))
+        }
         (Status::Expired, _) => DecideRefusal::Expired,
         (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
         (Status::Pending, _) if old.requested_by.as_ref() == Some(&request.approver) => {

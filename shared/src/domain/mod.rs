@@ -9,7 +9,8 @@ mod numbers;
 mod policy;
 
 pub use approval::{
-    Approval, ApprovalView, Channel, Decision, Execution, ExecutionStatus, Outcome, Status,
+    Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
+    Status,
 };
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};

@@ -15,13 +15,15 @@ use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::auth::Role;
 use crate::domain::{
-    Approval, ApprovalId, Channel, CreateRefusal, CreateRequest, DecideRefusal, DecideRequest,
-    Decision, classify_refusal, fingerprint, inexact_numbers,
+    Approval, ApprovalId, Cancellation, Channel, CreateRefusal, CreateRequest, DecideRefusal,
+    DecideRequest, Decision, FieldError, Status, classify_refusal, fingerprint, inexact_numbers,
 };
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError};
 
 /// Create bodies above this are refused before parsing.
 pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
+/// A cancel's body is at most a reason.
+pub const CANCEL_BODY_LIMIT: usize = 16 * 1024;
 /// Decision bodies are small; the same limit keeps one rule for clients.
 pub const DECIDE_BODY_LIMIT: usize = 64 * 1024;
 
@@ -197,5 +199,84 @@ pub async fn decide(
                 "the decision condition refused a decidable approval",
             ))),
         },
+    }
+}
+
+/// The requester that created it, or an operator: pending → `cancelled`, with an optional
+/// `{"reason": "…"}`. A repeat answers 200 + `Idempotent-Replayed`; decided 409; expired 410.
+pub async fn cancel(
+    State(app): State<Arc<App>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let Caller(caller) = Caller::from_headers(&app, &headers)?;
+    let by_anyone = caller.has(Role::Operator);
+    if !by_anyone && !caller.has(Role::Requester) {
+        return Err(ApiError::Forbidden);
+    }
+    let bytes = read_body(body, &headers, CANCEL_BODY_LIMIT).await?;
+    let reason = if bytes.is_empty() {
+        None
+    } else {
+        if !is_json(&headers) {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        cancel_reason(&parse_json(&bytes)?).map_err(ApiError::invalid)?
+    };
+    let id = approval_id(id)?;
+    let now = app.clock.now();
+    let cancellation = Cancellation {
+        by: caller.principal.clone(),
+        at: now,
+        reason,
+    };
+    match app
+        .store
+        .cancel(&caller.tenant, &id, &cancellation, by_anyone, now)
+        .await?
+    {
+        DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
+        DecideOutcome::Refused(None) => Err(ApiError::NotFound),
+        DecideOutcome::Refused(Some(old)) => match old.status_at(now) {
+            Status::Cancelled => {
+                let mut response = Json(old.view(now)).into_response();
+                response
+                    .headers_mut()
+                    .insert(REPLAYED, HeaderValue::from_static("true"));
+                Ok(response)
+            }
+            Status::Approved | Status::Rejected => Err(ApiError::AlreadyDecided {
+                approval: json!(old.view(now)),
+            }),
+            Status::Expired => Err(ApiError::ApprovalExpired),
+            // Pending: the condition only fails it for a requester that is not this one's.
+            Status::Pending => Err(ApiError::Forbidden),
+        },
+    }
+}
+
+fn cancel_reason(body: &serde_json::Value) -> Result<Option<String>, Vec<FieldError>> {
+    let Some(fields) = body.as_object() else {
+        return Err(vec![FieldError::new("", "the body must be a JSON object")]);
+    };
+    if let Some(unknown) = fields.keys().find(|k| k.as_str() != "reason") {
+        return Err(vec![FieldError::new(unknown.clone(), "unknown field")]);
+    }
+    match fields.get("reason") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(reason)) => {
+            let mut errors = Vec::new();
+            let reason = DecideRequest::check_comment(reason, &mut errors);
+            if errors.is_empty() {
+                Ok(reason)
+            } else {
+                Err(vec![FieldError::new(
+                    "reason",
+                    "must be at most 2000 characters",
+                )])
+            }
+        }
+        Some(_) => Err(vec![FieldError::new("reason", "must be a string")]),
     }
 }

@@ -60,6 +60,7 @@ fn create_routes() -> Router<Arc<App>> {
     Router::new()
         .route("/approvals", post(approvals::create))
         .route("/approvals/{id}", get(approvals::get))
+        .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))
 }

@@ -306,6 +306,13 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
                     }
                 }
             }
+            (Status::Cancelled, _) => {
+                div.card #outcome {
+                    h2 { "Outcome" }
+                    p { "This request was cancelled" @if let Some(c) = &approval.cancellation { " by " strong { (c.by.as_str()) } " " (when(c.at)) } ". Nothing will be done." }
+                    @if let Some(reason) = approval.cancellation.as_ref().and_then(|c| c.reason.as_ref()) { p { "“" (reason) "”" } }
+                }
+            }
             (Status::Expired, _) => {
                 div.card #outcome {
                     h2 { "Outcome" }

@@ -10,13 +10,13 @@ use aws_sdk_dynamodb::types::{
 
 use super::expr::names;
 use super::items::{
-    approval_from_item, approval_key, approval_to_item, b, decision_to_attr, epoch, get_b, get_n,
-    get_s, idempotency_key, n, s,
+    approval_from_item, approval_key, approval_to_item, b, cancellation_to_attr, decision_to_attr,
+    epoch, get_b, get_n, get_s, idempotency_key, n, s,
 };
 use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{
-    Approval, ApprovalId, Decision, EpochSeconds, ExecutionStatus, IdempotencyKey, Outcome, Status,
-    TenantId,
+    Approval, ApprovalId, Cancellation, Decision, EpochSeconds, ExecutionStatus, IdempotencyKey,
+    Outcome, Status, TenantId,
 };
 
 /// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
@@ -73,6 +73,15 @@ pub(crate) const RECORD_APPROVAL: &str = "SET #status = :outcome, #decision = :d
 /// `requested_by` existed has none to compare).
 pub(crate) const ONLY_IF_DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
      AND (attribute_not_exists(#requested_by) OR #requested_by <> :approver)";
+
+/// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a
+/// cancel and a decision racing each other cannot both apply.
+const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at > :now";
+/// ... and by the principal that requested it (an approval from before `requested_by` existed
+/// is an operator's to cancel).
+const ONLY_IF_CANCELLABLE_BY_ITS_REQUESTER: &str =
+    "#status = :pending AND #expires_at > :now AND #requested_by = :by";
+const CANCEL: &str = "SET #status = :cancelled, #cancellation = :cancellation";
 
 /// only_if_key_unused_or_expired: a record whose expiry has passed no longer blocks the key,
 /// even while DynamoDB's TTL (which deletes late) has not removed it yet.
@@ -202,6 +211,51 @@ impl Store {
                 ONLY_IF_DECIDABLE,
                 decision_names(decision),
                 decision_values(decision, now),
+            )
+            .await?;
+        Ok(match outcome {
+            Ok(approval) => DecideOutcome::Won(Box::new(approval)),
+            Err(old) => DecideOutcome::Refused(old.map(Box::new)),
+        })
+    }
+
+    /// Withdraws a pending approval: one conditional update. `by_anyone` (an operator) may
+    /// cancel any; otherwise only the approval's requester. A cancelled approval is terminal:
+    /// no decision's condition (`#status = :pending`) holds on it any more, and the dispatcher
+    /// makes no job of the change.
+    pub async fn cancel(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        cancellation: &Cancellation,
+        by_anyone: bool,
+        now: EpochSeconds,
+    ) -> Result<DecideOutcome, StoreError> {
+        let condition = if by_anyone {
+            ONLY_IF_CANCELLABLE
+        } else {
+            ONLY_IF_CANCELLABLE_BY_ITS_REQUESTER
+        };
+        let mut values = HashMap::from([
+            (":pending".to_owned(), s(Status::Pending.as_str())),
+            (":cancelled".to_owned(), s(Status::Cancelled.as_str())),
+            (
+                ":cancellation".to_owned(),
+                cancellation_to_attr(cancellation),
+            ),
+            (":now".to_owned(), epoch(now)),
+        ]);
+        if !by_anyone {
+            values.insert(":by".to_owned(), s(cancellation.by.as_str()));
+        }
+        let outcome = self
+            .update_approval(
+                tenant,
+                id,
+                CANCEL,
+                condition,
+                names(&[CANCEL, condition]),
+                values,
             )
             .await?;
         Ok(match outcome {

@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use super::StoreError;
 use crate::domain::{
-    Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, ExecutionStatus,
-    IdempotencyKey, Outcome, Status, TenantId,
+    Approval, ApprovalId, Approver, Cancellation, Channel, Decision, EpochSeconds, Execution,
+    ExecutionStatus, IdempotencyKey, Outcome, Status, TenantId,
 };
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -71,6 +71,12 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
     }
+    if let Some(cancellation) = &approval.cancellation {
+        item.insert(
+            "cancellation".to_owned(),
+            cancellation_to_attr(cancellation),
+        );
+    }
     if let Some(requested_by) = &approval.requested_by {
         item.insert("requested_by".to_owned(), s(requested_by.as_str()));
     }
@@ -91,6 +97,26 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
         map.insert("webhook_event_id".to_owned(), s(event));
     }
     AttributeValue::M(map)
+}
+
+pub(crate) fn cancellation_to_attr(cancellation: &Cancellation) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("by".to_owned(), s(cancellation.by.as_str())),
+        ("at".to_owned(), n(cancellation.at)),
+    ]);
+    if let Some(reason) = &cancellation.reason {
+        map.insert("reason".to_owned(), s(reason));
+    }
+    AttributeValue::M(map)
+}
+
+fn cancellation_from_map(map: &Item) -> Result<Cancellation, StoreError> {
+    Ok(Cancellation {
+        by: Approver::parse(get_s(map, "by")?)
+            .map_err(|_| StoreError::corrupt("cancellation.by"))?,
+        at: get_n(map, "at")?,
+        reason: opt_s(map, "reason"),
+    })
 }
 
 pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
@@ -123,6 +149,11 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         None | Some(AttributeValue::Null(_)) => None,
         Some(AttributeValue::M(map)) => Some(decision_from_map(map)?),
         Some(_) => return Err(StoreError::corrupt("decision")),
+    };
+    let cancellation = match item.get("cancellation") {
+        None | Some(AttributeValue::Null(_)) => None,
+        Some(AttributeValue::M(map)) => Some(cancellation_from_map(map)?),
+        Some(_) => return Err(StoreError::corrupt("cancellation")),
     };
     let execution = match item.get("execution") {
         Some(AttributeValue::M(map)) => execution_from_map(map)?,
@@ -157,6 +188,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         created_at: get_n(item, "created_at")?,
         expires_at: get_n(item, "expires_at")?,
         decision,
+        cancellation,
         execution,
     })
 }
@@ -278,6 +310,11 @@ mod tests {
                 channel: Channel::Webhook,
                 comment: Some("ok".into()),
                 webhook_event_id: Some("msg_1".into()),
+            }),
+            cancellation: Some(Cancellation {
+                by: Approver::parse("ci@acme").unwrap(),
+                at: 1_700_000_100,
+                reason: Some("wrong build".into()),
             }),
             execution: Execution {
                 status: ExecutionStatus::Failed,
