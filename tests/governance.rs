@@ -190,6 +190,51 @@ async fn the_requester_never_decides_its_own_approval() {
     assert_eq!(bob.json()["status"], "approved");
 }
 
+/// The requester listed in another spelling is still the requester.
+#[tokio::test]
+async fn another_spelling_of_the_requester_is_the_requester() {
+    let t = start().await;
+    let shouting = "Alice@Example.com ";
+    let only_her = t
+        .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting]))
+        .await;
+    assert_eq!(
+        (only_her.status, only_her.code()),
+        (400, "policy_unsatisfiable".into())
+    );
+    let created = t
+        .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting, BOB]))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().unwrap().to_owned();
+    let via_portal = decide(
+        &t,
+        PORTAL_KEY,
+        &id,
+        json!({"decision": "approve", "approver": shouting}),
+    )
+    .await;
+    assert_eq!(
+        (via_portal.status, via_portal.code()),
+        (403, "self_approval_forbidden".into()),
+        "{}",
+        via_portal.text()
+    );
+    let page = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/decision")))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!(
+                    "decision=approve&token={}",
+                    t.review_token(TENANT_A, &id, shouting)
+                )),
+        )
+        .await;
+    assert_eq!(page.status, 403);
+    assert_eq!(t.get(READER_KEY, &id).await.json()["status"], "pending");
+}
+
 #[tokio::test]
 async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
     let t = start().await;

@@ -134,6 +134,7 @@ fn every_route_of_the_api_is_declared() {
         "GET /approvals/{id}",
         "POST /approvals/{id}/decision",
         "GET /approvals/{id}/review",
+        "POST /approvals/{id}/cancel",
         "POST /approvals/{id}/execution/retry",
         "POST /approvals/{id}/execution/resolve",
         "POST /webhooks/{source}",

@@ -105,24 +105,37 @@ impl ApiKeys {
     pub fn parse(raw: &str) -> Result<Self, String> {
         let mut entries = Vec::new();
         if raw.trim_start().starts_with('[') {
+            // serde's message can quote a value (a key pasted in the wrong place): only where.
             let keys: Vec<KeyEntry> = serde_json::from_str(raw).map_err(|e| {
-                format!("expected [{{\"tenant\", \"principal\", \"roles\": [...], \"key\"}}]: {e}")
+                format!(
+                    "expected [{{\"tenant\", \"principal\", \"roles\": [...], \"key\"}}]: {:?} error at line {}, column {}",
+                    e.classify(),
+                    e.line(),
+                    e.column()
+                )
             })?;
             for (i, entry) in keys.into_iter().enumerate() {
                 let tenant = TenantId::parse(entry.tenant.trim())
                     .map_err(|e| format!("key {i}: tenant {}", e.0))?;
-                let principal = Approver::parse(&entry.principal)
+                let principal = Approver::parse(entry.principal.trim())
                     .map_err(|e| format!("key {i}: principal {}", e.0))?;
                 let mut roles = Vec::new();
-                for role in &entry.roles {
+                for (j, role) in entry.roles.iter().enumerate() {
                     roles.push(Role::parse(role).ok_or_else(|| {
                         format!(
-                            "key {i}: unknown role {role:?} (requester, approver, decider, operator, reader)"
+                            "key {i}: role {j} is not one of requester, approver, decider, operator, reader"
                         )
                     })?);
                 }
                 if roles.is_empty() {
                     return Err(format!("key {i}: no roles"));
+                }
+                // The party an approval gates must not be able to open it: a key that asks may
+                // not also decide for anyone it names.
+                if roles.contains(&Role::Requester) && roles.contains(&Role::Decider) {
+                    return Err(format!(
+                        "key {i}: requester and decider on one key would let a requester approve its own requests"
+                    ));
                 }
                 let digest = digest(&tenant, entry.key.trim())?;
                 entries.push((Caller::new(tenant, principal, &roles), digest));
@@ -235,6 +248,7 @@ mod tests {
             "alpha=same-key-0123456789,beta=same-key-0123456789",
             "[",
             r#"[{"tenant": "acme", "principal": "ci", "roles": [], "key": "ci-key-0123456789ab"}]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["requester", "decider"], "key": "ci-key-0123456789ab"}]"#,
             r#"[{"tenant": "acme", "principal": "ci", "roles": ["admin"], "key": "ci-key-0123456789ab"}]"#,
             r#"[{"tenant": "acme", "principal": "", "roles": ["reader"], "key": "ci-key-0123456789ab"}]"#,
             r#"[{"tenant": "acme", "principal": "ci", "roles": ["reader"], "key": "short"}]"#,
@@ -244,6 +258,17 @@ mod tests {
                 {"tenant": "acme", "principal": "b", "roles": ["reader"], "key": "same-key-0123456789"}]"#,
         ] {
             assert!(ApiKeys::parse(raw).is_err(), "{raw:?} accepted");
+        }
+    }
+
+    #[test]
+    fn configuration_errors_never_quote_a_key() {
+        for raw in [
+            r#"["acme=live-key-0123456789abcdef"]"#,
+            r#"[{"tenant": "acme", "principal": "ci", "roles": ["live-key-0123456789abcdef"], "key": "x"}]"#,
+        ] {
+            let error = ApiKeys::parse(raw).unwrap_err();
+            assert!(!error.contains("live-key"), "{error}");
         }
     }
 

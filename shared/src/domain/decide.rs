@@ -128,7 +128,12 @@ pub fn classify_refusal(
         }
         (Status::Expired, _) => DecideRefusal::Expired,
         (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
-        (Status::Pending, _) if old.requested_by.as_ref() == Some(&request.approver) => {
+        (Status::Pending, _)
+            if old
+                .requested_by
+                .as_ref()
+                .is_some_and(|r| r.identity() == request.approver.identity()) =>
+        {
             DecideRefusal::SelfApproval
         }
         (Status::Pending, _) => DecideRefusal::Unexplained,

@@ -120,6 +120,12 @@ impl Approver {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Who this names, for separation of duties: trimmed and lower-cased, so that a requester
+    /// cannot list itself in another spelling (`Alice@Example.com `) and approve its own request.
+    pub fn identity(&self) -> String {
+        self.0.trim().to_lowercase()
+    }
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ pub async fn create(
         })?;
     let Caller(caller) = caller;
     // Separation of duties: an approval only its requester could approve can never be approved.
-    if request.approvers.iter().all(|a| *a == caller.principal) {
+    let requester = caller.principal.identity();
+    if request.approvers.iter().all(|a| a.identity() == requester) {
         return Err(ApiError::PolicyUnsatisfiable);
     }
 

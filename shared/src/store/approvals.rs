@@ -72,7 +72,7 @@ pub(crate) const RECORD_APPROVAL: &str = "SET #status = :outcome, #decision = :d
 /// no channel can skip it: the approval's requester never decides it (an approval from before
 /// `requested_by` existed has none to compare).
 pub(crate) const ONLY_IF_DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-     AND (attribute_not_exists(#requested_by) OR #requested_by <> :approver)";
+     AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id)";
 
 /// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a
 /// cancel and a decision racing each other cannot both apply.
@@ -112,6 +112,7 @@ pub(crate) fn decision_values(
         (":pending".to_owned(), s(Status::Pending.as_str())),
         (":now".to_owned(), epoch(now)),
         (":approver".to_owned(), s(decision.approver.as_str())),
+        (":approver_id".to_owned(), s(decision.approver.identity())),
     ]);
     if decision.outcome == Outcome::Approved {
         values.insert(":queued".to_owned(), s(ExecutionStatus::Queued.as_str()));

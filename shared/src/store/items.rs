@@ -79,6 +79,8 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     }
     if let Some(requested_by) = &approval.requested_by {
         item.insert("requested_by".to_owned(), s(requested_by.as_str()));
+        // What the decision condition compares (separation of duties), in one spelling.
+        item.insert("requested_by_id".to_owned(), s(requested_by.identity()));
     }
     item
 }
