@@ -182,13 +182,7 @@ pub async fn decide(
     match app.store.decide(&tenant, &id, &decision, now).await? {
         DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
         DecideOutcome::Refused(old) => match classify_refusal(old.map(|a| *a), &request, now) {
-            DecideRefusal::Repeat(approval) => {
-                let mut response = Json(approval.view(now)).into_response();
-                response
-                    .headers_mut()
-                    .insert(REPLAYED, HeaderValue::from_static("true"));
-                Ok(response)
-            }
+            DecideRefusal::Repeat(approval) => Ok(replayed(&approval, now)),
             DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
                 approval: json!(approval.view(now)),
             }),
@@ -240,13 +234,7 @@ pub async fn cancel(
         DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
         DecideOutcome::Refused(None) => Err(ApiError::NotFound),
         DecideOutcome::Refused(Some(old)) => match old.status_at(now) {
-            Status::Cancelled => {
-                let mut response = Json(old.view(now)).into_response();
-                response
-                    .headers_mut()
-                    .insert(REPLAYED, HeaderValue::from_static("true"));
-                Ok(response)
-            }
+            Status::Cancelled => Ok(replayed(&old, now)),
             Status::Approved | Status::Rejected => Err(ApiError::AlreadyDecided {
                 approval: json!(old.view(now)),
             }),
@@ -255,6 +243,15 @@ pub async fn cancel(
             Status::Pending => Err(ApiError::Forbidden),
         },
     }
+}
+
+/// A repeat of a change that already applied: the approval as it is, marked as a replay.
+fn replayed(approval: &Approval, now: i64) -> Response {
+    let mut response = Json(approval.view(now)).into_response();
+    response
+        .headers_mut()
+        .insert(REPLAYED, HeaderValue::from_static("true"));
+    response
 }
 
 fn cancel_reason(body: &serde_json::Value) -> Result<Option<String>, Vec<FieldError>> {
