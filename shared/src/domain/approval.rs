@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, TenantId, rfc3339};
+use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, Policy, TenantId, rfc3339};
 
 /// The status as stored. `Expired` is never stored: a pending approval past its expiry reads as
 /// expired (see [`Approval::status_at`]), so expiry needs no writer and no timer.
@@ -206,6 +206,13 @@ pub struct Approval {
     pub idempotency_key: IdempotencyKey,
     pub created_at: EpochSeconds,
     pub expires_at: EpochSeconds,
+    /// `None`: one approving vote by any approver decides (v1).
+    pub policy: Option<Policy>,
+    /// Every vote recorded, in the order the store applied them (a vote after the outcome is
+    /// not recorded). An approval decided before votes existed has none: its decision is its
+    /// one vote.
+    pub votes: Vec<Decision>,
+    /// The outcome and the vote that decided it.
     pub decision: Option<Decision>,
     pub cancellation: Option<Cancellation>,
     pub execution: Execution,
@@ -229,6 +236,49 @@ impl Approval {
         self.approvers.contains(approver)
     }
 
+    /// The votes so far; an approval decided before votes were recorded shows its decision.
+    pub fn recorded_votes(&self) -> &[Decision] {
+        match (&self.votes[..], &self.decision) {
+            ([], Some(decision)) => std::slice::from_ref(decision),
+            (votes, _) => votes,
+        }
+    }
+
+    /// The vote `approver` cast, if any (one person, one vote: compared by identity).
+    pub fn vote_of(&self, approver: &Approver) -> Option<&Decision> {
+        let identity = approver.identity();
+        self.recorded_votes()
+            .iter()
+            .find(|v| v.approver.identity() == identity)
+    }
+
+    /// Whether a vote by `voter` would complete this pending approval's quorum (never without a
+    /// policy: there, the first write applies any approve, which completes it).
+    pub fn completed_by(&self, voter: &Approver, outcome: Outcome) -> bool {
+        self.policy.as_ref().is_some_and(|p| {
+            p.effect(&self.approvals_per_rule(), voter, outcome == Outcome::Approved)
+                == super::VoteEffect::Completes
+        })
+    }
+
+    /// Each rule's approving votes so far (`[]` without a policy).
+    pub fn approvals_per_rule(&self) -> Vec<u32> {
+        let Some(policy) = &self.policy else {
+            return Vec::new();
+        };
+        let approving: Vec<&Approver> = self
+            .recorded_votes()
+            .iter()
+            .filter(|v| v.outcome == Outcome::Approved)
+            .map(|v| &v.approver)
+            .collect();
+        policy
+            .rules
+            .iter()
+            .map(|r| r.approvers.iter().filter(|a| approving.contains(a)).count() as u32)
+            .collect()
+    }
+
     /// The public JSON shape of the approval at `now`.
     pub fn view(&self, now: EpochSeconds) -> ApprovalView<'_> {
         ApprovalView {
@@ -240,10 +290,38 @@ impl Approval {
                 payload: &self.payload,
             },
             approvers: &self.approvers,
+            policy: self.policy.as_ref().map(|p| PolicyView {
+                rules: p
+                    .rules
+                    .iter()
+                    .zip(self.approvals_per_rule())
+                    .map(|(r, approvals)| RuleView {
+                        name: &r.name,
+                        approvers: &r.approvers,
+                        min_approvals: r.min_approvals,
+                        approvals,
+                    })
+                    .collect(),
+            }),
             context: &self.context,
             idempotency_key: &self.idempotency_key,
             created_at: rfc3339(self.created_at),
             expires_at: rfc3339(self.expires_at),
+            votes: self
+                .recorded_votes()
+                .iter()
+                .map(|v| VoteView {
+                    approver: &v.approver,
+                    vote: match v.outcome {
+                        Outcome::Approved => "approve",
+                        Outcome::Rejected => "reject",
+                    },
+                    at: rfc3339(v.decided_at),
+                    channel: v.channel,
+                    comment: v.comment.as_deref(),
+                    webhook_event_id: v.webhook_event_id.as_deref(),
+                })
+                .collect(),
             decision: self.decision.as_ref().map(|d| DecisionView {
                 outcome: d.outcome,
                 approver: &d.approver,
@@ -277,10 +355,13 @@ pub struct ApprovalView<'a> {
     requested_by: Option<&'a Approver>,
     action: ActionView<'a>,
     approvers: &'a [Approver],
+    /// `null`: one approving vote decides.
+    policy: Option<PolicyView<'a>>,
     context: &'a Map<String, Value>,
     idempotency_key: &'a IdempotencyKey,
     created_at: String,
     expires_at: String,
+    votes: Vec<VoteView<'a>>,
     decision: Option<DecisionView<'a>>,
     /// Only on a cancelled approval.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -293,6 +374,30 @@ struct ActionView<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     payload: &'a Map<String, Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct PolicyView<'a> {
+    rules: Vec<RuleView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct RuleView<'a> {
+    name: &'a str,
+    approvers: &'a [Approver],
+    min_approvals: u32,
+    /// Approving votes counted so far.
+    approvals: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct VoteView<'a> {
+    approver: &'a Approver,
+    vote: &'static str,
+    at: String,
+    channel: Channel,
+    comment: Option<&'a str>,
+    webhook_event_id: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -344,6 +449,8 @@ pub(crate) mod tests {
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
             created_at: 0,
             expires_at,
+            policy: None,
+            votes: Vec::new(),
             decision: None,
             cancellation: None,
             execution: Execution::not_started(0),

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Approval, ApprovalId, Approver, EpochSeconds, Execution, IdempotencyKey, Status, TenantId,
+    Approval, ApprovalId, Approver, EpochSeconds, Execution, IdempotencyKey, Policy, Status,
+    TenantId,
 };
 
 /// One thing wrong with a request body, named by its JSON path.
@@ -44,6 +45,8 @@ pub struct CreateRequest {
     pub approvers: Vec<Approver>,
     pub context: Map<String, Value>,
     pub expires_in_seconds: i64,
+    /// The quorum policy as sent: checked against the requester by [`Policy::parse`].
+    pub policy: Option<Value>,
 }
 
 impl CreateRequest {
@@ -75,7 +78,7 @@ impl CreateRequest {
         for key in body.keys() {
             if !matches!(
                 key.as_str(),
-                "action" | "approvers" | "context" | "expires_in_seconds"
+                "action" | "approvers" | "context" | "expires_in_seconds" | "policy"
             ) {
                 errors.push(FieldError::new(key.clone(), "unknown field"));
             }
@@ -158,6 +161,7 @@ impl CreateRequest {
                     approvers,
                     context,
                     expires_in_seconds,
+                    policy: body.get("policy").filter(|p| !p.is_null()).cloned(),
                 })
             }
             _ => Err(CreateRefusal::Invalid(errors)),
@@ -171,6 +175,7 @@ impl CreateRequest {
         self,
         tenant: TenantId,
         requested_by: Approver,
+        policy: Option<Policy>,
         idempotency_key: IdempotencyKey,
         now: EpochSeconds,
     ) -> Approval {
@@ -186,6 +191,8 @@ impl CreateRequest {
             idempotency_key,
             created_at: now,
             expires_at: now + self.expires_in_seconds,
+            policy,
+            votes: Vec::new(),
             decision: None,
             cancellation: None,
             execution: Execution::not_started(now),
@@ -268,7 +275,8 @@ fn parse_approvers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<A
             continue;
         };
         match Approver::parse(raw) {
-            Ok(approver) if seen.insert(raw) => approvers.push(approver),
+            // One person, one entry: votes are counted per person (compared by identity).
+            Ok(approver) if seen.insert(approver.identity()) => approvers.push(approver),
             Ok(_) => errors.push(FieldError::new(field, "duplicate approver")),
             Err(e) => errors.push(FieldError::new(field, e.0)),
         }

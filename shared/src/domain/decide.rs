@@ -88,27 +88,33 @@ impl DecideRequest {
     }
 }
 
-/// Why the conditional decision update did not apply, told apart from the item as it was
-/// (returned by the failed condition itself, so no second read).
+/// Why the conditional vote did not apply, told apart from the item as it was (returned by the
+/// failed condition itself, so no second read).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DecideRefusal {
     /// No such approval for this tenant.
     NotFound,
-    /// The same approver already made the same decision: answer as if this request had won.
+    /// The same approver already cast the same vote: answer as if this request had won.
     Repeat(Box<Approval>),
-    /// Somebody else, or another outcome, won first.
+    /// The approval is no longer pending (decided, or cancelled) and this vote was not counted.
     AlreadyDecided(Box<Approval>),
+    /// The approver already voted otherwise on the pending approval (one vote per person).
+    AlreadyVoted(Box<Approval>),
     Expired,
     NotAnApprover,
     /// The approver is the approval's requester (separation of duties).
     SelfApproval,
+    /// A pending quorum approval that this approve completes: the counted-vote write refused
+    /// it for exactly that reason, and the store writes it again as the completing vote.
+    Completes(Box<Approval>),
     /// The item as returned satisfies the condition that refused it: the store and this code
     /// disagree about the condition, which no retry fixes.
     Unexplained,
 }
 
-/// Classifies a refused decision from the approval as it was when the condition failed.
-/// Decided beats expired (a decision made in time stands), expired beats the approver check.
+/// Classifies a refused vote from the approval as it was when the condition failed. A vote
+/// already cast is told first (repeats answer as they did), then decided beats expired (a
+/// decision made in time stands), and expired beats the approver checks.
 pub fn classify_refusal(
     old: Option<Approval>,
     request: &DecideRequest,
@@ -117,18 +123,24 @@ pub fn classify_refusal(
     let Some(old) = old else {
         return DecideRefusal::NotFound;
     };
-    match (old.status_at(now), &old.decision) {
-        (Status::Approved | Status::Rejected, Some(d))
-            if d.outcome == request.outcome && d.approver == request.approver =>
-        {
-            DecideRefusal::Repeat(Box::new(old))
-        }
-        (Status::Approved | Status::Rejected | Status::Cancelled, _) => {
+    let status = old.status_at(now);
+    if let Some(vote) = old.vote_of(&request.approver) {
+        return match status {
+            _ if vote.outcome == request.outcome => DecideRefusal::Repeat(Box::new(old)),
+            Status::Pending => DecideRefusal::AlreadyVoted(Box::new(old)),
+            Status::Expired => DecideRefusal::Expired,
+            Status::Approved | Status::Rejected | Status::Cancelled => {
+                DecideRefusal::AlreadyDecided(Box::new(old))
+            }
+        };
+    }
+    match status {
+        Status::Approved | Status::Rejected | Status::Cancelled => {
             DecideRefusal::AlreadyDecided(Box::new(old))
         }
-        (Status::Expired, _) => DecideRefusal::Expired,
-        (Status::Pending, _) if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
-        (Status::Pending, _)
+        Status::Expired => DecideRefusal::Expired,
+        Status::Pending if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
+        Status::Pending
             if old
                 .requested_by
                 .as_ref()
@@ -136,7 +148,10 @@ pub fn classify_refusal(
         {
             DecideRefusal::SelfApproval
         }
-        (Status::Pending, _) => DecideRefusal::Unexplained,
+        Status::Pending if old.completed_by(&request.approver, request.outcome) => {
+            DecideRefusal::Completes(Box::new(old))
+        }
+        Status::Pending => DecideRefusal::Unexplained,
     }
 }
 
@@ -323,10 +338,11 @@ impl WebhookOutcome {
             DecideRefusal::NotFound => Some(Self::UnknownApproval),
             DecideRefusal::Repeat(_)
             | DecideRefusal::AlreadyDecided(_)
+            | DecideRefusal::AlreadyVoted(_)
             | DecideRefusal::Expired => Some(Self::Superseded),
             DecideRefusal::NotAnApprover => Some(Self::NotAnApprover),
             DecideRefusal::SelfApproval => Some(Self::SelfApprovalForbidden),
-            DecideRefusal::Unexplained => None,
+            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => None,
         }
     }
 }

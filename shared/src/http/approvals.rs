@@ -16,7 +16,8 @@ use crate::App;
 use crate::auth::Role;
 use crate::domain::{
     Approval, ApprovalId, Cancellation, Channel, CreateRefusal, CreateRequest, DecideRefusal,
-    DecideRequest, Decision, FieldError, Status, classify_refusal, fingerprint, inexact_numbers,
+    DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status, classify_refusal,
+    fingerprint, inexact_numbers,
 };
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError};
 
@@ -55,11 +56,23 @@ pub async fn create(
     // Separation of duties: an approval only its requester could approve can never be approved.
     let requester = caller.principal.identity();
     if request.approvers.iter().all(|a| a.identity() == requester) {
-        return Err(ApiError::PolicyUnsatisfiable);
+        return Err(ApiError::PolicyUnsatisfiable {
+            errors: vec![FieldError::new("approvers", "lists only the requester")],
+        });
     }
+    let policy = request
+        .policy
+        .as_ref()
+        .map(|p| Policy::parse(p, &request.approvers, &caller.principal))
+        .transpose()
+        .map_err(|refusal| match refusal {
+            PolicyRefusal::Invalid(errors) => ApiError::invalid(errors),
+            PolicyRefusal::Unsatisfiable(errors) => ApiError::PolicyUnsatisfiable { errors },
+        })?;
 
     let now = app.clock.now();
-    let approval = request.into_approval(caller.tenant, caller.principal, key.clone(), now);
+    let approval =
+        request.into_approval(caller.tenant, caller.principal, policy, key.clone(), now);
     let record = IdempotencyRecord {
         key,
         fingerprint: fingerprint(&value),
@@ -186,11 +199,14 @@ pub async fn decide(
             DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
                 approval: json!(approval.view(now)),
             }),
+            DecideRefusal::AlreadyVoted(approval) => Err(ApiError::AlreadyVoted {
+                approval: json!(approval.view(now)),
+            }),
             DecideRefusal::NotFound => Err(ApiError::NotFound),
             DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
             DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
             DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
-            DecideRefusal::Unexplained => Err(ApiError::Internal(StoreError::Corrupt(
+            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => Err(ApiError::Internal(StoreError::Corrupt(
                 "the decision condition refused a decidable approval",
             ))),
         },

@@ -53,7 +53,9 @@ pub enum ApiError {
     #[error("the approval's requester may not decide it")]
     SelfApprovalForbidden,
     #[error("the approval could only be approved with its requester's own vote")]
-    PolicyUnsatisfiable,
+    PolicyUnsatisfiable { errors: Vec<FieldError> },
+    #[error("this approver already voted otherwise on the approval")]
+    AlreadyVoted { approval: Value },
     #[error("a dependency is not reachable")]
     Unavailable,
     #[error("internal error")]
@@ -101,7 +103,8 @@ impl ApiError {
             Self::NotAnApprover | Self::Forbidden | Self::SelfApprovalForbidden => {
                 StatusCode::FORBIDDEN
             }
-            Self::PolicyUnsatisfiable => StatusCode::BAD_REQUEST,
+            Self::PolicyUnsatisfiable { .. } => StatusCode::BAD_REQUEST,
+            Self::AlreadyVoted { .. } => StatusCode::CONFLICT,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -128,7 +131,8 @@ impl ApiError {
             Self::NotAnApprover => "not_an_approver",
             Self::Forbidden => "forbidden",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
-            Self::PolicyUnsatisfiable => "policy_unsatisfiable",
+            Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
+            Self::AlreadyVoted { .. } => "already_voted",
             Self::Unavailable => "unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -154,7 +158,8 @@ impl ApiError {
             Self::NotAnApprover => "Not an approver",
             Self::Forbidden => "Forbidden",
             Self::SelfApprovalForbidden => "Self-approval forbidden",
-            Self::PolicyUnsatisfiable => "Policy unsatisfiable",
+            Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
+            Self::AlreadyVoted { .. } => "Already voted",
             Self::Unavailable => "Service unavailable",
             Self::Internal(_) => "Internal error",
         }
@@ -177,8 +182,11 @@ impl IntoResponse for ApiError {
             "code": self.code(),
         });
         match self {
-            Self::InvalidRequest { errors, .. } => body["errors"] = json!(errors),
+            Self::InvalidRequest { errors, .. } | Self::PolicyUnsatisfiable { errors } => {
+                body["errors"] = json!(errors)
+            }
             Self::AlreadyDecided { approval }
+            | Self::AlreadyVoted { approval }
             | Self::NotRetryable { approval }
             | Self::NotResolvable { approval } => body["approval"] = approval,
             _ => {}

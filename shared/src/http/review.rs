@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::App;
 use crate::domain::{
-    Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, FieldError, Status,
-    classify_refusal, rfc3339,
+    Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, FieldError, Outcome,
+    Status, classify_refusal, rfc3339,
 };
 use crate::review_token::ReviewGrant;
 use crate::store::DecideOutcome;
@@ -230,12 +230,14 @@ pub async fn decide_form(
     match app.store.decide(&grant.tenant, &id, &decision, now).await {
         Ok(DecideOutcome::Won(_)) => {}
         Ok(DecideOutcome::Refused(old)) => match classify_refusal(old.map(|a| *a), &request, now) {
+            // The page shows the one outcome, and this approver's vote.
             DecideRefusal::Repeat(_)
             | DecideRefusal::AlreadyDecided(_)
+            | DecideRefusal::AlreadyVoted(_)
             | DecideRefusal::Expired => {}
             DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
             DecideRefusal::SelfApproval => return self_approval_forbidden(),
-            DecideRefusal::Unexplained => return unavailable(),
+            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => return unavailable(),
         },
         Err(err) => {
             tracing::error!(error = %err, "review form: store");
@@ -290,7 +292,33 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
             h2 { "Approvers" }
             ul { @for approver in &approval.approvers { li { (approver.as_str()) @if approver == &grant.approver { " (you)" } } } }
         }
+        @if let Some(policy) = &approval.policy {
+            div.card #policy {
+                h2 { "Needed" }
+                ul {
+                    @for (rule, approvals) in policy.rules.iter().zip(approval.approvals_per_rule()) {
+                        li { strong { (rule.name) } ": " (approvals) " of " (rule.min_approvals) " approvals" span.muted { " (" (rule.approvers.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")) ")" } }
+                    }
+                }
+            }
+        }
+        @if !approval.recorded_votes().is_empty() {
+            div.card #votes {
+                h2 { "Votes" }
+                ul {
+                    @for vote in approval.recorded_votes() {
+                        li { strong { (vote.approver.as_str()) } " " (if vote.outcome == Outcome::Approved { "approved" } else { "rejected" }) span.muted { " · " (when(vote.decided_at)) " · via " (channel_name(vote.channel)) } @if let Some(comment) = &vote.comment { " — “" (comment) "”" } }
+                    }
+                }
+            }
+        }
         @match (status, &approval.decision) {
+            (Status::Pending, _) if approval.vote_of(&grant.approver).is_some() => {
+                div.card #outcome {
+                    h2 { "Your vote" }
+                    p { "Your vote is recorded. The request is still pending until the rules above are met." }
+                }
+            }
             (Status::Pending, _) => {
                 div.card {
                     h2 { "Your decision" }

@@ -10,13 +10,13 @@ use aws_sdk_dynamodb::types::{
 
 use super::expr::names;
 use super::items::{
-    approval_from_item, approval_key, approval_to_item, b, cancellation_to_attr, decision_to_attr,
-    epoch, get_b, get_n, get_s, idempotency_key, n, s,
+    approval_from_item, approval_key, approval_to_item, b, cancellation_to_attr, epoch, get_b,
+    get_n, get_s, idempotency_key, n, s,
 };
-use super::{Store, StoreError, Transaction, condition_failed_item};
+use super::{Store, StoreError, Transaction, condition_failed_item, votes};
 use crate::domain::{
     Approval, ApprovalId, Cancellation, Decision, EpochSeconds, ExecutionStatus, IdempotencyKey,
-    Outcome, Status, TenantId,
+    Status, TenantId,
 };
 
 /// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
@@ -59,13 +59,6 @@ pub enum DecideOutcome {
     Refused(Option<Box<Approval>>),
 }
 
-/// Records a terminal decision on an approval.
-pub(crate) const RECORD_DECISION: &str = "SET #status = :outcome, #decision = :decision";
-
-/// Records an approval and queues its execution (the dispatcher turns that into a job).
-pub(crate) const RECORD_APPROVAL: &str = "SET #status = :outcome, #decision = :decision, \
-     #execution.#status = :queued, #execution.#updated_at = :now";
-
 /// only_if_pending_unexpired_listed_and_not_the_requester: the one condition that makes a
 /// decision terminal, whatever channel it comes through. A missing item fails it too (it has no
 /// status), so a decision can never create an approval. Separation of duties is part of it, so
@@ -89,36 +82,6 @@ const ONLY_IF_KEY_UNUSED_OR_EXPIRED: &str = "attribute_not_exists(#pk) OR #expir
 
 /// only_if_new: an item is created once and never overwritten by a put.
 pub(crate) const ONLY_IF_NEW: &str = "attribute_not_exists(#pk)";
-
-/// The update that records `decision`: an approval also queues the execution.
-pub(crate) fn decision_update(decision: &Decision) -> &'static str {
-    match decision.outcome {
-        Outcome::Approved => RECORD_APPROVAL,
-        Outcome::Rejected => RECORD_DECISION,
-    }
-}
-
-pub(crate) fn decision_names(decision: &Decision) -> HashMap<String, String> {
-    names(&[decision_update(decision), ONLY_IF_DECIDABLE])
-}
-
-pub(crate) fn decision_values(
-    decision: &Decision,
-    now: EpochSeconds,
-) -> HashMap<String, AttributeValue> {
-    let mut values = HashMap::from([
-        (":outcome".to_owned(), s(decision.outcome.status().as_str())),
-        (":decision".to_owned(), decision_to_attr(decision)),
-        (":pending".to_owned(), s(Status::Pending.as_str())),
-        (":now".to_owned(), epoch(now)),
-        (":approver".to_owned(), s(decision.approver.as_str())),
-        (":approver_id".to_owned(), s(decision.approver.identity())),
-    ]);
-    if decision.outcome == Outcome::Approved {
-        values.insert(":queued".to_owned(), s(ExecutionStatus::Queued.as_str()));
-    }
-    values
-}
 
 impl Store {
     /// Writes the idempotency record and the approval in one transaction, so that a key is never
@@ -194,30 +157,39 @@ impl Store {
         output.item().map(approval_from_item).transpose()
     }
 
-    /// Records a terminal decision with one conditional update. Exactly one decision ever
-    /// applies; every other gets the item as it was.
+    /// Records a vote (see [`super::votes`]): one conditional update, and a second only for
+    /// the approve that completes a quorum. Every vote that is not counted gets the item as it
+    /// was.
     pub async fn decide(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
-        decision: &Decision,
+        vote: &Decision,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
-        let update = decision_update(decision);
-        let outcome = self
-            .update_approval(
-                tenant,
-                id,
-                update,
-                ONLY_IF_DECIDABLE,
-                decision_names(decision),
-                decision_values(decision, now),
-            )
-            .await?;
-        Ok(match outcome {
-            Ok(approval) => DecideOutcome::Won(Box::new(approval)),
-            Err(old) => DecideOutcome::Refused(old.map(Box::new)),
-        })
+        let mut write = votes::cast(vote, now);
+        loop {
+            let outcome = self
+                .update_approval(
+                    tenant,
+                    id,
+                    &write.update,
+                    &write.condition,
+                    write.names,
+                    write.values,
+                )
+                .await?;
+            let old = match outcome {
+                Ok(approval) => return Ok(DecideOutcome::Won(Box::new(approval))),
+                Err(old) => old,
+            };
+            // Only the first write can be refused for completing the quorum: the completing
+            // write's refusal is final (counts only grow).
+            match (write.is_first, votes::completing(old.as_ref(), vote, now)) {
+                (true, Some(completing)) => write = completing,
+                _ => return Ok(DecideOutcome::Refused(old.map(Box::new))),
+            }
+        }
     }
 
     /// Withdraws a pending approval: one conditional update. `by_anyone` (an operator) may

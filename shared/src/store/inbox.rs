@@ -7,12 +7,10 @@ use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::approvals::{
-    ONLY_IF_DECIDABLE, ONLY_IF_NEW, decision_names, decision_update, decision_values,
-};
+use super::approvals::ONLY_IF_NEW;
 use super::expr::names;
 use super::items::{Item, approval_from_item, approval_key, epoch, get_s, s};
-use super::{Store, StoreError, Transaction, condition_failed_item};
+use super::{Store, StoreError, Transaction, condition_failed_item, votes};
 use crate::domain::{
     ApprovalId, DecideRequest, Decision, EpochSeconds, TenantId, WebhookOutcome, classify_refusal,
 };
@@ -96,32 +94,44 @@ impl Store {
         decision: &Decision,
         now: EpochSeconds,
     ) -> Result<Ingested, StoreError> {
-        let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Applied)?;
-        let decide = Update::builder()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(tenant, approval_id))
-            .update_expression(decision_update(decision))
-            .condition_expression(ONLY_IF_DECIDABLE)
-            .set_expression_attribute_names(Some(decision_names(decision)))
-            .set_expression_attribute_values(Some(decision_values(decision, now)))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
-        let items = vec![
-            TransactWriteItem::builder().put(inbox).build(),
-            TransactWriteItem::builder().update(decide).build(),
-        ];
-        let reasons = match self.transact(items, &record.request_id).await? {
-            Transaction::Committed => return Ok(Ingested::Processed(WebhookOutcome::Applied)),
-            Transaction::Cancelled(reasons) => reasons,
+        let mut write = votes::cast(decision, now);
+        let old = loop {
+            let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Applied)?;
+            let vote = Update::builder()
+                .table_name(&self.tables.approvals)
+                .key("pk", approval_key(tenant, approval_id))
+                .update_expression(&write.update)
+                .condition_expression(&write.condition)
+                .set_expression_attribute_names(Some(write.names))
+                .set_expression_attribute_values(Some(write.values))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+            let items = vec![
+                TransactWriteItem::builder().put(inbox).build(),
+                TransactWriteItem::builder().update(vote).build(),
+            ];
+            let reasons = match self.transact(items, &record.request_id).await? {
+                Transaction::Committed => {
+                    return Ok(Ingested::Processed(WebhookOutcome::Applied));
+                }
+                Transaction::Cancelled(reasons) => reasons,
+            };
+            if let Some(first) = condition_failed_item(&reasons, 0) {
+                return Ok(Ingested::Duplicate(recorded_outcome(first)?));
+            }
+            let old = condition_failed_item(&reasons, 1)
+                .map(approval_from_item)
+                .transpose()?;
+            // The approve that completes a quorum is written again, as the completing vote.
+            match (write.is_first, votes::completing(old.as_ref(), decision, now)) {
+                (true, Some(completing)) => write = completing,
+                _ => break old,
+            }
         };
-        if let Some(first) = condition_failed_item(&reasons, 0) {
-            return Ok(Ingested::Duplicate(recorded_outcome(first)?));
-        }
         // Only the approval refused: tell why from the item as it was, and record that.
-        let old = condition_failed_item(&reasons, 1)
-            .map(approval_from_item)
-            .transpose()?;
         let request = DecideRequest {
             outcome: decision.outcome,
             approver: decision.approver.clone(),

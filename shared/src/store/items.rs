@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::StoreError;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, EpochSeconds, Execution,
-    ExecutionStatus, IdempotencyKey, Outcome, Status, TenantId,
+    ExecutionStatus, IdempotencyKey, Outcome, Policy, Rule, Status, TenantId,
 };
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -71,6 +71,14 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
     }
+    item.insert(
+        "votes".to_owned(),
+        AttributeValue::L(approval.votes.iter().map(decision_to_attr).collect()),
+    );
+    if let Some(policy) = &approval.policy {
+        item.insert("policy".to_owned(), policy_to_attr(policy));
+        item.extend(super::votes::quorum_attributes(approval));
+    }
     if let Some(cancellation) = &approval.cancellation {
         item.insert(
             "cancellation".to_owned(),
@@ -99,6 +107,58 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
         map.insert("webhook_event_id".to_owned(), s(event));
     }
     AttributeValue::M(map)
+}
+
+fn policy_to_attr(policy: &Policy) -> AttributeValue {
+    AttributeValue::L(
+        policy
+            .rules
+            .iter()
+            .map(|rule| {
+                AttributeValue::M(HashMap::from([
+                    ("name".to_owned(), s(&rule.name)),
+                    (
+                        "approvers".to_owned(),
+                        AttributeValue::L(rule.approvers.iter().map(|a| s(a.as_str())).collect()),
+                    ),
+                    ("min_approvals".to_owned(), n(rule.min_approvals)),
+                ]))
+            })
+            .collect(),
+    )
+}
+
+fn policy_from_attr(value: &AttributeValue) -> Result<Policy, StoreError> {
+    const FIELD: &str = "policy";
+    let rules = value.as_l().map_err(|_| StoreError::corrupt(FIELD))?;
+    let rules = rules
+        .iter()
+        .map(|rule| {
+            let rule = rule.as_m().map_err(|_| StoreError::corrupt(FIELD))?;
+            Ok(Rule {
+                name: get_s(rule, "name")?.to_owned(),
+                approvers: approvers_from(rule.get("approvers"), FIELD)?,
+                min_approvals: get_n(rule, "min_approvals")?,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(Policy { rules })
+}
+
+fn approvers_from(
+    value: Option<&AttributeValue>,
+    field: &'static str,
+) -> Result<Vec<Approver>, StoreError> {
+    match value {
+        Some(AttributeValue::L(list)) => list
+            .iter()
+            .map(|a| match a {
+                AttributeValue::S(a) => Approver::parse(a).map_err(|_| StoreError::corrupt(field)),
+                _ => Err(StoreError::corrupt(field)),
+            })
+            .collect(),
+        _ => Err(StoreError::corrupt(field)),
+    }
 }
 
 pub(crate) fn cancellation_to_attr(cancellation: &Cancellation) -> AttributeValue {
@@ -161,17 +221,19 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         Some(AttributeValue::M(map)) => execution_from_map(map)?,
         _ => return Err(StoreError::corrupt("execution")),
     };
-    let approvers = match item.get("approvers") {
+    let approvers = approvers_from(item.get("approvers"), "approvers")?;
+    let policy = item.get("policy").map(policy_from_attr).transpose()?;
+    // An approval decided before votes were recorded has no list.
+    let votes = match item.get("votes") {
+        None => Vec::new(),
         Some(AttributeValue::L(list)) => list
             .iter()
-            .map(|a| match a {
-                AttributeValue::S(a) => {
-                    Approver::parse(a).map_err(|_| StoreError::corrupt("approvers"))
-                }
-                _ => Err(StoreError::corrupt("approvers")),
+            .map(|v| match v {
+                AttributeValue::M(map) => decision_from_map(map),
+                _ => Err(StoreError::corrupt("votes")),
             })
-            .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err(StoreError::corrupt("approvers")),
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(StoreError::corrupt("votes")),
     };
     Ok(Approval {
         tenant: TenantId::parse(get_s(item, "tenant")?)
@@ -189,6 +251,8 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
             .map_err(|_| StoreError::corrupt("idempotency_key"))?,
         created_at: get_n(item, "created_at")?,
         expires_at: get_n(item, "expires_at")?,
+        policy,
+        votes,
         decision,
         cancellation,
         execution,
@@ -305,6 +369,21 @@ mod tests {
             idempotency_key: IdempotencyKey::parse("k#1").unwrap(),
             created_at: 1_700_000_000,
             expires_at: 1_700_604_800,
+            policy: Some(Policy {
+                rules: vec![Rule {
+                    name: "engineering".into(),
+                    approvers: vec![Approver::parse("bob").unwrap()],
+                    min_approvals: 1,
+                }],
+            }),
+            votes: vec![Decision {
+                outcome: Outcome::Rejected,
+                approver: Approver::parse("bob").unwrap(),
+                decided_at: 1_700_000_050,
+                channel: Channel::ReviewPage,
+                comment: None,
+                webhook_event_id: None,
+            }],
             decision: Some(Decision {
                 outcome: Outcome::Approved,
                 approver: Approver::parse("alice").unwrap(),
@@ -334,6 +413,8 @@ mod tests {
             approval
         );
         approval.decision = None;
+        approval.policy = None;
+        approval.votes.clear();
         approval.execution.last_error = None;
         approval.execution.note = None;
         assert_eq!(

@@ -6,6 +6,7 @@ mod inbox;
 mod items;
 mod ledger;
 pub mod schema;
+mod votes;
 
 use std::time::Duration;
 
