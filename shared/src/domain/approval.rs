@@ -256,8 +256,11 @@ impl Approval {
     /// policy: there, the first write applies any approve, which completes it).
     pub fn completed_by(&self, voter: &Approver, outcome: Outcome) -> bool {
         self.policy.as_ref().is_some_and(|p| {
-            p.effect(&self.approvals_per_rule(), voter, outcome == Outcome::Approved)
-                == super::VoteEffect::Completes
+            p.effect(
+                &self.approvals_per_rule(),
+                voter,
+                outcome == Outcome::Approved,
+            ) == super::VoteEffect::Completes
         })
     }
 

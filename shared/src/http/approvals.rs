@@ -71,8 +71,7 @@ pub async fn create(
         })?;
 
     let now = app.clock.now();
-    let approval =
-        request.into_approval(caller.tenant, caller.principal, policy, key.clone(), now);
+    let approval = request.into_approval(caller.tenant, caller.principal, policy, key.clone(), now);
     let record = IdempotencyRecord {
         key,
         fingerprint: fingerprint(&value),
@@ -206,9 +205,9 @@ pub async fn decide(
             DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
             DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
             DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
-            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => Err(ApiError::Internal(StoreError::Corrupt(
-                "the decision condition refused a decidable approval",
-            ))),
+            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => Err(ApiError::Internal(
+                StoreError::Corrupt("the decision condition refused a decidable approval"),
+            )),
         },
     }
 }

@@ -126,7 +126,10 @@ impl Store {
                 .map(approval_from_item)
                 .transpose()?;
             // The approve that completes a quorum is written again, as the completing vote.
-            match (write.is_first, votes::completing(old.as_ref(), decision, now)) {
+            match (
+                write.is_first,
+                votes::completing(old.as_ref(), decision, now),
+            ) {
                 (true, Some(completing)) => write = completing,
                 _ => break old,
             }

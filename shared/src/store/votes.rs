@@ -43,7 +43,7 @@ use super::approvals::ONLY_IF_DECIDABLE;
 use super::expr::names;
 use super::items::{decision_to_attr, epoch, n, s};
 use crate::domain::{
-    Approval, Decision, DecideRefusal, DecideRequest, EpochSeconds, ExecutionStatus, Outcome,
+    Approval, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus, Outcome,
     Policy, Status, classify_refusal,
 };
 
@@ -78,7 +78,10 @@ impl VoteWrite {
         let mut values = HashMap::from([
             (":outcome".to_owned(), s(vote.outcome.status().as_str())),
             (":decision".to_owned(), decision_to_attr(vote)),
-            (":vote".to_owned(), AttributeValue::L(vec![decision_to_attr(vote)])),
+            (
+                ":vote".to_owned(),
+                AttributeValue::L(vec![decision_to_attr(vote)]),
+            ),
             (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
             (
                 ":voter_set".to_owned(),
@@ -107,8 +110,7 @@ impl VoteWrite {
 /// Whether `expression` holds `token` as a whole word (`:t1` is not in `:t10`).
 fn uses(expression: &str, token: &str) -> bool {
     expression.match_indices(token).any(|(at, _)| {
-        !expression[at + token.len()..]
-            .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        !expression[at + token.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
     })
 }
 
@@ -116,7 +118,8 @@ fn uses(expression: &str, token: &str) -> bool {
 pub(crate) fn cast(vote: &Decision, now: EpochSeconds) -> VoteWrite {
     let condition = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
     if vote.outcome == Outcome::Rejected {
-        let update = format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
+        let update =
+            format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
         return VoteWrite::new(update, condition, vote, now);
     }
     let counters: Vec<String> = (0..COUNTERS)
@@ -250,7 +253,10 @@ mod tests {
 
     #[test]
     fn every_alias_and_value_of_a_write_is_defined_and_used() {
-        for write in [cast(&vote(Outcome::Approved), 5), cast(&vote(Outcome::Rejected), 5)] {
+        for write in [
+            cast(&vote(Outcome::Approved), 5),
+            cast(&vote(Outcome::Rejected), 5),
+        ] {
             let text = format!("{} {}", write.update, write.condition);
             for alias in names(&[&text]).keys() {
                 assert!(write.names.contains_key(alias), "{alias} in {text}");

@@ -1,0 +1,387 @@
+//! k-of-n quorum votes (SPEC "Quorum policy"): one vote per person, AND across rules, a veto by
+//! any reject, and the vote that completes the quorum sets the status in the same conditional
+//! write that records it — through the real router against the local AWS, racing.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use countersign_tests::{ACME_SECRET, Reply, TENANT_A, TestApp, decided_event};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const CAROL: &str = "carol@example.com";
+const DAVE: &str = "dave@example.com";
+const ERIN: &str = "erin@example.com";
+
+const CI_KEY: &str = "ci-key-0123456789abcdef";
+const ALICE_KEY: &str = "alice-key-0123456789abcdef";
+const PORTAL_KEY: &str = "portal-key-0123456789abcdef";
+
+fn api_keys() -> String {
+    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
+    json!([
+        key("ci@acme", &["requester"], CI_KEY),
+        key(ALICE, &["approver"], ALICE_KEY),
+        key("portal@acme", &["decider"], PORTAL_KEY),
+    ])
+    .to_string()
+}
+
+/// Engineering 2-of-3 AND security 1-of-1 (the spec's example).
+fn engineering_and_security(build: u64) -> String {
+    json!({
+        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
+        "approvers": [ALICE, BOB, CAROL, DAVE],
+        "policy": {"rules": [
+            {"name": "engineering", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2},
+            {"name": "security", "approvers": [DAVE], "min_approvals": 1}]},
+        "expires_in_seconds": 86_400
+    })
+    .to_string()
+}
+
+fn two_of_five(build: u64) -> String {
+    json!({
+        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
+        "approvers": [ALICE, BOB, CAROL, DAVE, ERIN],
+        "policy": {"rules": [
+            {"name": "oncall", "approvers": [ALICE, BOB, CAROL, DAVE, ERIN], "min_approvals": 2}]},
+        "expires_in_seconds": 86_400
+    })
+    .to_string()
+}
+
+async fn vote(t: &TestApp, id: &str, approver: &str, decision: &str) -> Reply {
+    t.decide(
+        PORTAL_KEY,
+        id,
+        json!({"decision": decision, "approver": approver}),
+    )
+    .await
+}
+
+fn approvals_per_rule(approval: &Value) -> Vec<u64> {
+    approval["policy"]["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["approvals"].as_u64().expect("approvals"))
+        .collect()
+}
+
+fn voters(approval: &Value) -> Vec<(String, String)> {
+    approval["votes"]
+        .as_array()
+        .expect("votes")
+        .iter()
+        .map(|v| {
+            (
+                v["approver"].as_str().unwrap().to_owned(),
+                v["vote"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn votes_count_once_per_person_and_the_completing_vote_decides() {
+    let t = TestApp::start_with(&[("API_KEYS", &api_keys())]).await;
+    let id = t
+        .create_ok(CI_KEY, "q-1", &engineering_and_security(1))
+        .await;
+    let created = t.get(CI_KEY, &id).await.json();
+    assert_eq!(approvals_per_rule(&created), [0, 0]);
+    assert_eq!(created["policy"]["rules"][0]["min_approvals"], 2);
+    assert_eq!(created["votes"], json!([]));
+
+    // A vote that does not complete the quorum: counted, still pending, one round trip.
+    t.calls.take();
+    let first = t
+        .decide(ALICE_KEY, &id, json!({"decision": "approve"}))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(t.calls.take(), ["UpdateItem"], "a counted vote");
+    let approval = first.json();
+    assert_eq!(approval["status"], "pending");
+    assert_eq!(approvals_per_rule(&approval), [1, 0]);
+    assert_eq!(voters(&approval), [(ALICE.into(), "approve".into())]);
+    assert_eq!(approval["votes"][0]["channel"], "api");
+    assert_eq!(approval["decision"], Value::Null);
+    assert_eq!(approval["execution"]["status"], "not_started");
+
+    // The same vote again: replayed; another vote by the same person: already_voted.
+    let again = t
+        .decide(ALICE_KEY, &id, json!({"decision": "approve"}))
+        .await;
+    assert_eq!(again.status, 200);
+    assert!(again.replayed());
+    let changed = t
+        .decide(ALICE_KEY, &id, json!({"decision": "reject"}))
+        .await;
+    assert_eq!(
+        (changed.status, changed.code()),
+        (409, "already_voted".into())
+    );
+    assert_eq!(changed.json()["approval"]["status"], "pending");
+    assert_eq!(t.calls.take(), ["UpdateItem", "UpdateItem"]);
+
+    // Bob, through a webhook: engineering holds (2 of 2), security does not yet.
+    let delivered = t
+        .deliver(
+            "acme",
+            ACME_SECRET,
+            "msg_q_1",
+            &decided_event(&id, "approve", BOB),
+        )
+        .await;
+    assert_eq!(delivered.json()["outcome"], "applied");
+    let approval = t.get(CI_KEY, &id).await.json();
+    assert_eq!(approval["status"], "pending");
+    assert_eq!(approvals_per_rule(&approval), [2, 0]);
+
+    // The review page shows each rule's progress and who voted.
+    let page = t.send(t.http.get(t.review_link(&id, DAVE))).await.text();
+    assert!(
+        page.contains("engineering") && page.contains("2 of 2 approvals"),
+        "{page}"
+    );
+    assert!(page.contains("security") && page.contains("0 of 1 approvals"));
+    assert!(page.contains(BOB) && page.contains("a webhook"));
+    assert!(page.contains(r#"value="approve""#), "dave may still vote");
+    let alice_page = t.send(t.http.get(t.review_link(&id, ALICE))).await.text();
+    assert!(alice_page.contains("Your vote is recorded"));
+    assert!(!alice_page.contains(r#"value="approve""#), "one vote each");
+
+    // Dave completes the quorum: approved, queued, decided by his vote, in ≤ 2 round trips.
+    t.calls.take();
+    let completing = vote(&t, &id, DAVE, "approve").await;
+    assert_eq!(completing.status, 200, "{}", completing.text());
+    assert_eq!(
+        t.calls.take(),
+        ["UpdateItem", "UpdateItem"],
+        "the completing vote: refused as a counted vote, written as the completing one"
+    );
+    let approval = completing.json();
+    assert_eq!(approval["status"], "approved");
+    assert_eq!(approval["decision"]["approver"], DAVE);
+    assert_eq!(approval["decision"]["outcome"], "approved");
+    assert_eq!(approval["execution"]["status"], "queued");
+    assert_eq!(approvals_per_rule(&approval), [2, 1]);
+    assert_eq!(voters(&approval).len(), 3);
+
+    // After the outcome: a new vote is not recorded; a counted vote repeats as a replay.
+    let late = vote(&t, &id, CAROL, "approve").await;
+    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    assert_eq!(late.json()["approval"]["status"], "approved");
+    let repeat = vote(&t, &id, BOB, "approve").await;
+    assert_eq!(repeat.status, 200);
+    assert!(repeat.replayed());
+    assert_eq!(voters(&t.get(CI_KEY, &id).await.json()).len(), 3);
+}
+
+#[tokio::test]
+async fn a_reject_vetoes_and_policies_are_checked_at_create() {
+    let t = TestApp::start_with(&[("API_KEYS", &api_keys())]).await;
+    let id = t.create_ok(CI_KEY, "q-veto", &two_of_five(1)).await;
+    assert_eq!(vote(&t, &id, ALICE, "approve").await.status, 200);
+    t.calls.take();
+    let veto = vote(&t, &id, ERIN, "reject").await;
+    assert_eq!(t.calls.take(), ["UpdateItem"], "a veto is one write");
+    let approval = veto.json();
+    assert_eq!(approval["status"], "rejected");
+    assert_eq!(approval["decision"]["approver"], ERIN);
+    assert_eq!(approval["execution"]["status"], "not_started");
+    assert_eq!(
+        voters(&approval),
+        [
+            (ALICE.into(), "approve".into()),
+            (ERIN.into(), "reject".into())
+        ]
+    );
+
+    let policy = |rules: Value| {
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE, BOB, "ci@acme"], "policy": rules})
+            .to_string()
+    };
+    for (n, bad) in [
+        json!({"rules": []}),
+        json!({"rules": [{"name": "a", "approvers": ["mallory@example.com"], "min_approvals": 1}]}),
+        json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 2}]}),
+        json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 1},
+                         {"name": "a", "approvers": [BOB], "min_approvals": 1}]}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let refused = t.create(CI_KEY, &format!("q-bad-{n}"), &policy(bad)).await;
+        assert_eq!(
+            (refused.status, refused.code()),
+            (400, "invalid_request".into()),
+            "{}",
+            refused.text()
+        );
+    }
+    // Two of {alice, the requester}: only the requester's own vote could complete it.
+    let self_only = policy(
+        json!({"rules": [{"name": "a", "approvers": [ALICE, "ci@acme"], "min_approvals": 2}]}),
+    );
+    let refused = t.create(CI_KEY, "q-self", &self_only).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (400, "policy_unsatisfiable".into())
+    );
+    assert_eq!(
+        refused.json()["errors"][0]["field"],
+        "policy.rules[0].min_approvals"
+    );
+    assert_eq!(t.approval_count().await, 1, "refused creates write nothing");
+}
+
+/// Engineering 2-of-3 AND security 1-of-1; all four approve at once, 50 rounds.
+#[tokio::test]
+async fn concurrent_votes_meet_the_quorum_exactly_once() {
+    let t = TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await;
+    let mut ids = Vec::new();
+    for round in 0..50u64 {
+        let id = t
+            .create_ok(
+                CI_KEY,
+                &format!("race-{round}"),
+                &engineering_and_security(round),
+            )
+            .await;
+        let replies = futures::future::join_all(
+            [ALICE, BOB, CAROL, DAVE].map(|who| vote(&t, &id, who, "approve")),
+        )
+        .await;
+        let approval = t.get(CI_KEY, &id).await.json();
+        assert_eq!(approval["status"], "approved", "round {round}: {approval}");
+        let mut answered: BTreeSet<String> = BTreeSet::new();
+        let mut deciding = 0;
+        for (who, reply) in [ALICE, BOB, CAROL, DAVE].iter().zip(&replies) {
+            match reply.status {
+                200 => {
+                    assert!(!reply.replayed(), "round {round}: one request per voter");
+                    answered.insert((*who).to_owned());
+                    if reply.json()["status"] == "approved" {
+                        deciding += 1;
+                    }
+                }
+                409 => {
+                    assert_eq!(reply.code(), "already_decided", "round {round}");
+                    assert_eq!(
+                        reply.json()["approval"]["status"],
+                        "approved",
+                        "round {round}: a 409 reports the final approval"
+                    );
+                }
+                other => panic!("round {round}: {who} answered {other}: {}", reply.text()),
+            }
+        }
+        let recorded: BTreeSet<String> = voters(&approval).into_iter().map(|(a, _)| a).collect();
+        assert_eq!(
+            recorded, answered,
+            "round {round}: the votes answered 200 are the votes recorded"
+        );
+        assert_eq!(deciding, 1, "round {round}: exactly one vote decided");
+        assert!(
+            answered.contains(DAVE),
+            "round {round}: security's vote is needed"
+        );
+        let counts = approvals_per_rule(&approval);
+        assert!(
+            counts[0] >= 2 && counts[1] == 1,
+            "round {round}: {counts:?}"
+        );
+        ids.push((round, id));
+    }
+    for (round, id) in &ids {
+        let done = t
+            .wait_for_execution(CI_KEY, id, Duration::from_secs(60))
+            .await;
+        assert_eq!(done["execution"]["status"], "succeeded", "round {round}");
+        let key = format!("{TENANT_A}:race-{round}");
+        assert_eq!(
+            t.downstream().calls(&key),
+            1,
+            "round {round}: executed once"
+        );
+        assert_eq!(t.downstream().effects(&key), 1);
+    }
+}
+
+/// 2-of-5: five approves and one reject at once, 50 rounds.
+#[tokio::test]
+async fn a_concurrent_veto_and_quorum_have_one_outcome() {
+    let t = TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await;
+    let (mut approved, mut rejected) = (0, 0);
+    for round in 0..50u64 {
+        let id = t
+            .create_ok(CI_KEY, &format!("veto-{round}"), &two_of_five(round))
+            .await;
+        // The veto comes from one of the five: its approve is not sent.
+        let vetoer = [ALICE, BOB, CAROL, DAVE, ERIN][(round % 5) as usize];
+        let requests = [ALICE, BOB, CAROL, DAVE, ERIN]
+            .into_iter()
+            .map(|who| (who, if who == vetoer { "reject" } else { "approve" }));
+        let (t, id) = (&t, &id);
+        // The veto leaves 0–285 ms after the approves, so that rounds see it land before, among
+        // and after them (moto serialises requests; without a spread it always lands first).
+        let lag = Duration::from_millis(15 * (round % 20));
+        let replies = futures::future::join_all(requests.map(|(who, decision)| async move {
+            if decision == "reject" {
+                tokio::time::sleep(lag).await;
+            }
+            (who, decision, vote(t, id, who, decision).await)
+        }))
+        .await;
+        let approval = t.get(CI_KEY, id).await.json();
+        let votes = voters(&approval);
+        let winners: Vec<_> = replies.iter().filter(|(_, _, r)| r.status == 200).collect();
+        let recorded: BTreeSet<String> = votes.iter().map(|(a, _)| a.clone()).collect();
+        let answered: BTreeSet<String> = winners.iter().map(|(w, _, _)| (*w).to_owned()).collect();
+        assert_eq!(recorded, answered, "round {round}");
+        for (who, _, reply) in &replies {
+            if reply.status != 200 {
+                assert_eq!(
+                    (reply.status, reply.code()),
+                    (409, "already_decided".into()),
+                    "round {round}: {who}"
+                );
+            }
+        }
+        let approves_before_veto = votes.iter().take_while(|(_, v)| v == "approve").count();
+        match approval["status"].as_str() {
+            Some("approved") => {
+                approved += 1;
+                assert_eq!(
+                    votes.len(),
+                    2,
+                    "round {round}: the second approve decides: {votes:?}"
+                );
+                assert!(votes.iter().all(|(_, v)| v == "approve"));
+            }
+            Some("rejected") => {
+                rejected += 1;
+                assert_eq!(votes.last().unwrap().1, "reject", "round {round}");
+                assert!(
+                    approves_before_veto < 2,
+                    "round {round}: a veto after the quorum was met: {votes:?}"
+                );
+                assert_eq!(approval["decision"]["approver"], vetoer);
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+        let deciding = replies
+            .iter()
+            .filter(|(_, _, r)| r.status == 200 && r.json()["status"] != "pending")
+            .count();
+        assert_eq!(deciding, 1, "round {round}: one outcome");
+    }
+    println!("2-of-5 with a veto, 50 rounds: {approved} approved, {rejected} rejected");
+    assert!(
+        approved > 0 && rejected > 0,
+        "both outcomes occur: {approved} approved, {rejected} rejected"
+    );
+}
