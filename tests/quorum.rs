@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use countersign_tests::{ACME_SECRET, Reply, TENANT_A, TestApp, decided_event};
+use countersign_tests::{ACME_SECRET, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.com";
@@ -384,4 +384,210 @@ async fn a_concurrent_veto_and_quorum_have_one_outcome() {
         approved > 0 && rejected > 0,
         "both outcomes occur: {approved} approved, {rejected} rejected"
     );
+}
+
+/// There is no step between "vote recorded" and "quorum decided" to crash in: the real runner
+/// binary is killed (SIGKILL) while 100 votes race on 25 approvals, and every approval's votes
+/// then agree with its status and its stored counts; after a restart, the clients' retries
+/// finish every approval and each executes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
+    use countersign::config::Tables;
+    use countersign::store::Store;
+    use countersign_tests::jobs::Downstream;
+    use countersign_tests::local_runner::{LocalRunner, isolated_env};
+    use futures::StreamExt;
+
+    const APPROVALS: u64 = 25;
+    let downstream = Downstream::default();
+    let target = downstream.serve().await;
+    let prefix = format!("qc-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let mut env = isolated_env(&prefix).await;
+    env.extend(
+        [
+            ("API_KEYS", api_keys()),
+            (
+                "ACTION_TARGETS",
+                json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true}}).to_string(),
+            ),
+            ("NOTIFIER_URL", format!("{target}/notify")),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET.to_owned()),
+            (
+                "WEBHOOK_SOURCES",
+                json!({"acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]}}).to_string(),
+            ),
+            (
+                "PUBLIC_BASE_URL",
+                "https://approvals.example.com".to_owned(),
+            ),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    let mut runner = LocalRunner::start(&env).await;
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for i in 0..APPROVALS {
+        let reply = http
+            .post(runner.url("/approvals"))
+            .bearer_auth(CI_KEY)
+            .header("content-type", "application/json")
+            .header("idempotency-key", format!("crash-{i}"))
+            .body(engineering_and_security(i))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(reply.status(), 201);
+        let body: Value = reply.json().await.expect("json");
+        ids.push(body["id"].as_str().expect("id").to_owned());
+    }
+    let votes: Vec<(String, &str)> = ids
+        .iter()
+        .flat_map(|id| [ALICE, BOB, CAROL, DAVE].map(|who| (id.clone(), who)))
+        .collect();
+    let answered = std::sync::atomic::AtomicUsize::new(0);
+    let send_votes = |base: String| {
+        let (http, votes, answered) = (http.clone(), votes.clone(), &answered);
+        async move {
+            futures::stream::iter(votes)
+                .map(|(id, who)| {
+                    let (http, base) = (http.clone(), base.clone());
+                    async move {
+                        let reply = http
+                            .post(format!("{base}/approvals/{id}/decision"))
+                            .bearer_auth(PORTAL_KEY)
+                            .json(&json!({"decision": "approve", "approver": who}))
+                            .send()
+                            .await
+                            .map(|r| r.status().as_u16());
+                        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        reply
+                    }
+                })
+                .buffer_unordered(100)
+                .collect::<Vec<_>>()
+                .await
+        }
+    };
+
+    // Kill the runner while the 100 votes are in flight, once 40 have been answered.
+    let base = runner.base.clone();
+    let (answers, ()) = tokio::join!(send_votes(base), async {
+        while answered.load(std::sync::atomic::Ordering::SeqCst) < 40 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        runner.kill();
+    });
+    let answered = answers.iter().filter(|a| a.is_ok()).count();
+    println!(
+        "killed with 100 votes in flight: {answered} answered, {} cut off",
+        100 - answered
+    );
+    assert!(answered < 100, "the kill came too late to cut any vote off");
+
+    // Every approval's votes against its status, and the counts the conditions compare.
+    let sdk = countersign_tests::sdk_config().await;
+    let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+    let tables = Tables::with_prefix(&prefix);
+    let store = Store::new(dynamo.clone(), tables.clone());
+    let tenant = countersign::domain::TenantId::parse(TENANT_A).unwrap();
+    let (mut pending, mut approved) = (0, 0);
+    for id in &ids {
+        let approval_id = countersign::domain::ApprovalId::parse(id).unwrap();
+        let approval = store
+            .get_approval(&tenant, &approval_id)
+            .await
+            .expect("read")
+            .expect("exists");
+        let policy = approval.policy.clone().expect("policy");
+        let counts = approval.approvals_per_rule();
+        let met = policy
+            .rules
+            .iter()
+            .zip(&counts)
+            .all(|(r, &c)| c >= r.min_approvals);
+        let item = dynamo
+            .get_item()
+            .table_name(&tables.approvals)
+            .key(
+                "pk",
+                aws_sdk_dynamodb::types::AttributeValue::S(format!("{TENANT_A}#{id}")),
+            )
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("raw read")
+            .item
+            .expect("item");
+        for (i, count) in counts.iter().enumerate() {
+            assert_eq!(
+                item[&format!("approvals_{i}")].as_n().unwrap(),
+                &count.to_string(),
+                "{id}: the stored count of rule {i} is the recount of its votes"
+            );
+        }
+        match approval.status {
+            countersign::domain::Status::Pending => {
+                pending += 1;
+                assert!(!met, "{id}: a met quorum left pending: {counts:?}");
+                assert!(approval.decision.is_none());
+            }
+            countersign::domain::Status::Approved => {
+                approved += 1;
+                assert!(met, "{id}: approved without its quorum: {counts:?}");
+                let last = approval.votes.last().expect("votes");
+                assert_eq!(
+                    Some(last),
+                    approval.decision.as_ref(),
+                    "{id}: the last vote decided"
+                );
+                let before: Vec<_> = approval.votes[..approval.votes.len() - 1].to_vec();
+                let mut earlier = approval.clone();
+                earlier.votes = before;
+                assert!(
+                    earlier.completed_by(&last.approver, last.outcome),
+                    "{id}: the votes before the deciding one did not already meet it"
+                );
+                assert_ne!(
+                    approval.execution.status,
+                    countersign::domain::ExecutionStatus::NotStarted,
+                    "{id}: approved and its execution queued in the same write"
+                );
+            }
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+    println!("after the kill: {approved} approved, {pending} pending");
+    assert!(approved > 0, "the kill came before any quorum was met");
+
+    // A new instance; the clients retry every vote: every approval ends approved, executed once.
+    let runner = LocalRunner::start(&env).await;
+    let answers = send_votes(runner.base.clone()).await;
+    assert!(
+        answers.iter().all(|a| matches!(a, Ok(200 | 409))),
+        "{answers:?}"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let approval: Value = http
+                .get(runner.url(&format!("/approvals/{id}")))
+                .bearer_auth(CI_KEY)
+                .send()
+                .await
+                .expect("get")
+                .json()
+                .await
+                .expect("json");
+            if approval["execution"]["status"] == "succeeded" {
+                assert_eq!(approval["status"], "approved");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{id} did not execute: {approval}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(downstream.calls(&format!("{TENANT_A}:crash-{i}")), 1);
+    }
 }

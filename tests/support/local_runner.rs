@@ -127,6 +127,13 @@ impl LocalRunner {
         format!("{}{path}", self.base)
     }
 
+    /// Kills the process at once (SIGKILL), as a crashed instance: requests in flight are cut
+    /// off wherever they are.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Lines of standard output that contain `needle`.
     pub fn stdout_lines_with(&self, needle: &str) -> Vec<String> {
         self.stdout
