@@ -181,7 +181,7 @@ impl CreateRequest {
     ) -> Approval {
         Approval {
             tenant,
-            id: ApprovalId::generate(),
+            id: ApprovalId::generate_for(policy.as_ref().map_or(0, |p| p.rules.len())),
             status: Status::Pending,
             requested_by: Some(requested_by),
             action_type: self.action_type,
@@ -337,6 +337,16 @@ mod tests {
                 "context",
                 "expires_in_seconds"
             ]
+        );
+    }
+
+    #[test]
+    fn one_person_is_listed_once_whatever_the_spelling() {
+        assert_eq!(
+            fields(
+                json!({"action": {"type": "deploy"}, "approvers": ["alice@x.com", " Alice@X.com"]})
+            ),
+            ["approvers[1]"]
         );
     }
 

@@ -10,15 +10,37 @@ use serde::Serialize;
 pub struct InvalidValue(pub &'static str);
 
 /// `apr_` followed by a ULID: sortable by creation time, unguessable enough not to enumerate.
+///
+/// The ULID's last character (its lowest 5 random bits) tells how many rules the approval's
+/// policy has (`0`: none, `1`…`A`: 1–10): a vote's first write is shaped by it, so a vote needs
+/// no read to pick its one conditional write. It is only a hint — every condition checks the
+/// item itself; an id made before policies existed (any last character) costs at most one
+/// more round trip, never a wrong count. 75 random bits remain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct ApprovalId(String);
 
 impl ApprovalId {
     const PREFIX: &'static str = "apr_";
+    const RULES_MASK: u128 = 0x1F;
+
+    /// A new id for an approval whose policy has `rules` rules (0: no policy).
+    pub fn generate_for(rules: usize) -> Self {
+        let random = ulid::Ulid::new().0 & !Self::RULES_MASK;
+        let ulid = ulid::Ulid(random | (rules as u128 & Self::RULES_MASK));
+        Self(format!("{}{}", Self::PREFIX, ulid))
+    }
 
     pub fn generate() -> Self {
-        Self(format!("{}{}", Self::PREFIX, ulid::Ulid::new()))
+        Self::generate_for(0)
+    }
+
+    /// How many rules the id says its approval's policy has (see the type's notes); `None`
+    /// for an id that says nothing (one made before policies existed).
+    pub fn rules_hint(&self) -> Option<usize> {
+        let ulid = ulid::Ulid::from_string(self.0.strip_prefix(Self::PREFIX)?).ok()?;
+        let rules = (ulid.0 & Self::RULES_MASK) as usize;
+        (rules <= super::Policy::MAX_RULES).then_some(rules)
     }
 
     pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
@@ -134,6 +156,21 @@ mod tests {
 
     #[test]
     fn approval_ids_round_trip_and_have_one_spelling() {
+        for rules in [0, 1, 2, 10] {
+            let id = ApprovalId::generate_for(rules);
+            assert_eq!(id.rules_hint(), Some(rules), "{id}");
+            assert_eq!(ApprovalId::parse(id.as_str()).unwrap(), id);
+        }
+        assert_eq!(
+            ApprovalId::generate_for(2).as_str().chars().last(),
+            Some('2')
+        );
+        assert_eq!(
+            ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ")
+                .unwrap()
+                .rules_hint(),
+            None
+        );
         let id = ApprovalId::generate();
         assert_eq!(ApprovalId::parse(id.as_str()).unwrap(), id);
         let lower = format!("apr_{}", id.as_str()[4..].to_lowercase());

@@ -199,6 +199,19 @@ mod tests {
     }
 
     #[test]
+    fn a_counted_vote_and_a_cancel_make_no_job() {
+        let old = pending(1_000);
+        let mut counted = old.clone();
+        counted
+            .votes
+            .push(decided(Outcome::Approved).decision.unwrap());
+        assert!(jobs_for_change(Some(&old), Some(&counted)).is_empty());
+        let mut cancelled = old.clone();
+        cancelled.status = Status::Cancelled;
+        assert!(jobs_for_change(Some(&counted), Some(&cancelled)).is_empty());
+    }
+
+    #[test]
     fn an_operator_retry_makes_an_execute_job_of_the_next_generation() {
         let mut failed = decided(Outcome::Approved);
         failed.execution.status = ExecutionStatus::Failed;

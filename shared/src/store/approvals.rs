@@ -158,8 +158,8 @@ impl Store {
     }
 
     /// Records a vote (see [`super::votes`]): one conditional update, and a second only for
-    /// the approve that completes a quorum. Every vote that is not counted gets the item as it
-    /// was.
+    /// the approve that completes a quorum (or after an id's wrong hint). Every vote that is not
+    /// counted gets the item as it was.
     pub async fn decide(
         &self,
         tenant: &TenantId,
@@ -167,7 +167,7 @@ impl Store {
         vote: &Decision,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
-        let mut write = votes::cast(vote, now);
+        let mut write = votes::first(id, vote, now);
         loop {
             let outcome = self
                 .update_approval(
@@ -183,11 +183,11 @@ impl Store {
                 Ok(approval) => return Ok(DecideOutcome::Won(Box::new(approval))),
                 Err(old) => old,
             };
-            // Only the first write can be refused for completing the quorum: the completing
-            // write's refusal is final (counts only grow).
-            match (write.is_first, votes::completing(old.as_ref(), vote, now)) {
-                (true, Some(completing)) => write = completing,
-                _ => return Ok(DecideOutcome::Refused(old.map(Box::new))),
+            // The vote that completes a quorum is written again as the completing write (and a
+            // wrong hint gets the right kind); each kind once, so this ends.
+            match votes::next(write.kind, old.as_ref(), vote, now) {
+                Some(next) => write = next,
+                None => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
         }
     }

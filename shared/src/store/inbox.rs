@@ -94,7 +94,7 @@ impl Store {
         decision: &Decision,
         now: EpochSeconds,
     ) -> Result<Ingested, StoreError> {
-        let mut write = votes::cast(decision, now);
+        let mut write = votes::first(approval_id, decision, now);
         let old = loop {
             let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Applied)?;
             let vote = Update::builder()
@@ -126,12 +126,9 @@ impl Store {
                 .map(approval_from_item)
                 .transpose()?;
             // The approve that completes a quorum is written again, as the completing vote.
-            match (
-                write.is_first,
-                votes::completing(old.as_ref(), decision, now),
-            ) {
-                (true, Some(completing)) => write = completing,
-                _ => break old,
+            match votes::next(write.kind, old.as_ref(), decision, now) {
+                Some(next) => write = next,
+                None => break old,
             }
         };
         // Only the approval refused: tell why from the item as it was, and record that.

@@ -71,10 +71,13 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
     }
-    item.insert(
-        "votes".to_owned(),
-        AttributeValue::L(approval.votes.iter().map(decision_to_attr).collect()),
-    );
+    // Without a policy the decision is the one vote (see `Approval::recorded_votes`).
+    if approval.policy.is_some() || !approval.votes.is_empty() {
+        item.insert(
+            "votes".to_owned(),
+            AttributeValue::L(approval.votes.iter().map(decision_to_attr).collect()),
+        );
+    }
     if let Some(policy) = &approval.policy {
         item.insert("policy".to_owned(), policy_to_attr(policy));
         item.extend(super::votes::quorum_attributes(approval));

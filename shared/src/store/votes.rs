@@ -1,28 +1,30 @@
 //! Votes, counted exactly once by DynamoDB's conditions (SPEC "Quorum policy").
 //!
-//! Every vote is first sent as one conditional `UpdateItem` (or the update of a webhook's
-//! transaction) that does not depend on the approval's policy, because the caller does not
-//! know it without a read:
+//! A vote is one conditional `UpdateItem` (or the update of a webhook's transaction), shaped
+//! without a read by what the approval's id says of its policy ([`ApprovalId::rules_hint`]):
 //!
-//! - **reject** (a veto, with or without a policy): records the vote and sets `rejected`.
-//! - **approve** ([`cast`]): records the vote and adds it to every rule that lists the voter,
-//!   `approvals_i += ballots[voter].m_i` (`m_i` = 1 if rule `i` lists the voter). Its status is
-//!   `if_not_exists(while_pending.status, approved)`: an approval without a policy has no
-//!   `while_pending`, so the vote approves it and queues the execution, exactly v1's single
-//!   decision in one round trip; a quorum approval keeps `pending` — and the condition lets the
-//!   write apply only while some rule stays short after it (`approvals_i < ballots[voter].t_i`,
-//!   `t_i` = `min_approvals` less the voter's own `m_i`), i.e. only when this vote does **not**
-//!   complete the quorum.
+//! - **reject** (a veto, with or without a policy, [`WriteKind::Veto`]): records the vote and
+//!   sets `rejected`.
+//! - **approve, no policy** ([`WriteKind::Single`]): v1's single decision, unchanged — sets
+//!   `approved` and queues the execution; the decision is the approval's one vote.
+//! - **approve on a quorum of `k` rules** ([`WriteKind::Counted`]): records the vote and adds it
+//!   to every rule that lists the voter, `approvals_i += ballots[voter].m_i` (`m_i` = 1 if rule
+//!   `i` lists the voter, kept per approver on the item since its create); the condition lets it
+//!   apply only while some rule stays short after it (`approvals_i < ballots[voter].t_i`, `t_i` =
+//!   `min_approvals` less `m_i`), i.e. only when this vote does **not** complete the quorum.
 //! - When that condition refuses an approve because the vote completes the quorum, the item as
-//!   it was (`ALL_OLD`) carries the policy and the counts, and [`complete`] writes it again:
-//!   conditioned on every rule holding enough already (`approvals_i >= t_i`), it records the
-//!   vote, sets `approved` and queues the execution. Two round trips, the second only for the
-//!   completing vote. Counts only grow, so a refused completing write means somebody else
-//!   decided first (or the same voter's other request won); it is never sent a third time.
+//!   it was (`ALL_OLD`) carries the policy and the counts, and the vote is written again as
+//!   [`WriteKind::Completing`]: conditioned on every rule already holding enough
+//!   (`approvals_i >= t_i`), it records the vote, sets `approved` and queues the execution. Two
+//!   round trips, the second only for the completing vote. Counts only grow, so a refused
+//!   completing write means somebody else decided first (or the same voter's other request won).
 //!
 //! So no write ever leaves a met quorum `pending`: the counted write cannot apply when it would
 //! meet the quorum, and the completing write sets the status in the write that counts the vote.
-//! There is no step between them to crash in.
+//! There is no step between them to crash in. A hint that does not match the item (only an id
+//! made before policies existed) is refused by the kind's own guard (`attribute_exists` /
+//! `attribute_not_exists(#while_pending)`) and the right kind follows from `ALL_OLD`; each kind
+//! is sent at most once per vote.
 //!
 //! Which race each condition closes:
 //! - `#status = :pending` — a vote after the outcome is not recorded; of two votes that both
@@ -43,13 +45,9 @@ use super::approvals::ONLY_IF_DECIDABLE;
 use super::expr::names;
 use super::items::{decision_to_attr, epoch, n, s};
 use crate::domain::{
-    Approval, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus, Outcome,
-    Policy, Status, classify_refusal,
+    Approval, ApprovalId, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus,
+    Outcome, Policy, Status, classify_refusal,
 };
-
-/// A rule's approving votes are kept in `approvals_{i}`; an approve updates every one of them
-/// (by 0 or 1), since it is written before the policy is known.
-const COUNTERS: usize = Policy::MAX_RULES;
 
 /// ... and the voter has not voted yet.
 const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
@@ -58,18 +56,40 @@ const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
 const ADD_VOTER: &str = "ADD #voters :voter_set";
 
+/// Which write a vote is (see the module's notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    Veto,
+    Single,
+    Counted(usize),
+    Completing,
+}
+
 /// One conditional write of a vote.
 pub(crate) struct VoteWrite {
-    /// The first write of the vote ([`cast`]), or the completing one.
-    pub is_first: bool,
+    pub kind: WriteKind,
     pub update: String,
     pub condition: String,
     pub names: HashMap<String, String>,
     pub values: HashMap<String, AttributeValue>,
 }
 
+/// Whether `expression` holds `token` as a whole word (`:t1` is not in `:t10`).
+fn uses(expression: &str, token: &str) -> bool {
+    expression.match_indices(token).any(|(at, _)| {
+        !expression[at + token.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
 impl VoteWrite {
-    fn new(update: String, condition: String, vote: &Decision, now: EpochSeconds) -> Self {
+    fn new(
+        kind: WriteKind,
+        update: String,
+        condition: String,
+        vote: &Decision,
+        now: EpochSeconds,
+        extra: impl IntoIterator<Item = (String, AttributeValue)>,
+    ) -> Self {
         let mut names = names(&[&update, &condition]);
         if names.contains_key("#voter") {
             // The voter's ballot is found under its identity (any characters: only ever a name).
@@ -88,17 +108,18 @@ impl VoteWrite {
                 AttributeValue::Ss(vec![vote.approver.identity()]),
             ),
             (":pending".to_owned(), s(Status::Pending.as_str())),
+            (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
             (":now".to_owned(), epoch(now)),
             (":approver".to_owned(), s(vote.approver.as_str())),
             (":approver_id".to_owned(), s(vote.approver.identity())),
+            (":zero".to_owned(), n(0)),
+            (":one".to_owned(), n(1)),
         ]);
-        if vote.outcome == Outcome::Approved {
-            values.insert(":queued".to_owned(), s(ExecutionStatus::Queued.as_str()));
-        }
+        values.extend(extra);
         // DynamoDB refuses a value the expressions do not use.
         values.retain(|v, _| uses(&update, v) || uses(&condition, v));
         Self {
-            is_first: true,
+            kind,
             update,
             condition,
             names,
@@ -107,49 +128,20 @@ impl VoteWrite {
     }
 }
 
-/// Whether `expression` holds `token` as a whole word (`:t1` is not in `:t10`).
-fn uses(expression: &str, token: &str) -> bool {
-    expression.match_indices(token).any(|(at, _)| {
-        !expression[at + token.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-    })
+/// The first write of a vote on approval `id`.
+pub(crate) fn first(id: &ApprovalId, vote: &Decision, now: EpochSeconds) -> VoteWrite {
+    let kind = match (vote.outcome, id.rules_hint()) {
+        (Outcome::Rejected, _) => WriteKind::Veto,
+        (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
+        (Outcome::Approved, _) => WriteKind::Single,
+    };
+    write(kind, vote, now)
 }
 
-/// The first write of any vote (see the module's notes).
-pub(crate) fn cast(vote: &Decision, now: EpochSeconds) -> VoteWrite {
-    let condition = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
-    if vote.outcome == Outcome::Rejected {
-        let update =
-            format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
-        return VoteWrite::new(update, condition, vote, now);
-    }
-    let counters: Vec<String> = (0..COUNTERS)
-        .map(|i| {
-            format!("#approvals_{i} = if_not_exists(#approvals_{i}, :zero) + if_not_exists(#ballots.#voter.#m{i}, :zero)")
-        })
-        .collect();
-    let short: Vec<String> = (0..COUNTERS)
-        .map(|i| format!("#approvals_{i} < #ballots.#voter.#t{i}"))
-        .collect();
-    let update = format!(
-        "SET #status = if_not_exists(#while_pending.#status, :outcome), \
-         #decision = if_not_exists(#while_pending.#decision, :decision), \
-         #execution.#status = if_not_exists(#while_pending.#execution_status, :queued), \
-         #execution.#updated_at = if_not_exists(#while_pending.#execution_updated_at, :now), \
-         {RECORD_VOTE}, {} {ADD_VOTER}",
-        counters.join(", ")
-    );
-    let condition = format!(
-        "{condition} AND (attribute_not_exists(#while_pending) OR {})",
-        short.join(" OR ")
-    );
-    let mut write = VoteWrite::new(update, condition, vote, now);
-    write.values.insert(":zero".to_owned(), n(0));
-    write
-}
-
-/// The second write of the approve that completes a quorum: what the refused first write's
-/// `ALL_OLD` (`old`) says, or `None` when the refusal means anything else.
-pub(crate) fn completing(
+/// The next write of a vote whose `previous` write was refused with the item as it was
+/// (`old`), or `None` when the refusal is the answer.
+pub(crate) fn next(
+    previous: WriteKind,
     old: Option<&Approval>,
     vote: &Decision,
     now: EpochSeconds,
@@ -159,39 +151,102 @@ pub(crate) fn completing(
         approver: vote.approver.clone(),
         comment: None,
     };
-    let DecideRefusal::Completes(old) = classify_refusal(old.cloned(), &request, now) else {
-        return None;
+    let kind = match classify_refusal(old.cloned(), &request, now) {
+        DecideRefusal::Completes(_) => WriteKind::Completing,
+        // Decidable, and the vote does not complete a quorum: the write did not match the
+        // approval (an id whose hint is wrong).
+        DecideRefusal::Unexplained => match &old?.policy {
+            None => WriteKind::Single,
+            Some(policy) => WriteKind::Counted(policy.rules.len()),
+        },
+        _ => return None,
     };
-    let policy = old.policy.as_ref()?;
-    let counted: Vec<String> = policy
-        .counted_in(&vote.approver)
-        .into_iter()
-        .map(|i| format!("#approvals_{i} = #approvals_{i} + :one"))
-        .collect();
-    let enough: Vec<String> = (0..policy.rules.len())
-        .map(|i| format!("#approvals_{i} >= :t{i}"))
-        .collect();
-    let mut update = format!(
-        "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
-         #execution.#updated_at = :now, {RECORD_VOTE}"
-    );
-    for counter in counted {
-        update.push_str(", ");
-        update.push_str(&counter);
+    if kind == previous {
+        return None;
     }
-    update.push(' ');
-    update.push_str(ADD_VOTER);
-    let condition = format!(
-        "{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE} AND attribute_exists(#while_pending) AND {}",
-        enough.join(" AND ")
-    );
-    let mut write = VoteWrite::new(update, condition, vote, now);
-    write.is_first = false;
-    write.values.insert(":one".to_owned(), n(1));
-    for (i, t) in policy.thresholds(&vote.approver).into_iter().enumerate() {
-        write.values.insert(format!(":t{i}"), n(t));
+    match kind {
+        WriteKind::Completing => Some(completing(vote, old?.policy.as_ref()?, now)),
+        kind => Some(write(kind, vote, now)),
     }
-    Some(write)
+}
+
+fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
+    let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
+    match kind {
+        WriteKind::Veto => {
+            let update =
+                format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
+            VoteWrite::new(kind, update, decidable, vote, now, [])
+        }
+        WriteKind::Single => {
+            // v1's decision as it was: the decision is the approval's one vote, so no list of
+            // votes is kept (nothing is recorded after the outcome).
+            let update = "SET #status = :outcome, #decision = :decision, \
+                 #execution.#status = :queued, #execution.#updated_at = :now"
+                .to_owned();
+            let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
+            VoteWrite::new(kind, update, condition, vote, now, [])
+        }
+        WriteKind::Counted(rules) => {
+            // if_not_exists: an approval whose id hints wrongly has no counters, and its
+            // condition fails without the update being evaluated against missing attributes.
+            let counters: Vec<String> = (0..rules)
+                .map(|i| {
+                    format!(
+                        "#approvals_{i} = if_not_exists(#approvals_{i}, :zero) + if_not_exists(#ballots.#voter.#m{i}, :zero)"
+                    )
+                })
+                .collect();
+            let short: Vec<String> = (0..rules)
+                .map(|i| format!("#approvals_{i} < #ballots.#voter.#t{i}"))
+                .collect();
+            let update = format!("SET {RECORD_VOTE}, {} {ADD_VOTER}", counters.join(", "));
+            let condition = format!(
+                "{decidable} AND attribute_exists(#while_pending) AND ({})",
+                short.join(" OR ")
+            );
+            VoteWrite::new(kind, update, condition, vote, now, [])
+        }
+        WriteKind::Completing => unreachable!("built by `completing`, from the policy"),
+    }
+}
+
+/// The completing write of an approve on a quorum approval with `policy`.
+fn completing(vote: &Decision, policy: &Policy, now: EpochSeconds) -> VoteWrite {
+    let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
+    {
+        {
+            let mut update = format!(
+                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
+                 #execution.#updated_at = :now, {RECORD_VOTE}"
+            );
+            for i in policy.counted_in(&vote.approver) {
+                update.push_str(&format!(", #approvals_{i} = #approvals_{i} + :one"));
+            }
+            update.push(' ');
+            update.push_str(ADD_VOTER);
+            let enough: Vec<String> = (0..policy.rules.len())
+                .map(|i| format!("#approvals_{i} >= :t{i}"))
+                .collect();
+            let condition = format!(
+                "{decidable} AND attribute_exists(#while_pending) AND {}",
+                enough.join(" AND ")
+            );
+            let thresholds = policy
+                .thresholds(&vote.approver)
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| (format!(":t{i}"), n(t)));
+            VoteWrite::new(
+                WriteKind::Completing,
+                update,
+                condition,
+                vote,
+                now,
+                thresholds,
+            )
+        }
+    }
 }
 
 /// What a quorum approval carries from its create for [`cast`]: the marker that keeps it
@@ -253,19 +308,31 @@ mod tests {
 
     #[test]
     fn every_alias_and_value_of_a_write_is_defined_and_used() {
+        let policy = Policy::single_decision(&[vote(Outcome::Approved).approver]);
         for write in [
-            cast(&vote(Outcome::Approved), 5),
-            cast(&vote(Outcome::Rejected), 5),
+            first(&ApprovalId::generate(), &vote(Outcome::Approved), 5),
+            first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5),
+            first(&ApprovalId::generate_for(3), &vote(Outcome::Rejected), 5),
+            completing(&vote(Outcome::Approved), &policy, 5),
         ] {
             let text = format!("{} {}", write.update, write.condition);
             for alias in names(&[&text]).keys() {
                 assert!(write.names.contains_key(alias), "{alias} in {text}");
             }
             for value in write.values.keys() {
-                assert!(text.contains(value.as_str()), "{value} unused");
+                assert!(uses(&text, value), "{value} unused");
             }
         }
-        let approve = cast(&vote(Outcome::Approved), 5);
-        assert_eq!(approve.names["#voter"], "alice@example.com");
+        let counted = first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5);
+        assert_eq!(counted.kind, WriteKind::Counted(3));
+        assert_eq!(counted.names["#voter"], "alice@example.com");
+        assert!(
+            counted.update.contains("#approvals_2 =") && !counted.update.contains("#approvals_3")
+        );
+        let legacy = ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ").unwrap();
+        assert_eq!(
+            first(&legacy, &vote(Outcome::Approved), 5).kind,
+            WriteKind::Single
+        );
     }
 }
