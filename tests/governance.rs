@@ -151,8 +151,14 @@ async fn the_requester_never_decides_its_own_approval() {
         (403, "self_approval_forbidden".into())
     );
 
-    // Review page: her own link.
+    // Review page: her own link shows no buttons, and a post anyway is refused.
     let token = t.review_token(TENANT_A, &id, ALICE);
+    let own_page = t.send(t.http.get(t.review_link(&id, ALICE))).await.text();
+    assert!(
+        own_page.contains("You requested this approval"),
+        "{own_page}"
+    );
+    assert!(!own_page.contains(r#"value="approve""#));
     let page = t
         .send(
             t.http

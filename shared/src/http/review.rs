@@ -276,7 +276,7 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
         div.card {
             p.muted { "Approval requested · " span.badge.(status.as_str()) { (status.as_str()) } }
             h1 { (summary.unwrap_or(&approval.action_type)) }
-            p.muted { "Action " strong { (approval.action_type) } " · requested " (when(approval.created_at)) }
+            p.muted { "Action " strong { (approval.action_type) } " · requested " @if let Some(by) = &approval.requested_by { "by " strong { (by.as_str()) } " " } (when(approval.created_at)) }
         }
         div.card {
             h2 { "Payload" }
@@ -313,6 +313,12 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
             }
         }
         @match (status, &approval.decision) {
+            (Status::Pending, _) if approval.requested_by.as_ref().is_some_and(|r| r.identity() == grant.approver.identity()) => {
+                div.card #outcome {
+                    h2 { "Your decision" }
+                    p { "You requested this approval: someone else decides it." }
+                }
+            }
             (Status::Pending, _) if approval.vote_of(&grant.approver).is_some() => {
                 div.card #outcome {
                     h2 { "Your vote" }
