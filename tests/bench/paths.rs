@@ -1,6 +1,8 @@
-//! The hot paths: create (first, replay), decide (winner, loser), webhook (first, duplicate).
+//! The hot paths: create (first, replay), decide (winner, loser), quorum votes (2-of-3: a
+//! counted vote, and the vote that completes it), webhook (first, duplicate).
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{
     AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
@@ -19,6 +21,9 @@ use crate::{Stats, drive};
 pub struct Ratios {
     pub create: f64,
     pub decide: f64,
+    /// vote (2-of-3), the counted vote.
+    pub vote: f64,
+    pub vote_completing: f64,
     pub webhook: f64,
     /// create first's in-process ops/s on tables holding 20,000 approvals ÷ on empty tables.
     pub table_size: f64,
@@ -36,6 +41,8 @@ const CONCURRENCY: [usize; 3] = [1, 8, 32];
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
 const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const CAROL: &str = "carol@example.com";
 
 /// One cell's view of the shared store: `tag` keeps its keys apart from every other cell's.
 struct Bench<'a> {
@@ -44,6 +51,22 @@ struct Bench<'a> {
     router: axum::Router,
     ops: usize,
     tag: String,
+}
+
+/// A raw update either applied or was refused by its condition: anything else (a malformed
+/// expression) would time a failure as if it were the operation.
+fn raw_update_applied_or_refused<O, R: std::fmt::Debug>(
+    result: Result<O, aws_sdk_dynamodb::error::SdkError<UpdateItemError, R>>,
+) {
+    if let Err(e) = result {
+        assert!(
+            matches!(
+                e.as_service_error(),
+                Some(UpdateItemError::ConditionalCheckFailedException(_))
+            ),
+            "raw update failed: {e:?}"
+        );
+    }
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -129,14 +152,30 @@ impl Bench<'_> {
 
     /// Pending approvals made through the API, outside the timed part.
     async fn pending(&self, count: usize, tag: &str) -> Vec<String> {
-        let body = deploy_body(1, &[ALICE, "bob@example.com"]);
+        self.pending_with(count, tag, &deploy_body(1, &[ALICE, BOB]))
+            .await
+    }
+
+    /// Pending 2-of-3 approvals (alice, bob, carol).
+    async fn pending_quorum(&self, count: usize, tag: &str) -> Vec<String> {
+        let body = json!({
+            "action": {"type": "deploy", "payload": {"service": "api", "build": 1}},
+            "approvers": [ALICE, BOB, CAROL],
+            "policy": {"rules": [{"name": "engineering", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]},
+            "context": {"summary": "Deploy api build 1 to prod"},
+            "expires_in_seconds": 86_400
+        });
+        self.pending_with(count, tag, &body.to_string()).await
+    }
+
+    async fn pending_with(&self, count: usize, tag: &str, body: &str) -> Vec<String> {
         let mut ids = Vec::with_capacity(count);
         let keys: Vec<String> = (0..count)
             .map(|i| format!("{}-{tag}-{i}", self.tag))
             .collect();
         for chunk in keys.chunks(16) {
             let replies =
-                futures::future::join_all(chunk.iter().map(|key| self.t.create(KEY_A, key, &body)))
+                futures::future::join_all(chunk.iter().map(|key| self.t.create(KEY_A, key, body)))
                     .await;
             for reply in replies {
                 assert_eq!(reply.status, 201);
@@ -165,6 +204,7 @@ impl Bench<'_> {
                 "approvers".to_owned(),
                 AttributeValue::L(vec![s(ALICE), s("bob@example.com")]),
             ),
+            ("votes".to_owned(), AttributeValue::L(Vec::new())),
             ("idempotency_key".to_owned(), s(key)),
             ("created_at".to_owned(), n(now)),
             ("expires_at".to_owned(), n(now + 86_400)),
@@ -214,35 +254,131 @@ impl Bench<'_> {
             .await;
     }
 
+    /// The first write of an approve (the app's `votes::first`): without a policy (`rules`
+    /// 0) the single decision; on a quorum of `rules` rules the counted vote, which applies only
+    /// while the vote does not complete it.
     fn raw_decide_update(
         approver: &str,
+        rules: usize,
         now: i64,
-    ) -> (String, String, HashMap<String, AttributeValue>) {
-        let update = "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, #execution.#updated_at = :now";
-        let condition =
-            "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver)";
-        let values = HashMap::from([
-            (":outcome".to_owned(), s("approved")),
+    ) -> (
+        String,
+        String,
+        HashMap<String, String>,
+        HashMap<String, AttributeValue>,
+    ) {
+        let decidable = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
+             AND NOT contains(#voters, :approver_id)";
+        let record = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
+        let (update, condition) = if rules == 0 {
             (
-                ":decision".to_owned(),
-                AttributeValue::M(HashMap::from([
-                    ("outcome".to_owned(), s("approved")),
-                    ("approver".to_owned(), s(approver)),
-                    ("decided_at".to_owned(), n(now)),
-                    ("channel".to_owned(), s("api")),
-                ])),
+                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
+                 #execution.#updated_at = :now"
+                    .to_owned(),
+                "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+                 AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
+                 AND attribute_not_exists(#while_pending)"
+                    .to_owned(),
+            )
+        } else {
+            let counters: Vec<String> = (0..rules)
+                .map(|i| format!("#approvals_{i} = if_not_exists(#approvals_{i}, :zero) + if_not_exists(#ballots.#voter.#m{i}, :zero)"))
+                .collect();
+            let short: Vec<String> = (0..rules)
+                .map(|i| format!("#approvals_{i} < #ballots.#voter.#t{i}"))
+                .collect();
+            (
+                format!(
+                    "SET {record}, {} ADD #voters :voter_set",
+                    counters.join(", ")
+                ),
+                format!(
+                    "{decidable} AND attribute_exists(#while_pending) AND ({})",
+                    short.join(" OR ")
+                ),
+            )
+        };
+        let mut names = names(&[
+            "status",
+            "decision",
+            "execution",
+            "updated_at",
+            "expires_at",
+            "approvers",
+            "requested_by_id",
+            "while_pending",
+            "votes",
+            "voters",
+            "ballots",
+        ]);
+        names.insert("#voter".to_owned(), approver.to_owned());
+        for i in 0..rules {
+            names.insert(format!("#approvals_{i}"), format!("approvals_{i}"));
+            names.insert(format!("#m{i}"), format!("m{i}"));
+            names.insert(format!("#t{i}"), format!("t{i}"));
+        }
+        let text = format!("{update} {condition}");
+        names.retain(|k, _| {
+            text.match_indices(k.as_str()).any(|(at, _)| {
+                !text[at + k.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        });
+        let vote = Self::raw_vote(approver, now);
+        let mut values = HashMap::from([
+            (":vote".to_owned(), AttributeValue::L(vec![vote.clone()])),
+            (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
+            (
+                ":voter_set".to_owned(),
+                AttributeValue::Ss(vec![approver.to_owned()]),
             ),
-            (":queued".to_owned(), s("queued")),
             (":pending".to_owned(), s("pending")),
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(approver)),
+            (":approver_id".to_owned(), s(approver)),
         ]);
-        (update.to_owned(), condition.to_owned(), values)
+        if rules == 0 {
+            values.insert(":outcome".to_owned(), s("approved"));
+            values.insert(":decision".to_owned(), vote);
+            values.insert(":queued".to_owned(), s("queued"));
+        } else {
+            values.insert(":zero".to_owned(), n(0));
+        }
+        // Only what the expressions use (DynamoDB refuses the rest).
+        values.retain(|k, _| {
+            text.match_indices(k.as_str()).any(|(at, _)| {
+                !text[at + k.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            })
+        });
+        (update, condition, names, values)
     }
 
-    async fn raw_decide(&self, id: &str, now: i64) {
-        let (update, condition, values) = Self::raw_decide_update(ALICE, now);
-        let _ = self
+    /// bob's reject (a veto write), refused: the approval is already decided.
+    async fn raw_reject(&self, id: &str, now: i64) {
+        let update = "SET #status = :outcome, #decision = :decision, \
+             #votes = list_append(if_not_exists(#votes, :no_votes), :vote) ADD #voters :voter_set";
+        let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
+             AND NOT contains(#voters, :approver_id)";
+        let mut vote = Self::raw_vote(BOB, now);
+        if let AttributeValue::M(map) = &mut vote {
+            map.insert("outcome".to_owned(), s("rejected"));
+        }
+        let values = HashMap::from([
+            (":outcome".to_owned(), s("rejected")),
+            (":decision".to_owned(), vote.clone()),
+            (":vote".to_owned(), AttributeValue::L(vec![vote])),
+            (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
+            (
+                ":voter_set".to_owned(),
+                AttributeValue::Ss(vec![BOB.to_owned()]),
+            ),
+            (":pending".to_owned(), s("pending")),
+            (":now".to_owned(), n(now)),
+            (":approver".to_owned(), s(BOB)),
+            (":approver_id".to_owned(), s(BOB)),
+        ]);
+        let result = self
             .raw
             .update_item()
             .table_name(&self.t.app.config.tables.approvals)
@@ -252,16 +388,101 @@ impl Bench<'_> {
             .set_expression_attribute_names(Some(names(&[
                 "status",
                 "decision",
-                "execution",
-                "updated_at",
                 "expires_at",
                 "approvers",
+                "requested_by_id",
+                "votes",
+                "voters",
             ])))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
+        raw_update_applied_or_refused(result);
+    }
+
+    fn raw_vote(approver: &str, now: i64) -> AttributeValue {
+        AttributeValue::M(HashMap::from([
+            ("outcome".to_owned(), s("approved")),
+            ("approver".to_owned(), s(approver)),
+            ("decided_at".to_owned(), n(now)),
+            ("channel".to_owned(), s("api")),
+        ]))
+    }
+
+    /// The second write of the approve that completes a 2-of-3 (the app's `votes::completing`).
+    async fn raw_complete(&self, id: &str, approver: &str, now: i64) {
+        let update = "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
+             #execution.#updated_at = :now, #votes = list_append(#votes, :vote), \
+             #approvals_0 = #approvals_0 + :one ADD #voters :voter_set";
+        let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
+             AND NOT contains(#voters, :approver_id) AND attribute_exists(#while_pending) \
+             AND #approvals_0 >= :t0";
+        let mut names = names(&[
+            "status",
+            "decision",
+            "execution",
+            "updated_at",
+            "expires_at",
+            "approvers",
+            "requested_by_id",
+            "while_pending",
+            "votes",
+            "voters",
+            "approvals_0",
+        ]);
+        names.retain(|k, _| update.contains(k.as_str()) || condition.contains(k.as_str()));
+        let vote = Self::raw_vote(approver, now);
+        let values = HashMap::from([
+            (":outcome".to_owned(), s("approved")),
+            (":decision".to_owned(), vote.clone()),
+            (":vote".to_owned(), AttributeValue::L(vec![vote])),
+            (
+                ":voter_set".to_owned(),
+                AttributeValue::Ss(vec![approver.to_owned()]),
+            ),
+            (":queued".to_owned(), s("queued")),
+            (":pending".to_owned(), s("pending")),
+            (":now".to_owned(), n(now)),
+            (":approver".to_owned(), s(approver)),
+            (":approver_id".to_owned(), s(approver)),
+            (":one".to_owned(), n(1)),
+            (":t0".to_owned(), n(1)),
+        ]);
+        let result = self
+            .raw
+            .update_item()
+            .table_name(&self.t.app.config.tables.approvals)
+            .key("pk", s(format!("tenant-a#{id}")))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        raw_update_applied_or_refused(result);
+    }
+
+    async fn raw_decide(&self, id: &str, approver: &str, rules: usize, now: i64) {
+        let (update, condition, names, values) = Self::raw_decide_update(approver, rules, now);
+        let result = self
+            .raw
+            .update_item()
+            .table_name(&self.t.app.config.tables.approvals)
+            .key("pk", s(format!("tenant-a#{id}")))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        raw_update_applied_or_refused(result);
     }
 
     async fn raw_webhook(&self, id: &str, event_id: &str, now: i64) {
@@ -283,20 +504,13 @@ impl Bench<'_> {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .expect("put");
-        let (update, condition, values) = Self::raw_decide_update(ALICE, now);
+        let (update, condition, names, values) = Self::raw_decide_update(ALICE, 0, now);
         let decide = Update::builder()
             .table_name(&self.t.app.config.tables.approvals)
             .key("pk", s(format!("tenant-a#{id}")))
             .update_expression(update)
             .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[
-                "status",
-                "decision",
-                "execution",
-                "updated_at",
-                "expires_at",
-                "approvers",
-            ])))
+            .set_expression_attribute_names(Some(names))
             .set_expression_attribute_values(Some(values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
@@ -325,15 +539,19 @@ enum Op {
     CreateReplay,
     DecideWinner,
     DecideLoser,
+    VoteCounted,
+    VoteCompleting,
     WebhookFirst,
     WebhookDuplicate,
 }
 
-const OPS: [Op; 6] = [
+const OPS: [Op; 8] = [
     Op::CreateFirst,
     Op::CreateReplay,
     Op::DecideWinner,
     Op::DecideLoser,
+    Op::VoteCounted,
+    Op::VoteCompleting,
     Op::WebhookFirst,
     Op::WebhookDuplicate,
 ];
@@ -345,6 +563,8 @@ impl Op {
             Op::CreateReplay => "create replay",
             Op::DecideWinner => "decide winner",
             Op::DecideLoser => "decide loser",
+            Op::VoteCounted => "vote (2-of-3)",
+            Op::VoteCompleting => "vote completing 2-of-3",
             Op::WebhookFirst => "webhook first",
             Op::WebhookDuplicate => "webhook duplicate",
         }
@@ -395,6 +615,15 @@ impl<'a> Bench<'a> {
                 Vec::new()
             }
             Op::DecideWinner | Op::WebhookFirst => self.pending(self.ops, "bench-pending").await,
+            Op::VoteCounted => self.pending_quorum(self.ops, "bench-quorum").await,
+            Op::VoteCompleting => {
+                let ids = self.pending_quorum(self.ops, "bench-voted").await;
+                for id in &ids {
+                    let approve = json!({"decision": "approve", "approver": ALICE});
+                    assert_eq!(self.t.decide(KEY_A, id, approve).await.status, 200);
+                }
+                ids
+            }
             Op::DecideLoser => {
                 let id = self.pending(1, "bench-decided").await.remove(0);
                 let approve = json!({"decision": "approve", "approver": ALICE});
@@ -435,7 +664,7 @@ impl<'a> Bench<'a> {
                     .await,
                 201
             ),
-            (Op::DecideWinner, Mode::Raw) => self.raw_decide(&fixture.ids[i], now).await,
+            (Op::DecideWinner, Mode::Raw) => self.raw_decide(&fixture.ids[i], ALICE, 0, now).await,
             (Op::DecideWinner, _) => {
                 assert_eq!(
                     self.send(
@@ -446,10 +675,24 @@ impl<'a> Bench<'a> {
                     200
                 );
             }
-            (Op::DecideLoser, Mode::Raw) => self.raw_decide(&fixture.ids[0], now).await,
+            (Op::DecideLoser, Mode::Raw) => self.raw_reject(&fixture.ids[0], now).await,
             (Op::DecideLoser, _) => {
                 let request = Bench::decide_request(&fixture.ids[0], "reject", "bob@example.com");
                 assert_eq!(self.send(mode, request).await, 409);
+            }
+            (Op::VoteCounted, Mode::Raw) => self.raw_decide(&fixture.ids[i], ALICE, 1, now).await,
+            (Op::VoteCounted, _) => {
+                let request = Bench::decide_request(&fixture.ids[i], "approve", ALICE);
+                assert_eq!(self.send(mode, request).await, 200);
+            }
+            // Refused as a counted vote (the item as it was comes back), then completing.
+            (Op::VoteCompleting, Mode::Raw) => {
+                self.raw_decide(&fixture.ids[i], BOB, 1, now).await;
+                self.raw_complete(&fixture.ids[i], BOB, now).await;
+            }
+            (Op::VoteCompleting, _) => {
+                let request = Bench::decide_request(&fixture.ids[i], "approve", BOB);
+                assert_eq!(self.send(mode, request).await, 200);
             }
             (Op::WebhookFirst, Mode::Raw) => {
                 self.raw_webhook(&fixture.ids[i], &self.key(&format!("msg-{i}")), now)
@@ -553,6 +796,8 @@ pub async fn run(ops: usize) -> Ratios {
     Ratios {
         create: ratio(["create first", "create replay"]),
         decide: ratio(["decide winner", "decide loser"]),
+        vote: ratio(["vote (2-of-3)", "vote (2-of-3)"]),
+        vote_completing: ratio(["vote completing 2-of-3", "vote completing 2-of-3"]),
         webhook: ratio(["webhook first", "webhook duplicate"]),
         table_size: table_size(ops).await,
     }
