@@ -15,7 +15,10 @@ use countersign_tests::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+/// The demo's requester key, and alice's and bob's approver keys.
 const DEMO_KEY: &str = "cs_demo_key_0123456789";
+const DEMO_ALICE_KEY: &str = "cs_demo_alice_0123456789";
+const DEMO_BOB_KEY: &str = "cs_demo_bob_0123456789";
 const ALICE: &str = "alice@example.com";
 const BOB: &str = "bob@example.com";
 
@@ -127,7 +130,8 @@ async fn wait_until_executed(
 
 /// The README quickstart on `make run`'s demo, with the retry it advertises: create, the same
 /// create again (a replay: a cancelled transaction in the store), a second approval, approve
-/// both. Both echoes are performed once, both executions succeed.
+/// both with alice's key (the requester's key may not), then the quorum example (alice AND
+/// bob). Every echo is performed once, every execution succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
     let env = isolated_env(&format!(
@@ -149,17 +153,36 @@ async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
     let ids = [first.json(), second.json()].map(|a| a["id"].as_str().expect("id").to_owned());
     assert_ne!(ids[0], ids[1]);
 
+    let refused = send(decide(&runner, DEMO_KEY, &ids[0], ALICE)).await;
+    assert_eq!(refused.status, 403, "the requester's key does not decide");
     for id in &ids {
-        let approved = send(decide(&runner, DEMO_KEY, id, ALICE)).await;
+        let approved = send(decide(&runner, DEMO_ALICE_KEY, id, ALICE)).await;
         assert_eq!(approved.status, 200);
         assert_eq!(approved.json()["execution"]["status"], "queued");
     }
+
+    // The quorum example: alice AND bob, each with their own key.
+    let quorum = json!({
+        "action": {"type": "echo", "payload": {"say": "both of us"}},
+        "approvers": [ALICE, BOB],
+        "policy": {"rules": [{"name": "owners", "approvers": [ALICE, BOB], "min_approvals": 2}]}
+    })
+    .to_string();
+    let third = send(create(&runner, DEMO_KEY, "demo-3", &quorum)).await;
+    assert_eq!(third.status, 201);
+    let third = third.json()["id"].as_str().expect("id").to_owned();
+    let first_vote = send(decide(&runner, DEMO_ALICE_KEY, &third, ALICE)).await;
+    assert_eq!(first_vote.json()["status"], "pending");
+    assert_eq!(first_vote.json()["policy"]["rules"][0]["approvals"], 1);
+    let second_vote = send(decide(&runner, DEMO_BOB_KEY, &third, BOB)).await;
+    assert_eq!(second_vote.json()["status"], "approved");
+    let ids = [ids[0].clone(), ids[1].clone(), third];
     let done = wait_until_executed(&runner, DEMO_KEY, &ids, Duration::from_secs(30)).await;
     for approval in &done {
         assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
         assert_eq!(approval["execution"]["attempts"], 1, "{approval}");
     }
-    for (id, key) in ids.iter().zip(["demo-1", "demo-2"]) {
+    for (id, key) in ids.iter().zip(["demo-1", "demo-2", "demo-3"]) {
         assert_eq!(
             runner
                 .stdout_lines_with(&format!("echo: performing demo:{key}:"))

@@ -16,7 +16,11 @@ use countersign::runner::{Pollers, ensure_queues};
 use countersign::{App, Clock, Config, Function};
 
 /// Demo values for what the environment leaves unset. Printed at start: none of them is secret.
+/// The demo's requester (principal `ci@demo`; it also operates, but never decides).
 const DEMO_API_KEY: &str = "cs_demo_key_0123456789";
+/// alice's and bob's own keys: each decides as itself only.
+const DEMO_ALICE_KEY: &str = "cs_demo_alice_0123456789";
+const DEMO_BOB_KEY: &str = "cs_demo_bob_0123456789";
 const DEMO_WEBHOOK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby13ZWJob29rLXNlY3JldCE=";
 const DEMO_TOKEN_SECRET: &str = "countersign-demo-review-token-secret";
 /// The local jobs queue (and `…-dlq`), created when `JOBS_QUEUE_URL` is not set.
@@ -24,7 +28,11 @@ const LOCAL_QUEUE: &str = "countersign-jobs";
 
 fn demo_default(name: &str, port: u16) -> Option<String> {
     match name {
-        "API_KEYS" => Some(format!("demo={DEMO_API_KEY}")),
+        "API_KEYS" => Some(format!(
+            r#"[{{"tenant": "demo", "principal": "ci@demo", "roles": ["requester", "operator"], "key": "{DEMO_API_KEY}"}},
+                {{"tenant": "demo", "principal": "alice@example.com", "roles": ["approver"], "key": "{DEMO_ALICE_KEY}"}},
+                {{"tenant": "demo", "principal": "bob@example.com", "roles": ["approver"], "key": "{DEMO_BOB_KEY}"}}]"#
+        )),
         "ACTION_TARGETS" => Some(format!(
             r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true}}}}"#
         )),
@@ -168,7 +176,9 @@ fn print_banner(port: u16, demo: bool, app: &App) {
         println!(
             r#"
 Demo configuration (set API_KEYS, ACTION_TARGETS and WEBHOOK_SOURCES to use your own):
-  tenant: demo    API key: {DEMO_API_KEY}
+  tenant: demo    API keys: {DEMO_API_KEY} (ci@demo: requester, operator)
+                  {DEMO_ALICE_KEY} (alice@example.com: approver)
+                  {DEMO_BOB_KEY} (bob@example.com: approver)
   webhook source: demo (tenant demo)    secret: {DEMO_WEBHOOK_SECRET}
 
 Try it:
@@ -178,10 +188,20 @@ Try it:
     -d '{{"action": {{"type": "echo", "payload": {{"say": "hello"}}}}, "approvers": ["alice@example.com"]}}'
 
   curl -s -X POST {base}/approvals/<id>/decision \
-    -H 'Authorization: Bearer {DEMO_API_KEY}' -H 'Content-Type: application/json' \
-    -d '{{"decision": "approve", "approver": "alice@example.com"}}'
+    -H 'Authorization: Bearer {DEMO_ALICE_KEY}' -H 'Content-Type: application/json' \
+    -d '{{"decision": "approve"}}'
 
   curl -s {base}/approvals/<id> -H 'Authorization: Bearer {DEMO_API_KEY}'
+
+A quorum: alice AND bob must approve (each with their own key; the first vote leaves it pending):
+  curl -s -X POST {base}/approvals \
+    -H 'Authorization: Bearer {DEMO_API_KEY}' -H 'Content-Type: application/json' \
+    -H 'Idempotency-Key: demo-3' \
+    -d '{{"action": {{"type": "echo", "payload": {{"say": "both of us"}}}}, "approvers": ["alice@example.com", "bob@example.com"], "policy": {{"rules": [{{"name": "owners", "approvers": ["alice@example.com", "bob@example.com"], "min_approvals": 2}}]}}}}'
+  curl -s -X POST {base}/approvals/<id>/decision -H 'Authorization: Bearer {DEMO_ALICE_KEY}' \
+    -H 'Content-Type: application/json' -d '{{"decision": "approve"}}'
+  curl -s -X POST {base}/approvals/<id>/decision -H 'Authorization: Bearer {DEMO_BOB_KEY}' \
+    -H 'Content-Type: application/json' -d '{{"decision": "approve"}}'
 
 Notifications print each approver's review link: open it in a browser to approve or reject.
 Approved actions of type echo are performed by a local recorder that prints them (once per
