@@ -415,11 +415,11 @@ impl Bench<'_> {
     async fn raw_complete(&self, id: &str, approver: &str, now: i64) {
         let update = "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
              #execution.#updated_at = :now, #votes = list_append(#votes, :vote), \
-             #approvals_0 = #approvals_0 + :one ADD #voters :voter_set";
+             #approvals_0 = #approvals_0 + #ballots.#voter.#m0 ADD #voters :voter_set";
         let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
              AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
              AND NOT contains(#voters, :approver_id) AND attribute_exists(#while_pending) \
-             AND #approvals_0 >= :t0";
+             AND #approvals_0 >= #ballots.#voter.#t0";
         let mut names = names(&[
             "status",
             "decision",
@@ -432,7 +432,11 @@ impl Bench<'_> {
             "votes",
             "voters",
             "approvals_0",
+            "ballots",
+            "m0",
+            "t0",
         ]);
+        names.insert("#voter".to_owned(), approver.to_owned());
         names.retain(|k, _| update.contains(k.as_str()) || condition.contains(k.as_str()));
         let vote = Self::raw_vote(approver, now);
         let values = HashMap::from([
@@ -448,8 +452,6 @@ impl Bench<'_> {
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(approver)),
             (":approver_id".to_owned(), s(approver)),
-            (":one".to_owned(), n(1)),
-            (":t0".to_owned(), n(1)),
         ]);
         let result = self
             .raw

@@ -15,7 +15,7 @@
 //! - When that condition refuses an approve because the vote completes the quorum, the item as
 //!   it was (`ALL_OLD`) carries the policy and the counts, and the vote is written again as
 //!   [`WriteKind::Completing`]: conditioned on every rule already holding enough
-//!   (`approvals_i >= t_i`), it records the vote, sets `approved` and queues the execution. Two
+//!   (`approvals_i >= ballots[voter].t_i`), it records the vote, sets `approved` and queues the execution. Two
 //!   round trips, the second only for the completing vote. Counts only grow, so a refused
 //!   completing write means somebody else decided first (or the same voter's other request won).
 //!
@@ -46,7 +46,7 @@ use super::expr::names;
 use super::items::{decision_to_attr, epoch, n, s};
 use crate::domain::{
     Approval, ApprovalId, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus,
-    Outcome, Policy, Status, classify_refusal,
+    Outcome, Status, classify_refusal,
 };
 
 /// ... and the voter has not voted yet.
@@ -61,8 +61,9 @@ const ADD_VOTER: &str = "ADD #voters :voter_set";
 pub(crate) enum WriteKind {
     Veto,
     Single,
+    /// On a quorum of this many rules.
     Counted(usize),
-    Completing,
+    Completing(usize),
 }
 
 /// One conditional write of a vote.
@@ -88,7 +89,6 @@ impl VoteWrite {
         condition: String,
         vote: &Decision,
         now: EpochSeconds,
-        extra: impl IntoIterator<Item = (String, AttributeValue)>,
     ) -> Self {
         let mut names = names(&[&update, &condition]);
         if names.contains_key("#voter") {
@@ -115,7 +115,6 @@ impl VoteWrite {
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
         ]);
-        values.extend(extra);
         // DynamoDB refuses a value the expressions do not use.
         values.retain(|v, _| uses(&update, v) || uses(&condition, v));
         Self {
@@ -152,7 +151,9 @@ pub(crate) fn next(
         comment: None,
     };
     let kind = match classify_refusal(old.cloned(), &request, now) {
-        DecideRefusal::Completes(_) => WriteKind::Completing,
+        DecideRefusal::Completes(old) => {
+            WriteKind::Completing(old.policy.as_ref().map_or(0, |p| p.rules.len()))
+        }
         // Decidable, and the vote does not complete a quorum: the write did not match the
         // approval (an id whose hint is wrong).
         DecideRefusal::Unexplained => match &old?.policy {
@@ -161,13 +162,7 @@ pub(crate) fn next(
         },
         _ => return None,
     };
-    if kind == previous {
-        return None;
-    }
-    match kind {
-        WriteKind::Completing => Some(completing(vote, old?.policy.as_ref()?, now)),
-        kind => Some(write(kind, vote, now)),
-    }
+    (kind != previous).then(|| write(kind, vote, now))
 }
 
 fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
@@ -176,7 +171,7 @@ fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
         WriteKind::Veto => {
             let update =
                 format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
-            VoteWrite::new(kind, update, decidable, vote, now, [])
+            VoteWrite::new(kind, update, decidable, vote, now)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
@@ -185,7 +180,7 @@ fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
                  #execution.#status = :queued, #execution.#updated_at = :now"
                 .to_owned();
             let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
-            VoteWrite::new(kind, update, condition, vote, now, [])
+            VoteWrite::new(kind, update, condition, vote, now)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
@@ -205,51 +200,32 @@ fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(kind, update, condition, vote, now, [])
+            VoteWrite::new(kind, update, condition, vote, now)
         }
-        WriteKind::Completing => unreachable!("built by `completing`, from the policy"),
-    }
-}
-
-/// The completing write of an approve on a quorum approval with `policy`.
-fn completing(vote: &Decision, policy: &Policy, now: EpochSeconds) -> VoteWrite {
-    let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
-    {
-        {
-            let mut update = format!(
-                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
-                 #execution.#updated_at = :now, {RECORD_VOTE}"
-            );
-            for i in policy.counted_in(&vote.approver) {
-                update.push_str(&format!(", #approvals_{i} = #approvals_{i} + :one"));
-            }
-            update.push(' ');
-            update.push_str(ADD_VOTER);
-            let enough: Vec<String> = (0..policy.rules.len())
-                .map(|i| format!("#approvals_{i} >= :t{i}"))
+        WriteKind::Completing(rules) => {
+            // The policy was confirmed by the refused write's item: every counter and ballot
+            // exists.
+            let counters: Vec<String> = (0..rules)
+                .map(|i| format!(", #approvals_{i} = #approvals_{i} + #ballots.#voter.#m{i}"))
                 .collect();
+            let enough: Vec<String> = (0..rules)
+                .map(|i| format!("#approvals_{i} >= #ballots.#voter.#t{i}"))
+                .collect();
+            let update = format!(
+                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
+                 #execution.#updated_at = :now, {RECORD_VOTE}{} {ADD_VOTER}",
+                counters.concat()
+            );
             let condition = format!(
                 "{decidable} AND attribute_exists(#while_pending) AND {}",
                 enough.join(" AND ")
             );
-            let thresholds = policy
-                .thresholds(&vote.approver)
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| (format!(":t{i}"), n(t)));
-            VoteWrite::new(
-                WriteKind::Completing,
-                update,
-                condition,
-                vote,
-                now,
-                thresholds,
-            )
+            VoteWrite::new(kind, update, condition, vote, now)
         }
     }
 }
 
-/// What a quorum approval carries from its create for [`cast`]: the marker that keeps it
+/// What a quorum approval carries from its create for its votes' writes: the marker that keeps it
 /// pending, each rule's count (0), and each approver's ballot (`m_i`, `t_i` per rule).
 pub(crate) fn quorum_attributes(approval: &Approval) -> Vec<(String, AttributeValue)> {
     let Some(policy) = &approval.policy else {
@@ -308,12 +284,11 @@ mod tests {
 
     #[test]
     fn every_alias_and_value_of_a_write_is_defined_and_used() {
-        let policy = Policy::single_decision(&[vote(Outcome::Approved).approver]);
         for write in [
             first(&ApprovalId::generate(), &vote(Outcome::Approved), 5),
             first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5),
             first(&ApprovalId::generate_for(3), &vote(Outcome::Rejected), 5),
-            completing(&vote(Outcome::Approved), &policy, 5),
+            write(WriteKind::Completing(2), &vote(Outcome::Approved), 5),
         ] {
             let text = format!("{} {}", write.update, write.condition);
             for alias in names(&[&text]).keys() {
