@@ -141,11 +141,9 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
     let change = StreamChange {
         old: None,
         new: Some(item),
+        sequence_number: "1".to_owned(),
     };
-    let dispatcher = Dispatcher::new(
-        aws_sdk_sqs::Client::new(&t.sdk),
-        t.queues().queue_url.clone(),
-    );
+    let dispatcher = Dispatcher::new(t.app.clone());
 
     fail::cfg("dispatch::after_send", "1*panic").unwrap();
     let first = {

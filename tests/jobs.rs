@@ -275,7 +275,7 @@ async fn the_same_message_delivered_twice_has_one_effect() {
         .await
         .unwrap()
         .unwrap();
-    let jobs = countersign::jobs::jobs_for_change(Some(&stored), Some(&approved));
+    let jobs = countersign::jobs::jobs_for_change(Some(&stored), Some(&approved), "");
     assert_eq!(jobs.len(), 1);
     let message = serde_json::to_string(&jobs[0]).unwrap();
     let sqs = aws_sdk_sqs::Client::new(&t.sdk);

@@ -126,8 +126,8 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         .unwrap();
     let executor = countersign::jobs::Executor::new(t.app.clone()).unwrap();
 
-    let notify = &countersign::jobs::jobs_for_change(None, Some(&pending))[0];
-    let execute = &countersign::jobs::jobs_for_change(Some(&pending), Some(&approved))[0];
+    let notify = &countersign::jobs::jobs_for_change(None, Some(&pending), "")[0];
+    let execute = &countersign::jobs::jobs_for_change(Some(&pending), Some(&approved), "")[0];
     for (name, job) in [("notify", notify), ("execute", execute)] {
         let message = countersign::jobs::JobMessage {
             message_id: format!("m-{name}"),

@@ -63,7 +63,7 @@ async fn first_job(t: &TestApp, id: &str) -> countersign::jobs::Job {
         .await
         .unwrap()
         .unwrap();
-    countersign::jobs::jobs_for_change(None, Some(&approval)).remove(0)
+    countersign::jobs::jobs_for_change(None, Some(&approval), "").remove(0)
 }
 
 /// An SQS event (as Lambda delivers it) holding `job` as message `m-1`, first receive.

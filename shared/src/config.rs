@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::auth::ApiKeys;
 use crate::domain::TenantId;
+use crate::events::EventType;
 use crate::review_token::TokenSecret;
 use crate::webhook::WebhookSecret;
 
@@ -33,6 +34,8 @@ pub struct Tables {
     pub idempotency_keys: String,
     pub webhook_inbox: String,
     pub execution_ledger: String,
+    pub events: String,
+    pub approver_index: String,
 }
 
 impl Tables {
@@ -43,6 +46,8 @@ impl Tables {
             idempotency_keys: format!("{prefix}-idempotency-keys"),
             webhook_inbox: format!("{prefix}-webhook-inbox"),
             execution_ledger: format!("{prefix}-execution-ledger"),
+            events: format!("{prefix}-events"),
+            approver_index: format!("{prefix}-approver-index"),
         }
     }
 }
@@ -93,6 +98,64 @@ pub struct Config {
     pub inbox_ttl_seconds: i64,
     pub job_visibility_timeout_seconds: i64,
     pub job_max_attempts: u32,
+    /// Where each tenant's lifecycle events are delivered.
+    pub event_subscriptions: BTreeMap<TenantId, Subscription>,
+    /// How often the expiry sweeper and the execution reconciler run.
+    pub sweep_interval_seconds: i64,
+    /// How long an execution may sit queued or running before the reconciler acts.
+    pub stuck_execution_seconds: i64,
+}
+
+/// A tenant's callback subscription: its URL, signing secret and the event types it receives.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub url: String,
+    pub secret: WebhookSecret,
+    /// `None`: every type.
+    pub types: Option<Vec<EventType>>,
+}
+
+impl Subscription {
+    pub fn wants(&self, kind: EventType) -> bool {
+        kind.is_deliverable() && self.types.as_ref().is_none_or(|t| t.contains(&kind))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubscription {
+    url: String,
+    secret: String,
+    types: Option<Vec<String>>,
+}
+
+fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, String> {
+    let raw: BTreeMap<String, RawSubscription> =
+        serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let mut parsed = BTreeMap::new();
+    for (tenant, sub) in raw {
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let url = http_url(&sub.url).map_err(|e| format!("{tenant}: url: {e}"))?;
+        let secret =
+            WebhookSecret::parse(&sub.secret).map_err(|e| format!("{tenant}: secret: {e}"))?;
+        let types = sub
+            .types
+            .map(|types| {
+                types
+                    .iter()
+                    .map(|t| match EventType::parse(t) {
+                        Some(kind) if kind.is_deliverable() => Ok(kind),
+                        Some(_) => Err(format!(
+                            "{tenant}: types: {t} is not delivered as a callback"
+                        )),
+                        None => Err(format!("{tenant}: types: {t:?} is not an event type")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        parsed.insert(tenant_id, Subscription { url, secret, types });
+    }
+    Ok(parsed)
 }
 
 impl Config {
@@ -111,6 +174,8 @@ impl Config {
             idempotency_keys: get("IDEMPOTENCY_TABLE").unwrap_or(defaults.idempotency_keys),
             webhook_inbox: get("INBOX_TABLE").unwrap_or(defaults.webhook_inbox),
             execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
+            events: get("EVENTS_TABLE").unwrap_or(defaults.events),
+            approver_index: get("APPROVER_INDEX_TABLE").unwrap_or(defaults.approver_index),
         };
 
         let api_keys = get("API_KEYS")
@@ -147,6 +212,18 @@ impl Config {
             })
             .transpose()?;
 
+        let event_subscriptions = match get("EVENT_SUBSCRIPTIONS") {
+            Some(raw) => parse_subscriptions(&raw)
+                .map_err(|e| ConfigError::new("EVENT_SUBSCRIPTIONS", e))?,
+            None => BTreeMap::new(),
+        };
+        let job_visibility_timeout_seconds =
+            number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
+        let job_max_attempts = number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?;
+        // The job's whole retry budget: every receive the redrive policy allows, each a
+        // visibility timeout long.
+        let retry_budget = job_visibility_timeout_seconds * (i64::from(job_max_attempts) + 3);
+
         Ok(Self {
             tables,
             api_keys,
@@ -160,8 +237,16 @@ impl Config {
             // redeliver automatically (3 days).
             idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 86_400)?,
             inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 259_200)?,
-            job_visibility_timeout_seconds: number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?,
-            job_max_attempts: number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?,
+            job_visibility_timeout_seconds,
+            job_max_attempts,
+            event_subscriptions,
+            sweep_interval_seconds: number(&get, "SWEEP_INTERVAL_SECONDS", 60, 1)?,
+            stuck_execution_seconds: number(
+                &get,
+                "STUCK_EXECUTION_SECONDS",
+                retry_budget,
+                retry_budget,
+            )?,
         })
     }
 
@@ -185,6 +270,11 @@ impl Config {
         match function {
             Function::Create => {
                 require(self.api_keys.is_some(), "API_KEYS")?;
+                // Page cursors are signed with a key derived from it.
+                require(
+                    self.decision_token_secret.is_some(),
+                    "DECISION_TOKEN_SECRET",
+                )?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
             Function::Decide => {
@@ -395,6 +485,17 @@ mod tests {
         let keys = config(&[KEYS]).unwrap();
         assert_eq!(
             keys.check_for(Function::Create).unwrap_err().variable,
+            "DECISION_TOKEN_SECRET",
+            "page cursors are signed"
+        );
+        let secret = ("DECISION_TOKEN_SECRET", "s".repeat(32));
+        let secret = (secret.0, secret.1.as_str());
+        assert_eq!(
+            config(&[KEYS, secret])
+                .unwrap()
+                .check_for(Function::Create)
+                .unwrap_err()
+                .variable,
             "ACTION_TARGETS"
         );
         assert_eq!(
@@ -402,7 +503,7 @@ mod tests {
             "DECISION_TOKEN_SECRET"
         );
         assert!(
-            config(&[KEYS, TARGETS])
+            config(&[KEYS, TARGETS, secret])
                 .unwrap()
                 .check_for(Function::Create)
                 .is_ok()

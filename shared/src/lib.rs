@@ -7,7 +7,9 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod cursor;
 pub mod domain;
+pub mod events;
 pub mod http;
 pub mod jobs;
 pub mod review_token;

@@ -48,6 +48,15 @@ impl TokenSecret {
         Ok(Self(raw.as_bytes().to_vec()))
     }
 
+    /// A key for another purpose, derived from this one (HMAC of the purpose's label), so one
+    /// configured secret serves both without one purpose's MAC ever verifying for the other.
+    pub(crate) fn derive(&self, label: &str) -> Vec<u8> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .expect("HMAC takes keys of any length");
+        mac.update(label.as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+
     fn mac(
         &self,
         tenant: &str,

@@ -117,7 +117,9 @@ async fn answer(
         earlier
     };
     let status = match (behaviour.as_str(), earlier) {
-        ("flaky", 0 | 1) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
+        ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
         ("slow-reject-once", 0) => {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -181,6 +183,7 @@ impl TestApp {
         let targets = serde_json::json!({
             "deploy": {"url": format!("{base}/ok"), "idempotent": true},
             "flaky": {"url": format!("{base}/flaky"), "idempotent": true},
+            "flaky_once": {"url": format!("{base}/flaky-once"), "idempotent": true},
             "reject_once": {"url": format!("{base}/reject-once"), "idempotent": true},
             "slow_reject_once": {"url": format!("{base}/slow-reject-once"), "idempotent": true},
             "hang_once": {"url": format!("{base}/hang-once"), "idempotent": true},
@@ -251,10 +254,10 @@ impl TestApp {
     /// Another runner beside the first, as a second Lambda instance would be: its pollers run
     /// until the returned handle is dropped.
     pub fn start_another_runner(&self) -> Pollers {
-        let env = self.jobs.as_ref().expect("started with start_jobs");
+        assert!(self.jobs.is_some(), "started with start_jobs");
         let executor = Arc::new(Executor::new(self.app.clone()).expect("executor configuration"));
         let sqs = aws_sdk_sqs::Client::new(&self.sdk);
-        let dispatcher = Dispatcher::new(sqs.clone(), env.queues.queue_url.clone());
+        let dispatcher = Dispatcher::new(self.app.clone());
         Pollers::start(
             self.app.clone(),
             aws_sdk_dynamodbstreams::Client::new(&self.sdk),

@@ -236,6 +236,8 @@ impl TestApp {
             ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
             ("INBOX_TABLE".into(), tables.webhook_inbox),
             ("LEDGER_TABLE".into(), tables.execution_ledger),
+            ("EVENTS_TABLE".into(), tables.events),
+            ("APPROVER_INDEX_TABLE".into(), tables.approver_index),
         ]);
         for (k, v) in overrides {
             vars.insert((*k).to_owned(), (*v).to_owned());

@@ -10,8 +10,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     countersign::telemetry::init();
     let _failpoints = countersign::failpoints();
     let app = countersign::App::for_function(countersign::Function::Dispatch).await?;
-    let queue_url = app.config.jobs_queue_url.clone().unwrap_or_default();
-    let dispatcher = &Dispatcher::new(app.sqs.clone(), queue_url);
+    let dispatcher = &Dispatcher::new(app);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
         let changes: Vec<_> = event
             .payload

@@ -111,7 +111,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     app.store.ensure_tables().await?;
     let executor = Arc::new(Executor::new(app.clone())?);
-    let dispatcher = Dispatcher::new(sqs.clone(), app.config.jobs()?.queue_url);
+    app.config.jobs()?;
+    let dispatcher = Dispatcher::new(app.clone());
     let _pollers = Pollers::start(
         app.clone(),
         aws_sdk_dynamodbstreams::Client::new(&aws),

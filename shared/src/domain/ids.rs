@@ -65,7 +65,7 @@ impl fmt::Display for ApprovalId {
 
 /// A tenant id from the configuration: `[A-Za-z0-9_.-]{1,64}`. It never contains `#`, so it can
 /// prefix a DynamoDB key unambiguously.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct TenantId(String);
 

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod extract;
+mod lifecycle;
 mod operator;
 mod problem;
 mod review;
@@ -60,6 +61,7 @@ fn create_routes() -> Router<Arc<App>> {
     Router::new()
         .route("/approvals", post(approvals::create))
         .route("/approvals/{id}", get(approvals::get))
+        .route("/approvals/{id}/events", get(lifecycle::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))

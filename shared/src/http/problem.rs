@@ -56,6 +56,8 @@ pub enum ApiError {
     PolicyUnsatisfiable { errors: Vec<FieldError> },
     #[error("this approver already voted otherwise on the approval")]
     AlreadyVoted { approval: Value },
+    #[error("the cursor is not one this query gave out")]
+    InvalidCursor,
     #[error("a dependency is not reachable")]
     Unavailable,
     #[error("internal error")]
@@ -77,6 +79,14 @@ impl From<StoreError> for ApiError {
 }
 
 impl ApiError {
+    /// A query parameter that is not valid.
+    pub fn invalid_query(field: &str, message: &str) -> Self {
+        Self::InvalidRequest {
+            detail: "the query parameters are not valid".to_owned(),
+            errors: vec![FieldError::new(field, message)],
+        }
+    }
+
     pub fn invalid(errors: Vec<FieldError>) -> Self {
         Self::InvalidRequest {
             detail: "the request body does not match the schema".to_owned(),
@@ -94,7 +104,8 @@ impl ApiError {
             Self::IdempotencyKeyMissing
             | Self::IdempotencyKeyInvalid(_)
             | Self::InvalidRequest { .. }
-            | Self::UnknownActionType(_) => StatusCode::BAD_REQUEST,
+            | Self::UnknownActionType(_)
+            | Self::InvalidCursor => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyReused
             | Self::AlreadyDecided { .. }
             | Self::NotRetryable { .. }
@@ -133,6 +144,7 @@ impl ApiError {
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
             Self::AlreadyVoted { .. } => "already_voted",
+            Self::InvalidCursor => "invalid_cursor",
             Self::Unavailable => "unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -160,6 +172,7 @@ impl ApiError {
             Self::SelfApprovalForbidden => "Self-approval forbidden",
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
             Self::AlreadyVoted { .. } => "Already voted",
+            Self::InvalidCursor => "Invalid cursor",
             Self::Unavailable => "Service unavailable",
             Self::Internal(_) => "Internal error",
         }

@@ -3,18 +3,23 @@
 //! commit and an enqueue cannot lose a job (the stream redelivers the change).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::job::{Job, jobs_for_change};
-use crate::store::items_to_approval;
+use super::job::{Job, callback_jobs, jobs_for_change};
+use crate::App;
+use crate::events::{EventType, events_for_change, stream_position};
+use crate::store::{StoreError, items_to_approval};
 
 /// One change of one approval item, from whichever source delivers the stream.
 #[derive(Debug, Clone, Default)]
 pub struct StreamChange {
     pub old: Option<HashMap<String, AttributeValue>>,
     pub new: Option<HashMap<String, AttributeValue>>,
+    /// The record's sequence number: where its events sort in the approval's trail.
+    pub sequence_number: String,
 }
 
 fn non_empty(image: HashMap<String, AttributeValue>) -> Option<HashMap<String, AttributeValue>> {
@@ -27,6 +32,7 @@ impl StreamChange {
         Self {
             old: non_empty(record.change.old_image.clone().into()),
             new: non_empty(record.change.new_image.clone().into()),
+            sequence_number: record.change.sequence_number.clone().unwrap_or_default(),
         }
     }
 
@@ -45,6 +51,10 @@ impl StreamChange {
         Self {
             old: convert(change.and_then(|c| c.old_image.as_ref())),
             new: convert(change.and_then(|c| c.new_image.as_ref())),
+            sequence_number: change
+                .and_then(|c| c.sequence_number())
+                .unwrap_or_default()
+                .to_owned(),
         }
     }
 }
@@ -114,39 +124,55 @@ pub enum DispatchError {
     Send(String),
     #[error("a stream image is not an approval: {0}")]
     Unreadable(String),
+    #[error("events not stored: {0}")]
+    Events(#[from] StoreError),
 }
 
-/// Sends the jobs of committed changes to the jobs queue.
+/// Turns committed changes into their events (stored) and jobs (sent to the jobs queue).
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
-    sqs: aws_sdk_sqs::Client,
+    app: Arc<App>,
     queue_url: String,
 }
 
 impl Dispatcher {
-    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>) -> Self {
-        Self {
-            sqs,
-            queue_url: queue_url.into(),
-        }
+    pub fn new(app: Arc<App>) -> Self {
+        let queue_url = app.config.jobs_queue_url.clone().unwrap_or_default();
+        Self { app, queue_url }
     }
 
-    /// The jobs of `changes`, sent in batches of ten. Any job that cannot be sent fails the
-    /// whole call, so the stream delivers the batch again: jobs sent twice are harmless (the
-    /// executor's ledger dedupes them), jobs never sent would be lost.
+    /// Stores the events of `changes`, then sends their jobs in batches of ten. Anything that
+    /// cannot be stored or sent fails the whole call, so the stream delivers the batch again:
+    /// events stored twice are the same items, jobs sent twice are harmless (the executor's
+    /// ledger dedupes them); jobs never sent would be lost.
     pub async fn dispatch(&self, changes: &[StreamChange]) -> Result<usize, DispatchError> {
         let mut jobs = Vec::new();
+        let mut events = Vec::new();
         for change in changes {
             let old = change.old.as_ref().map(items_to_approval).transpose();
             let new = change.new.as_ref().map(items_to_approval).transpose();
             match (old, new) {
-                (Ok(old), Ok(new)) => jobs.extend(jobs_for_change(old.as_ref(), new.as_ref())),
+                (Ok(old), Ok(new)) => {
+                    let position = stream_position(&change.sequence_number);
+                    let derived = events_for_change(old.as_ref(), new.as_ref(), &position);
+                    let created = derived
+                        .iter()
+                        .find(|e| e.kind == EventType::Created)
+                        .map_or("", |e| e.order.as_str());
+                    jobs.extend(jobs_for_change(old.as_ref(), new.as_ref(), created));
+                    if let Some(new) = &new {
+                        let subscription = self.app.config.event_subscriptions.get(&new.tenant);
+                        jobs.extend(callback_jobs(new, &derived, subscription));
+                    }
+                    events.extend(derived);
+                }
                 // Not an approval this version understands (a deploy in progress?). Skipping it
                 // could lose an execute job: fail, so the stream retries and, past its retry
                 // limit, bisects the batch and sends the record to the on-failure destination.
                 (Err(e), _) | (_, Err(e)) => return Err(DispatchError::Unreadable(e.to_string())),
             }
         }
+        self.app.store.put_events(&events).await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
             bodies
@@ -173,6 +199,7 @@ impl Dispatcher {
             entries.push(entry);
         }
         let output = self
+            .app
             .sqs
             .send_message_batch()
             .queue_url(&self.queue_url)

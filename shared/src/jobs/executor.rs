@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::job::Job;
+use super::job::{CallbackJob, Job};
 use crate::domain::{ApprovalId, Approver, TenantId, rfc3339};
 use crate::review_token::TokenSecret;
 use crate::store::{Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
@@ -199,6 +199,14 @@ impl Executor {
         };
         let (url, idempotent) = match &job {
             Job::Notify(_) => (Some(self.notifier_url.clone()), true),
+            // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
+            Job::Callback(j) => (
+                TenantId::parse(&j.tenant)
+                    .ok()
+                    .and_then(|t| self.app.config.event_subscriptions.get(&t))
+                    .map(|s| s.url.clone()),
+                true,
+            ),
             Job::Execute(j) => {
                 let kind = j.action["type"].as_str().unwrap_or_default();
                 match self.app.config.action_targets.get(kind) {
@@ -267,6 +275,7 @@ impl Executor {
                 }
             }
             Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
+            Job::Callback(_) => {}
         }
 
         let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
@@ -484,7 +493,11 @@ impl Executor {
     }
 
     async fn call(&self, job: &Job, url: &str, idempotent: bool, budget: Duration) -> CallOutcome {
+        if let Job::Callback(j) = job {
+            return self.deliver(j, url, budget).await;
+        }
         let body = match job {
+            Job::Callback(_) => return CallOutcome::Refused("not a call".to_owned()),
             Job::Execute(j) => json!({
                 "approval_id": j.approval_id,
                 "tenant": j.tenant,
@@ -527,6 +540,42 @@ impl Executor {
         match request.send().await {
             Ok(response) => classify(response.status().as_u16(), idempotent),
             // Nothing reached the target.
+            Err(e) if e.is_connect() => {
+                CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
+            }
+            Err(e) if e.is_timeout() => {
+                CallOutcome::Unknown("no answer within the timeout".to_owned())
+            }
+            Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
+        }
+    }
+
+    /// POSTs one event to its tenant's subscription, signed per Standard Webhooks: the same
+    /// `webhook-id` (the event id) and body on every attempt, a fresh timestamp and signature.
+    async fn deliver(&self, job: &CallbackJob, url: &str, budget: Duration) -> CallOutcome {
+        let secret = TenantId::parse(&job.tenant)
+            .ok()
+            .and_then(|t| self.app.config.event_subscriptions.get(&t))
+            .map(|s| s.secret.clone());
+        let Some(secret) = secret else {
+            return CallOutcome::Refused("the tenant has no subscription".to_owned());
+        };
+        let body = job.body.to_string();
+        let timestamp = self.app.clock.now();
+        let request = self
+            .http
+            .post(url)
+            .timeout(budget)
+            .header("content-type", "application/json")
+            .header("webhook-id", &job.event_id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header(
+                "webhook-signature",
+                secret.sign(&job.event_id, timestamp, body.as_bytes()),
+            )
+            .body(body);
+        match request.send().await {
+            Ok(response) => classify(response.status().as_u16(), true),
             Err(e) if e.is_connect() => {
                 CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
             }
@@ -590,6 +639,7 @@ fn job_action_type(job: &Job) -> String {
     match job {
         Job::Execute(j) => j.action["type"].as_str().unwrap_or_default().to_owned(),
         Job::Notify(_) => "notify".to_owned(),
+        Job::Callback(_) => "callback".to_owned(),
     }
 }
 

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::domain::{Approval, EpochSeconds, Status};
+use crate::config::Subscription;
+use crate::domain::{Approval, EpochSeconds, Status, rfc3339};
+use crate::events::Event;
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
 /// their action, context or decision once approved), so the executor reads nothing before
@@ -13,6 +15,7 @@ use crate::domain::{Approval, EpochSeconds, Status};
 pub enum Job {
     Notify(NotifyJob),
     Execute(ExecuteJob),
+    Callback(CallbackJob),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,6 +26,24 @@ pub struct NotifyJob {
     pub action: Value,
     pub context: Value,
     pub expires_at: EpochSeconds,
+    /// The trail order of the approval's `approval.created` event: `notification.sent` sorts
+    /// right after it.
+    #[serde(default)]
+    pub after: String,
+}
+
+/// One event delivered to the tenant's subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallbackJob {
+    pub approval_id: String,
+    pub tenant: String,
+    pub event_id: String,
+    pub event_type: String,
+    /// The event's trail order: `callback.delivered` / `callback.failed` sort right after it.
+    pub event_order: String,
+    /// What is POSTed (signed as serialised): `{"type", "timestamp", "data": {"approval",
+    /// "event"}}`, the same on every attempt.
+    pub body: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,6 +65,7 @@ impl Job {
         match self {
             Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
+            Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
         }
     }
 
@@ -53,6 +75,7 @@ impl Job {
         match self {
             Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
             Self::Execute(j) => format!("{}#execute", j.approval_id),
+            Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
         }
     }
 
@@ -61,6 +84,8 @@ impl Job {
         match self {
             Self::Notify(j) => format!("{}:notify:{}", j.approval_id, j.approver),
             Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key),
+            // The receiver dedupes by `webhook-id`, the event id.
+            Self::Callback(j) => j.event_id.clone(),
         }
     }
 
@@ -68,6 +93,7 @@ impl Job {
         match self {
             Self::Notify(_) => "notify",
             Self::Execute(_) => "execute",
+            Self::Callback(_) => "callback",
         }
     }
 
@@ -75,6 +101,7 @@ impl Job {
         match self {
             Self::Notify(j) => &j.approval_id,
             Self::Execute(j) => &j.approval_id,
+            Self::Callback(j) => &j.approval_id,
         }
     }
 
@@ -82,12 +109,13 @@ impl Job {
         match self {
             Self::Notify(j) => &j.tenant,
             Self::Execute(j) => &j.tenant,
+            Self::Callback(j) => &j.tenant,
         }
     }
 
     pub fn generation(&self) -> u32 {
         match self {
-            Self::Notify(_) => 0,
+            Self::Notify(_) | Self::Callback(_) => 0,
             Self::Execute(j) => j.generation,
         }
     }
@@ -96,7 +124,8 @@ impl Job {
 /// The jobs one committed change of an approval makes: a new approval → one notify job per
 /// approver; pending → approved, or an operator retry (a new execution generation) → one
 /// execute job. Anything else → none.
-pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>) -> Vec<Job> {
+/// `created`: the order of the change's `approval.created` event, if it has one.
+pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: &str) -> Vec<Job> {
     let Some(new) = new else {
         return Vec::new();
     };
@@ -111,6 +140,7 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>) -> Vec<Jo
                 action: view["action"].clone(),
                 context: view["context"].clone(),
                 expires_at: new.expires_at,
+                after: created.to_owned(),
             })
         }));
     }
@@ -132,6 +162,39 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>) -> Vec<Jo
         }));
     }
     jobs
+}
+
+/// One callback job per event the tenant's subscription wants, carrying the approval as the
+/// change left it.
+pub fn callback_jobs(
+    approval: &Approval,
+    events: &[Event],
+    subscription: Option<&Subscription>,
+) -> Vec<Job> {
+    let Some(subscription) = subscription else {
+        return Vec::new();
+    };
+    events
+        .iter()
+        .filter(|e| subscription.wants(e.kind))
+        .map(|event| {
+            Job::Callback(CallbackJob {
+                approval_id: event.approval_id.clone(),
+                tenant: event.tenant.clone(),
+                event_id: event.id.clone(),
+                event_type: event.kind.as_str().to_owned(),
+                event_order: event.order.clone(),
+                body: json!({
+                    "type": event.kind.as_str(),
+                    "timestamp": rfc3339(event.at),
+                    "data": {
+                        "approval": approval.view(event.at),
+                        "event": event.view(),
+                    },
+                }),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -157,7 +220,7 @@ mod tests {
     #[test]
     fn a_new_approval_notifies_each_approver_once() {
         let new = pending(1_000);
-        let jobs = jobs_for_change(None, Some(&new));
+        let jobs = jobs_for_change(None, Some(&new), "");
         let ids: Vec<_> = jobs.iter().map(Job::id).collect();
         assert_eq!(
             ids,
@@ -174,7 +237,7 @@ mod tests {
         let old = pending(1_000);
         let mut new = decided(Outcome::Approved);
         new.id = old.id.clone();
-        let jobs = jobs_for_change(Some(&old), Some(&new));
+        let jobs = jobs_for_change(Some(&old), Some(&new), "");
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
         assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
@@ -189,13 +252,13 @@ mod tests {
     #[test]
     fn rejection_expiry_and_execution_progress_make_no_job() {
         let old = pending(1_000);
-        assert!(jobs_for_change(Some(&old), Some(&decided(Outcome::Rejected))).is_empty());
-        assert!(jobs_for_change(Some(&old), Some(&old)).is_empty());
+        assert!(jobs_for_change(Some(&old), Some(&decided(Outcome::Rejected)), "").is_empty());
+        assert!(jobs_for_change(Some(&old), Some(&old), "").is_empty());
         let approved = decided(Outcome::Approved);
         let mut running = approved.clone();
         running.execution.status = ExecutionStatus::Running;
-        assert!(jobs_for_change(Some(&approved), Some(&running)).is_empty());
-        assert!(jobs_for_change(Some(&approved), None).is_empty());
+        assert!(jobs_for_change(Some(&approved), Some(&running), "").is_empty());
+        assert!(jobs_for_change(Some(&approved), None, "").is_empty());
     }
 
     #[test]
@@ -205,10 +268,10 @@ mod tests {
         counted
             .votes
             .push(decided(Outcome::Approved).decision.unwrap());
-        assert!(jobs_for_change(Some(&old), Some(&counted)).is_empty());
+        assert!(jobs_for_change(Some(&old), Some(&counted), "").is_empty());
         let mut cancelled = old.clone();
         cancelled.status = Status::Cancelled;
-        assert!(jobs_for_change(Some(&counted), Some(&cancelled)).is_empty());
+        assert!(jobs_for_change(Some(&counted), Some(&cancelled), "").is_empty());
     }
 
     #[test]
@@ -218,7 +281,7 @@ mod tests {
         let mut retried = failed.clone();
         retried.execution.status = ExecutionStatus::Queued;
         retried.execution.generation = 1;
-        let jobs = jobs_for_change(Some(&failed), Some(&retried));
+        let jobs = jobs_for_change(Some(&failed), Some(&retried), "");
         assert_eq!(
             jobs.iter().map(Job::id).collect::<Vec<_>>(),
             [format!("{}#execute#1", failed.id)]
@@ -227,7 +290,7 @@ mod tests {
 
     #[test]
     fn jobs_survive_the_queue() {
-        let jobs = jobs_for_change(None, Some(&pending(1_000)));
+        let jobs = jobs_for_change(None, Some(&pending(1_000)), "");
         let body = serde_json::to_string(&jobs[0]).unwrap();
         assert!(body.contains(r#""kind":"notify""#));
         assert_eq!(serde_json::from_str::<Job>(&body).unwrap(), jobs[0]);

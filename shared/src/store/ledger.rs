@@ -13,7 +13,9 @@ use super::expr::names;
 use super::items::{Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
 use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
+use crate::events::{Event, EventType};
 use crate::jobs::Job;
+use serde_json::json;
 
 /// A ledger item's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +135,47 @@ impl Completion {
     }
 }
 
+/// The event a notify or callback job's end makes (an execute job's events come from the
+/// approval's own change, on the stream).
+fn ledger_event(
+    job: &Job,
+    completion: &Completion,
+    now: EpochSeconds,
+) -> Option<Event> {
+    let (after, kind, discriminator, data) = match (job, completion) {
+        (Job::Notify(j), Completion::Succeeded) => (
+            &j.after,
+            EventType::NotificationSent,
+            j.approver.trim().to_lowercase(),
+            json!({ "approver": j.approver }),
+        ),
+        (Job::Callback(j), Completion::Succeeded) => (
+            &j.event_order,
+            EventType::CallbackDelivered,
+            j.event_id.clone(),
+            json!({ "event_id": j.event_id, "event_type": j.event_type}),
+        ),
+        (Job::Callback(j), Completion::Failed(error)) => (
+            &j.event_order,
+            EventType::CallbackFailed,
+            j.event_id.clone(),
+            json!({ "event_id": j.event_id, "event_type": j.event_type, "error": error }),
+        ),
+        _ => return None,
+    };
+    let actor = json!({ "channel": job.kind() });
+    Some(Event::recorded_after(
+        after,
+        kind,
+        job.tenant(),
+        job.approval_id(),
+        &discriminator,
+        now,
+        actor,
+        data,
+    ))
+}
+
 /// only_if_startable: nobody has begun the job, or its last attempt asked for a retry, or an
 /// operator resumed a failed or unreconciled execution (a newer generation).
 const ONLY_IF_STARTABLE: &str = "attribute_not_exists(#pk) \
@@ -227,9 +270,24 @@ impl Store {
         ledger: Update,
         execution: Option<Update>,
     ) -> Result<Transaction, StoreError> {
+        self.ledger_transaction_with(ledger, execution, None).await
+    }
+
+    /// The ledger's write, the approval's `execution` (execute jobs) and the event the
+    /// transition makes (a notification sent, a callback delivered or given up), committed
+    /// together: the event exists exactly when the transition does.
+    async fn ledger_transaction_with(
+        &self,
+        ledger: Update,
+        execution: Option<Update>,
+        event: Option<Event>,
+    ) -> Result<Transaction, StoreError> {
         let mut items = vec![TransactWriteItem::builder().update(ledger).build()];
         if let Some(execution) = execution {
             items.push(TransactWriteItem::builder().update(execution).build());
+        }
+        if let Some(event) = event {
+            items.push(TransactWriteItem::builder().put(self.event_put(&event)?).build());
         }
         self.transact(items, &ulid::Ulid::new().to_string()).await
     }
@@ -338,8 +396,9 @@ impl Store {
                 (":now", epoch(now)),
             ]),
         )?;
+        let event = ledger_event(job, &Completion::Failed(reason.to_owned()), now);
         Ok(matches!(
-            self.ledger_transaction(ledger, execution).await?,
+            self.ledger_transaction_with(ledger, execution, event).await?,
             Transaction::Committed
         ))
     }
@@ -360,7 +419,7 @@ impl Store {
                     "#execution.#late_reports",
                 )
             }
-            Job::Notify(_) => (
+            Job::Notify(_) | Job::Callback(_) => (
                 &self.tables.execution_ledger,
                 s(job.ledger_key()),
                 "#late_reports",
@@ -474,7 +533,8 @@ impl Store {
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
         let execution = self.execution_update(job, execution_update, execution_vals)?;
-        match self.ledger_transaction(ledger, execution).await? {
+        let event = ledger_event(job, completion, now);
+        match self.ledger_transaction_with(ledger, execution, event).await? {
             Transaction::Committed => Ok(true),
             // Our own end of the attempt: it applied, its answer was lost, the SDK's retry met
             // it (same token, the status it set).

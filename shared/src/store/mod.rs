@@ -1,6 +1,7 @@
 //! Every DynamoDB expression lives here, next to the guarantee it provides.
 
 mod approvals;
+mod events;
 mod expr;
 mod inbox;
 mod items;
@@ -18,6 +19,7 @@ use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 pub use approvals::{
     CreateOutcome, DecideOutcome, IdempotencyRecord, OperatorRefusal, SavedResponse,
 };
+pub use events::EventPage;
 pub use inbox::{InboxRecord, Ingested};
 
 /// An approval from a stored image (a stream record's old or new image).

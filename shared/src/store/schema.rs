@@ -6,8 +6,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    StreamSpecification, StreamViewType, TimeToLiveSpecification, TimeToLiveStatus,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+    LocalSecondaryIndex, Projection, ProjectionType, ScalarAttributeType, StreamSpecification,
+    StreamViewType, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use serde::Deserialize;
 
@@ -25,8 +26,63 @@ pub struct TableDefinition {
     /// The variable that names the table at run time.
     pub env: String,
     pub partition_key: String,
+    pub sort_key: Option<String>,
     pub ttl_attribute: Option<String>,
     pub stream: Option<String>,
+    pub indexes: Vec<IndexDefinition>,
+}
+
+/// A secondary index: `global`, or `local` (the table's partition key, another sort key).
+#[derive(Debug, Clone, Deserialize)]
+pub struct IndexDefinition {
+    pub name: String,
+    pub kind: String,
+    pub partition_key: String,
+    pub sort_key: String,
+    /// `S` unless given.
+    pub sort_key_type: Option<String>,
+    /// `ALL` or `KEYS_ONLY`.
+    pub projection: String,
+}
+
+impl TableDefinition {
+    /// Every key attribute (table and indexes) with its type, once each.
+    pub fn key_attributes(&self) -> Vec<(String, String)> {
+        let mut attributes = vec![(self.partition_key.clone(), "S".to_owned())];
+        if let Some(sort) = &self.sort_key {
+            attributes.push((sort.clone(), "S".to_owned()));
+        }
+        for index in &self.indexes {
+            attributes.push((index.partition_key.clone(), "S".to_owned()));
+            let kind = index.sort_key_type.clone().unwrap_or_else(|| "S".to_owned());
+            attributes.push((index.sort_key.clone(), kind));
+        }
+        let mut seen = std::collections::HashSet::new();
+        attributes.retain(|(name, _)| seen.insert(name.clone()));
+        attributes
+    }
+}
+
+fn key_schema(partition: &str, sort: Option<&str>) -> Result<Vec<KeySchemaElement>, StoreError> {
+    let mut keys = vec![(partition, KeyType::Hash)];
+    if let Some(sort) = sort {
+        keys.push((sort, KeyType::Range));
+    }
+    keys.into_iter()
+        .map(|(name, kind)| {
+            KeySchemaElement::builder()
+                .attribute_name(name)
+                .key_type(kind)
+                .build()
+                .map_err(|e| StoreError::dynamo("CreateTable", e))
+        })
+        .collect()
+}
+
+fn projection(index: &IndexDefinition) -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::from(index.projection.as_str()))
+        .build()
 }
 
 #[derive(Deserialize)]
@@ -48,6 +104,8 @@ fn physical_name<'a>(tables: &'a Tables, logical: &str) -> Option<&'a str> {
         "idempotency_keys" => Some(&tables.idempotency_keys),
         "webhook_inbox" => Some(&tables.webhook_inbox),
         "execution_ledger" => Some(&tables.execution_ledger),
+        "events" => Some(&tables.events),
+        "approver_index" => Some(&tables.approver_index),
         _ => None,
     }
 }
@@ -64,20 +122,41 @@ impl Store {
                 .create_table()
                 .table_name(name)
                 .billing_mode(BillingMode::PayPerRequest)
-                .attribute_definitions(
+                .set_key_schema(Some(key_schema(
+                    &def.partition_key,
+                    def.sort_key.as_deref(),
+                )?));
+            for (attribute, kind) in def.key_attributes() {
+                create = create.attribute_definitions(
                     AttributeDefinition::builder()
-                        .attribute_name(&def.partition_key)
-                        .attribute_type(ScalarAttributeType::S)
-                        .build()
-                        .map_err(|e| StoreError::dynamo("CreateTable", e))?,
-                )
-                .key_schema(
-                    KeySchemaElement::builder()
-                        .attribute_name(&def.partition_key)
-                        .key_type(KeyType::Hash)
+                        .attribute_name(attribute)
+                        .attribute_type(ScalarAttributeType::from(kind.as_str()))
                         .build()
                         .map_err(|e| StoreError::dynamo("CreateTable", e))?,
                 );
+            }
+            for index in &def.indexes {
+                let keys = key_schema(&index.partition_key, Some(&index.sort_key))?;
+                if index.kind == "local" {
+                    create = create.local_secondary_indexes(
+                        LocalSecondaryIndex::builder()
+                            .index_name(&index.name)
+                            .set_key_schema(Some(keys))
+                            .projection(projection(index))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("CreateTable", e))?,
+                    );
+                } else {
+                    create = create.global_secondary_indexes(
+                        GlobalSecondaryIndex::builder()
+                            .index_name(&index.name)
+                            .set_key_schema(Some(keys))
+                            .projection(projection(index))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("CreateTable", e))?,
+                    );
+                }
+            }
             if let Some(view) = &def.stream {
                 create = create.stream_specification(
                     StreamSpecification::builder()
@@ -151,7 +230,9 @@ mod tests {
                 "approvals",
                 "idempotency_keys",
                 "webhook_inbox",
-                "execution_ledger"
+                "execution_ledger",
+                "events",
+                "approver_index"
             ]
         );
         let tables = Tables::with_prefix("x");

@@ -1,0 +1,218 @@
+//! The approval's life told outward (SPEC "Lifecycle"): the audit trail derived from committed
+//! state, once per transition however often the stream and the queue redeliver — through the
+//! real router, dispatcher and executor against the local AWS.
+
+use std::time::Duration;
+
+use countersign::jobs::StreamChange;
+use countersign_tests::{KEY_A, KEY_B, TestApp, eventually};
+use serde_json::{Value, json};
+
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const CAROL: &str = "carol@example.com";
+
+fn two_of_three(kind: &str) -> String {
+    json!({
+        "action": {"type": kind, "payload": {"build": 7}},
+        "approvers": [ALICE, BOB, CAROL],
+        "policy": {"rules": [{"name": "eng", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]},
+    })
+    .to_string()
+}
+
+/// Every event of the approval, page by page (`limit` per page).
+async fn trail(t: &TestApp, key: &str, id: &str, limit: usize) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = t.url(&format!("/approvals/{id}/events?limit={limit}"));
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let reply = t.send(t.http.get(url).bearer_auth(key)).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let page = reply.json();
+        let items = page["events"].as_array().expect("events").clone();
+        assert!(items.len() <= limit);
+        events.extend(items);
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return events,
+        }
+    }
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Every record of the test's approvals stream, from its start.
+async fn whole_stream(t: &TestApp) -> Vec<StreamChange> {
+    let streams = aws_sdk_dynamodbstreams::Client::new(&t.sdk);
+    let table = t
+        .dynamodb
+        .describe_table()
+        .table_name(&t.app.config.tables.approvals)
+        .send()
+        .await
+        .expect("describe table");
+    let arn = table
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .expect("a stream")
+        .to_owned();
+    let stream = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await
+        .expect("describe stream");
+    let mut changes = Vec::new();
+    for shard in stream.stream_description().map(|d| d.shards()).unwrap_or_default() {
+        let mut iterator = streams
+            .get_shard_iterator()
+            .stream_arn(&arn)
+            .shard_id(shard.shard_id().expect("shard id"))
+            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .expect("iterator")
+            .shard_iterator
+            .expect("an iterator");
+        loop {
+            let records = streams
+                .get_records()
+                .shard_iterator(&iterator)
+                .send()
+                .await
+                .expect("records");
+            if records.records().is_empty() {
+                break;
+            }
+            changes.extend(records.records().iter().map(StreamChange::from_streams));
+            match records.next_shard_iterator() {
+                Some(next) => iterator = next.to_owned(),
+                None => break,
+            }
+        }
+    }
+    changes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
+    let t = TestApp::start_jobs(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "2")]).await;
+    let id = t.create_ok(KEY_A, "life-1", &two_of_three("flaky_once")).await;
+    for approver in [ALICE, BOB] {
+        let reply = t
+            .decide(KEY_A, &id, json!({"decision": "approve", "approver": approver}))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let approval = t.wait_for_execution(KEY_A, &id, Duration::from_secs(60)).await;
+    assert_eq!(approval["execution"]["status"], "succeeded");
+    assert_eq!(approval["execution"]["attempts"], 2, "one transient failure, then success");
+    eventually("every approver's notification is recorded", || async {
+        types(&trail(&t, KEY_A, &id, 50).await)
+            .iter()
+            .filter(|t| *t == "notification.sent")
+            .count()
+            == 3
+    })
+    .await;
+
+    let expected = [
+        "approval.created",
+        "approval.vote_recorded",
+        "approval.vote_recorded",
+        "approval.approved",
+        "execution.queued",
+        "execution.attempt_started",
+        "execution.attempt_ended",
+        "execution.attempt_started",
+        "execution.attempt_ended",
+        "execution.succeeded",
+    ];
+    let check = |events: &[Value]| {
+        let (sent, rest): (Vec<&Value>, Vec<&Value>) = events
+            .iter()
+            .partition(|e| e["type"] == "notification.sent");
+        let rest: Vec<Value> = rest.into_iter().cloned().collect();
+        assert_eq!(types(&rest), expected, "the trail, in order: {events:#?}");
+        assert_eq!(rest[1]["actor"]["approver"], ALICE);
+        assert_eq!(rest[2]["actor"]["approver"], BOB);
+        assert_eq!(rest[3]["actor"]["approver"], BOB, "the deciding vote");
+        assert_eq!(rest[6]["data"]["outcome"], "retryable");
+        assert_eq!(rest[6]["data"]["error"], "HTTP 503");
+        assert_eq!(rest[8]["data"]["outcome"], "succeeded");
+        let mut notified: Vec<&str> = sent
+            .iter()
+            .map(|e| e["data"]["approver"].as_str().unwrap_or_default())
+            .collect();
+        notified.sort_unstable();
+        assert_eq!(notified, [ALICE, BOB, CAROL], "one notification.sent per approver");
+        let ids: std::collections::BTreeSet<&str> =
+            events.iter().filter_map(|e| e["id"].as_str()).collect();
+        assert_eq!(ids.len(), events.len(), "no event twice");
+        assert!(events.iter().all(|e| e["id"].as_str().is_some_and(|i| i.starts_with("evt_"))));
+    };
+    // Pages of 4, 1 and 50 tell the same trail.
+    let first = trail(&t, KEY_A, &id, 4).await;
+    check(&first);
+    assert_eq!(trail(&t, KEY_A, &id, 1).await, first);
+    assert_eq!(trail(&t, KEY_A, &id, 50).await, first);
+
+    // Redeliver every stream record twice: the dispatcher derives the same events and sends
+    // every job again (each job message twice more); the executor's ledger dedupes the jobs.
+    let changes = whole_stream(&t).await;
+    assert_eq!(changes.len(), 7, "create, 2 votes, 2 × (begin, end)");
+    let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
+    for _ in 0..2 {
+        let sent = dispatcher.dispatch(&changes).await.expect("dispatch again");
+        assert_eq!(sent, 4, "3 notify jobs and 1 execute job again");
+    }
+    eventually("the redelivered jobs were handled", || async {
+        t.queue_depth(&t.queues().queue_url).await == 0
+    })
+    .await;
+    assert_eq!(trail(&t, KEY_A, &id, 50).await, first, "redelivery added no event");
+    assert_eq!(t.downstream().calls("tenant-a:life-1"), 2, "no third call");
+
+    // Another tenant sees nothing; a cursor is bound to its approval and can't be altered.
+    let other = t
+        .send(t.http.get(t.url(&format!("/approvals/{id}/events"))).bearer_auth(KEY_B))
+        .await;
+    assert_eq!(other.status, 404);
+    let page = t
+        .send(t.http.get(t.url(&format!("/approvals/{id}/events?limit=2"))).bearer_auth(KEY_A))
+        .await
+        .json();
+    let cursor = page["next_cursor"].as_str().expect("a next page").to_owned();
+    let id2 = t.create_ok(KEY_A, "life-2", &two_of_three("deploy")).await;
+    let mut tampered = cursor.clone().into_bytes();
+    tampered[1] ^= 1;
+    for (approval, cursor) in [
+        (id2.as_str(), cursor.clone()),
+        (id.as_str(), String::from_utf8(tampered).unwrap()),
+    ] {
+        let reply = t
+            .send(
+                t.http
+                    .get(t.url(&format!("/approvals/{approval}/events?cursor={cursor}")))
+                    .bearer_auth(KEY_A),
+            )
+            .await;
+        assert_eq!(reply.status, 400);
+        assert_eq!(reply.code(), "invalid_cursor");
+    }
+    for query in ["limit=0", "limit=101", "limit=x", "colour=red"] {
+        let reply = t
+            .send(t.http.get(t.url(&format!("/approvals/{id}/events?{query}"))).bearer_auth(KEY_A))
+            .await;
+        assert_eq!((reply.status, reply.code().as_str()), (400, "invalid_request"), "{query}");
+    }
+}
