@@ -2,9 +2,11 @@
 //! state, once per transition however often the stream and the queue redeliver — through the
 //! real router, dispatcher and executor against the local AWS.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use countersign::jobs::StreamChange;
+use countersign_tests::receiver::CallbackReceiver;
 use countersign_tests::{KEY_A, KEY_B, TestApp, eventually};
 use serde_json::{Value, json};
 
@@ -215,4 +217,112 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
             .await;
         assert_eq!((reply.status, reply.code().as_str()), (400, "invalid_request"), "{query}");
     }
+}
+
+const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=";
+
+fn subscription(url: &str, types: Option<&[&str]>) -> String {
+    let mut sub = json!({"url": url, "secret": CALLBACK_SECRET});
+    if let Some(types) = types {
+        sub["types"] = json!(types);
+    }
+    json!({ "tenant-a": sub }).to_string()
+}
+
+fn deploy(approvers: &[&str]) -> String {
+    json!({"action": {"type": "deploy", "payload": {"build": 9}}, "approvers": approvers}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed() {
+    let receiver = CallbackReceiver::start(CALLBACK_SECRET, 2);
+    let subscriptions = subscription(
+        &receiver.url,
+        Some(&["approval.approved", "execution.succeeded"]),
+    );
+    let t = TestApp::start_jobs(&[
+        ("EVENT_SUBSCRIPTIONS", &subscriptions),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "2"),
+    ])
+    .await;
+    let id = t.create_ok(KEY_A, "cb-1", &deploy(&[ALICE])).await;
+    let reply = t
+        .decide(KEY_A, &id, json!({"decision": "approve", "approver": ALICE}))
+        .await;
+    assert_eq!(reply.status, 200);
+    t.wait_for_execution(KEY_A, &id, Duration::from_secs(60)).await;
+    eventually("both callbacks are delivered", || async {
+        let trail = types(&trail(&t, KEY_A, &id, 100).await);
+        trail.iter().filter(|t| *t == "callback.delivered").count() == 2
+    })
+    .await;
+
+    let events = trail(&t, KEY_A, &id, 100).await;
+    let delivered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "callback.delivered")
+        .collect();
+    let mut by_type = BTreeMap::new();
+    for event in &delivered {
+        by_type.insert(
+            event["data"]["event_type"].as_str().unwrap_or_default().to_owned(),
+            event["data"]["event_id"].as_str().unwrap_or_default().to_owned(),
+        );
+        // It sorts right after the event it delivered.
+        let at = events.iter().position(|e| e["id"] == event["data"]["event_id"]);
+        let own = events.iter().position(|e| e["id"] == event["id"]);
+        assert!(at.is_some() && own.is_some_and(|o| Some(o) > at), "{events:#?}");
+    }
+    assert_eq!(
+        by_type.keys().collect::<Vec<_>>(),
+        ["approval.approved", "execution.succeeded"]
+    );
+
+    let lines = receiver.lines();
+    assert!(
+        lines.iter().all(|l| l.get("refused").is_none()),
+        "every delivery verified: {lines:#?}"
+    );
+    for (kind, event_id) in &by_type {
+        let deliveries: Vec<&Value> = lines
+            .iter()
+            .filter(|l| l["delivery"] == event_id.as_str())
+            .collect();
+        let answers: Vec<u64> = deliveries.iter().filter_map(|l| l["answer"].as_u64()).collect();
+        assert_eq!(answers, [500, 500, 204], "{kind}: 500 twice, then accepted once");
+        assert!(deliveries.iter().all(|l| l["type"] == kind.as_str() && l["verified"] == true));
+        let handled = lines.iter().filter(|l| l["handled"] == event_id.as_str()).count();
+        assert_eq!(handled, 1, "{kind}: handled once");
+    }
+    let other_types = lines
+        .iter()
+        .filter_map(|l| l["type"].as_str())
+        .filter(|t| !by_type.contains_key(*t))
+        .count();
+    assert_eq!(other_types, 0, "only the subscribed types are delivered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_callback_the_receiver_never_accepts_ends_as_callback_failed() {
+    let receiver = CallbackReceiver::start(CALLBACK_SECRET, 1_000);
+    let subscriptions = subscription(&receiver.url, Some(&["approval.created"]));
+    let t = TestApp::start_jobs(&[
+        ("EVENT_SUBSCRIPTIONS", &subscriptions),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "1"),
+        ("JOB_MAX_ATTEMPTS", "2"),
+    ])
+    .await;
+    let id = t.create_ok(KEY_A, "cb-2", &deploy(&[ALICE])).await;
+    eventually("the callback is given up", || async {
+        types(&trail(&t, KEY_A, &id, 100).await).contains(&"callback.failed".to_owned())
+    })
+    .await;
+    let events = trail(&t, KEY_A, &id, 100).await;
+    let failed: Vec<&Value> = events.iter().filter(|e| e["type"] == "callback.failed").collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["data"]["event_type"], "approval.created");
+    assert_eq!(failed[0]["data"]["error"], "HTTP 500");
+    let deliveries = receiver.lines().iter().filter(|l| l.get("delivery").is_some()).count();
+    assert_eq!(deliveries, 2, "JOB_MAX_ATTEMPTS deliveries");
+    assert!(!types(&events).contains(&"callback.delivered".to_owned()));
 }

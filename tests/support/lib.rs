@@ -6,6 +6,7 @@ pub mod browser;
 pub mod fault_proxy;
 pub mod jobs;
 pub mod local_runner;
+pub mod receiver;
 pub mod runtime_api;
 
 use std::collections::HashMap;
@@ -64,14 +65,19 @@ fn local_aws() -> &'static LocalAws {
     })
 }
 
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn start_moto() -> (String, (Child, ChildStdin)) {
-    let python = std::env::var_os("COUNTERSIGN_PYTHON")
+/// The Python of the local virtualenv (`make test` installs it and sets `COUNTERSIGN_PYTHON`).
+pub fn python() -> PathBuf {
+    std::env::var_os("COUNTERSIGN_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".local/venv/bin/python"));
+        .unwrap_or_else(|| workspace_root().join(".local/venv/bin/python"))
+}
+
+fn start_moto() -> (String, (Child, ChildStdin)) {
+    let python = python();
     assert!(
         python.exists(),
         "moto is not installed ({} is missing): run `make test`, which installs it, \
