@@ -74,7 +74,11 @@ async fn whole_stream(t: &TestApp) -> Vec<StreamChange> {
         .await
         .expect("describe stream");
     let mut changes = Vec::new();
-    for shard in stream.stream_description().map(|d| d.shards()).unwrap_or_default() {
+    for shard in stream
+        .stream_description()
+        .map(|d| d.shards())
+        .unwrap_or_default()
+    {
         let mut iterator = streams
             .get_shard_iterator()
             .stream_arn(&arn)
@@ -108,22 +112,31 @@ async fn whole_stream(t: &TestApp) -> Vec<StreamChange> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     let t = TestApp::start_jobs(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "2")]).await;
-    let id = t.create_ok(KEY_A, "life-1", &two_of_three("flaky_once")).await;
+    let id = t
+        .create_ok(KEY_A, "life-1", &two_of_three("flaky_once"))
+        .await;
     for approver in [ALICE, BOB] {
         let reply = t
-            .decide(KEY_A, &id, json!({"decision": "approve", "approver": approver}))
+            .decide(
+                KEY_A,
+                &id,
+                json!({"decision": "approve", "approver": approver}),
+            )
             .await;
         assert_eq!(reply.status, 200, "{}", reply.text());
     }
-    let approval = t.wait_for_execution(KEY_A, &id, Duration::from_secs(60)).await;
+    let approval = t
+        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+        .await;
     assert_eq!(approval["execution"]["status"], "succeeded");
-    assert_eq!(approval["execution"]["attempts"], 2, "one transient failure, then success");
-    eventually("every approver's notification is recorded", || async {
-        types(&trail(&t, KEY_A, &id, 50).await)
-            .iter()
-            .filter(|t| *t == "notification.sent")
-            .count()
-            == 3
+    assert_eq!(
+        approval["execution"]["attempts"], 2,
+        "one transient failure, then success"
+    );
+    eventually("every event is recorded", || async {
+        let trail = types(&trail(&t, KEY_A, &id, 50).await);
+        trail.iter().filter(|t| *t == "notification.sent").count() == 3
+            && trail.iter().any(|t| t == "execution.succeeded")
     })
     .await;
 
@@ -156,11 +169,19 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
             .map(|e| e["data"]["approver"].as_str().unwrap_or_default())
             .collect();
         notified.sort_unstable();
-        assert_eq!(notified, [ALICE, BOB, CAROL], "one notification.sent per approver");
+        assert_eq!(
+            notified,
+            [ALICE, BOB, CAROL],
+            "one notification.sent per approver"
+        );
         let ids: std::collections::BTreeSet<&str> =
             events.iter().filter_map(|e| e["id"].as_str()).collect();
         assert_eq!(ids.len(), events.len(), "no event twice");
-        assert!(events.iter().all(|e| e["id"].as_str().is_some_and(|i| i.starts_with("evt_"))));
+        assert!(
+            events
+                .iter()
+                .all(|e| e["id"].as_str().is_some_and(|i| i.starts_with("evt_")))
+        );
     };
     // Pages of 4, 1 and 50 tell the same trail.
     let first = trail(&t, KEY_A, &id, 4).await;
@@ -181,19 +202,34 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
         t.queue_depth(&t.queues().queue_url).await == 0
     })
     .await;
-    assert_eq!(trail(&t, KEY_A, &id, 50).await, first, "redelivery added no event");
+    assert_eq!(
+        trail(&t, KEY_A, &id, 50).await,
+        first,
+        "redelivery added no event"
+    );
     assert_eq!(t.downstream().calls("tenant-a:life-1"), 2, "no third call");
 
     // Another tenant sees nothing; a cursor is bound to its approval and can't be altered.
     let other = t
-        .send(t.http.get(t.url(&format!("/approvals/{id}/events"))).bearer_auth(KEY_B))
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals/{id}/events")))
+                .bearer_auth(KEY_B),
+        )
         .await;
     assert_eq!(other.status, 404);
     let page = t
-        .send(t.http.get(t.url(&format!("/approvals/{id}/events?limit=2"))).bearer_auth(KEY_A))
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals/{id}/events?limit=2")))
+                .bearer_auth(KEY_A),
+        )
         .await
         .json();
-    let cursor = page["next_cursor"].as_str().expect("a next page").to_owned();
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
     let id2 = t.create_ok(KEY_A, "life-2", &two_of_three("deploy")).await;
     let mut tampered = cursor.clone().into_bytes();
     tampered[1] ^= 1;
@@ -213,9 +249,17 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     }
     for query in ["limit=0", "limit=101", "limit=x", "colour=red"] {
         let reply = t
-            .send(t.http.get(t.url(&format!("/approvals/{id}/events?{query}"))).bearer_auth(KEY_A))
+            .send(
+                t.http
+                    .get(t.url(&format!("/approvals/{id}/events?{query}")))
+                    .bearer_auth(KEY_A),
+            )
             .await;
-        assert_eq!((reply.status, reply.code().as_str()), (400, "invalid_request"), "{query}");
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (400, "invalid_request"),
+            "{query}"
+        );
     }
 }
 
@@ -230,7 +274,8 @@ fn subscription(url: &str, types: Option<&[&str]>) -> String {
 }
 
 fn deploy(approvers: &[&str]) -> String {
-    json!({"action": {"type": "deploy", "payload": {"build": 9}}, "approvers": approvers}).to_string()
+    json!({"action": {"type": "deploy", "payload": {"build": 9}}, "approvers": approvers})
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -247,10 +292,15 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
     .await;
     let id = t.create_ok(KEY_A, "cb-1", &deploy(&[ALICE])).await;
     let reply = t
-        .decide(KEY_A, &id, json!({"decision": "approve", "approver": ALICE}))
+        .decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
         .await;
     assert_eq!(reply.status, 200);
-    t.wait_for_execution(KEY_A, &id, Duration::from_secs(60)).await;
+    t.wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+        .await;
     eventually("both callbacks are delivered", || async {
         let trail = types(&trail(&t, KEY_A, &id, 100).await);
         trail.iter().filter(|t| *t == "callback.delivered").count() == 2
@@ -265,13 +315,24 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
     let mut by_type = BTreeMap::new();
     for event in &delivered {
         by_type.insert(
-            event["data"]["event_type"].as_str().unwrap_or_default().to_owned(),
-            event["data"]["event_id"].as_str().unwrap_or_default().to_owned(),
+            event["data"]["event_type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            event["data"]["event_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         );
         // It sorts right after the event it delivered.
-        let at = events.iter().position(|e| e["id"] == event["data"]["event_id"]);
+        let at = events
+            .iter()
+            .position(|e| e["id"] == event["data"]["event_id"]);
         let own = events.iter().position(|e| e["id"] == event["id"]);
-        assert!(at.is_some() && own.is_some_and(|o| Some(o) > at), "{events:#?}");
+        assert!(
+            at.is_some() && own.is_some_and(|o| Some(o) > at),
+            "{events:#?}"
+        );
     }
     assert_eq!(
         by_type.keys().collect::<Vec<_>>(),
@@ -288,10 +349,24 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
             .iter()
             .filter(|l| l["delivery"] == event_id.as_str())
             .collect();
-        let answers: Vec<u64> = deliveries.iter().filter_map(|l| l["answer"].as_u64()).collect();
-        assert_eq!(answers, [500, 500, 204], "{kind}: 500 twice, then accepted once");
-        assert!(deliveries.iter().all(|l| l["type"] == kind.as_str() && l["verified"] == true));
-        let handled = lines.iter().filter(|l| l["handled"] == event_id.as_str()).count();
+        let answers: Vec<u64> = deliveries
+            .iter()
+            .filter_map(|l| l["answer"].as_u64())
+            .collect();
+        assert_eq!(
+            answers,
+            [500, 500, 204],
+            "{kind}: 500 twice, then accepted once"
+        );
+        assert!(
+            deliveries
+                .iter()
+                .all(|l| l["type"] == kind.as_str() && l["verified"] == true)
+        );
+        let handled = lines
+            .iter()
+            .filter(|l| l["handled"] == event_id.as_str())
+            .count();
         assert_eq!(handled, 1, "{kind}: handled once");
     }
     let other_types = lines
@@ -318,11 +393,245 @@ async fn a_callback_the_receiver_never_accepts_ends_as_callback_failed() {
     })
     .await;
     let events = trail(&t, KEY_A, &id, 100).await;
-    let failed: Vec<&Value> = events.iter().filter(|e| e["type"] == "callback.failed").collect();
+    let failed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "callback.failed")
+        .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["data"]["event_type"], "approval.created");
     assert_eq!(failed[0]["data"]["error"], "HTTP 500");
-    let deliveries = receiver.lines().iter().filter(|l| l.get("delivery").is_some()).count();
+    let deliveries = receiver
+        .lines()
+        .iter()
+        .filter(|l| l.get("delivery").is_some())
+        .count();
     assert_eq!(deliveries, 2, "JOB_MAX_ATTEMPTS deliveries");
     assert!(!types(&events).contains(&"callback.delivered".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sweeper_expires_an_approval_nobody_reads_and_tells_the_subscriber() {
+    let receiver = CallbackReceiver::start(CALLBACK_SECRET, 0);
+    let subscriptions = subscription(&receiver.url, Some(&["approval.expired"]));
+    let t = TestApp::start_jobs(&[
+        ("EVENT_SUBSCRIPTIONS", &subscriptions),
+        ("SWEEP_INTERVAL_SECONDS", "1"),
+    ])
+    .await;
+    let body = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
+                      "expires_in_seconds": 60})
+    .to_string();
+    let id = t.create_ok(KEY_A, "exp-1", &body).await;
+    let other = t.create_ok(KEY_A, "exp-2", &deploy(&[ALICE])).await;
+    let pk = format!("tenant-a#{id}");
+    let stored_status = || async {
+        t.item(&t.app.config.tables.approvals, &pk)
+            .await
+            .map(|item| countersign_tests::attr_s(&item, "status").to_owned())
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        stored_status().await.as_deref(),
+        Some("pending"),
+        "not due yet"
+    );
+
+    t.clock.advance(61);
+    eventually("the stored status becomes expired", || async {
+        stored_status().await.as_deref() == Some("expired")
+    })
+    .await;
+    eventually("approval.expired is delivered", || async {
+        receiver
+            .lines()
+            .iter()
+            .any(|l| l["type"] == "approval.expired" && l["answer"] == 204)
+    })
+    .await;
+    assert_eq!(
+        t.requests.count("GET", &format!("/approvals/{id}")),
+        0,
+        "nobody read it"
+    );
+    let deliveries: Vec<Value> = receiver
+        .lines()
+        .into_iter()
+        .filter(|l| l.get("delivery").is_some())
+        .collect();
+    assert_eq!(deliveries.len(), 1, "{deliveries:#?}");
+    assert_eq!(deliveries[0]["verified"], true);
+    let item = t
+        .item(&t.app.config.tables.approvals, &pk)
+        .await
+        .expect("item");
+    assert!(
+        !item.contains_key("due_kind"),
+        "nothing is due on an expired approval"
+    );
+
+    let events = trail(&t, KEY_A, &id, 50).await;
+    assert_eq!(
+        types(&events),
+        [
+            "approval.created",
+            "notification.sent",
+            "approval.expired",
+            "callback.delivered"
+        ]
+    );
+    let reply = t
+        .decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code().as_str()),
+        (410, "approval_expired")
+    );
+    let other = t.get(KEY_A, &other).await.json();
+    assert_eq!(
+        other["status"], "pending",
+        "one not past its expiry stays pending"
+    );
+}
+
+/// A runner whose dispatcher sends every job to a queue nobody reads: jobs lost.
+async fn runner_that_loses_jobs(t: &TestApp) -> (countersign::runner::Pollers, String) {
+    let sqs = aws_sdk_sqs::Client::new(&t.sdk);
+    let lost = countersign::runner::ensure_queues(
+        &sqs,
+        &format!("lost-{}", ulid::Ulid::new().to_string().to_lowercase()),
+        1,
+        2,
+    )
+    .await
+    .expect("a queue");
+    let mut config = t.app.config.clone();
+    config.jobs_queue_url = Some(lost.queue_url.clone());
+    let losing = countersign::App::new(
+        config,
+        t.app.store.client().clone(),
+        sqs.clone(),
+        t.clock.clone(),
+    );
+    let executor =
+        std::sync::Arc::new(countersign::jobs::Executor::new(t.app.clone()).expect("executor"));
+    let pollers = countersign::runner::Pollers::start(
+        t.app.clone(),
+        aws_sdk_dynamodbstreams::Client::new(&t.sdk),
+        sqs,
+        executor,
+        countersign::jobs::Dispatcher::new(losing),
+    );
+    (pollers, lost.queue_url)
+}
+
+fn stuck_env() -> [(&'static str, &'static str); 3] {
+    // The stuck bound is the job's whole retry budget: 1 s × (2 + 3) = 5 s.
+    [
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "1"),
+        ("JOB_MAX_ATTEMPTS", "2"),
+        ("SWEEP_INTERVAL_SECONDS", "1"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
+    let t = TestApp::start_jobs(&stuck_env()).await;
+    assert_eq!(t.app.config.stuck_execution_seconds, 5);
+    t.stop_runner().await;
+    let (losing, lost_queue) = runner_that_loses_jobs(&t).await;
+    let id = t.create_ok(KEY_A, "stuck-1", &deploy(&[ALICE])).await;
+    let reply = t
+        .decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    eventually("the notify and execute jobs are sent", || async {
+        t.queue_depth(&lost_queue).await == 2
+    })
+    .await;
+    // Dropped: the test deletes them from the queue.
+    aws_sdk_sqs::Client::new(&t.sdk)
+        .purge_queue()
+        .queue_url(&lost_queue)
+        .send()
+        .await
+        .expect("purge");
+    drop(losing);
+    let approved_at = std::time::Instant::now();
+    t.start_runner();
+    let approval = t
+        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+        .await;
+    let took = approved_at.elapsed();
+    println!("lost execute job re-queued and executed after {took:?} (bound 5 s + a 1 s period)");
+    assert_eq!(approval["execution"]["status"], "succeeded");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert_eq!(t.downstream().calls("tenant-a:stuck-1"), 1, "executed once");
+    let events = trail(&t, KEY_A, &id, 50).await;
+    let requeued: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "execution.queued" && e["actor"]["channel"] == "reconciler")
+        .collect();
+    assert_eq!(requeued.len(), 1, "{events:#?}");
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(
+        t.downstream().calls("tenant-a:stuck-1"),
+        1,
+        "and never again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_execution_whose_job_keeps_getting_lost_ends_failed_and_an_operator_resumes_it() {
+    let t = TestApp::start_jobs(&stuck_env()).await;
+    t.stop_runner().await;
+    let (losing, _lost_queue) = runner_that_loses_jobs(&t).await;
+    let id = t.create_ok(KEY_A, "stuck-2", &deploy(&[ALICE])).await;
+    let reply = t
+        .decide(
+            KEY_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let approval = t
+        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(approval["execution"]["status"], "failed");
+    let error = approval["execution"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.starts_with("never attempted"), "{error}");
+    eventually("the failure is in the trail", || async {
+        types(&trail(&t, KEY_A, &id, 50).await)
+            .last()
+            .map(String::as_str)
+            == Some("execution.failed")
+    })
+    .await;
+    let events = trail(&t, KEY_A, &id, 50).await;
+    let requeues = events
+        .iter()
+        .filter(|e| e["actor"]["channel"] == "reconciler")
+        .count();
+    assert_eq!(requeues as u32, countersign::jobs::REQUEUE_LIMIT);
+    drop(losing);
+    t.start_runner();
+    let reply = t.send(t.retry_request(&id, Some("resume-1"))).await;
+    assert_eq!(reply.status, 202, "{}", reply.text());
+    let approval = t
+        .wait_for_approval(KEY_A, &id, Duration::from_secs(30), |a| {
+            a["execution"]["status"] == "succeeded"
+        })
+        .await;
+    assert_eq!(approval["status"], "approved");
+    assert_eq!(t.downstream().calls("tenant-a:stuck-2"), 1, "executed once");
 }

@@ -20,6 +20,14 @@ fn base_env(t: &TestApp) -> Vec<(String, String)> {
             "APPROVALS_TABLE".to_owned(),
             t.app.config.tables.approvals.clone(),
         ),
+        (
+            "EVENTS_TABLE".to_owned(),
+            t.app.config.tables.events.clone(),
+        ),
+        (
+            "APPROVER_INDEX_TABLE".to_owned(),
+            t.app.config.tables.approver_index.clone(),
+        ),
     ];
     match countersign_tests::aws_endpoint() {
         Some(endpoint) => env.extend([
@@ -117,6 +125,7 @@ async fn create_serves_its_routes() {
         &[
             ("IDEMPOTENCY_TABLE", &t.app.config.tables.idempotency_keys),
             ("JOBS_QUEUE_URL", &t.queues().queue_url),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
             ("API_KEYS", &format!("tenant-a={KEY_A}")),
             (
                 "ACTION_TARGETS",

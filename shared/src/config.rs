@@ -213,12 +213,12 @@ impl Config {
             .transpose()?;
 
         let event_subscriptions = match get("EVENT_SUBSCRIPTIONS") {
-            Some(raw) => parse_subscriptions(&raw)
-                .map_err(|e| ConfigError::new("EVENT_SUBSCRIPTIONS", e))?,
+            Some(raw) => {
+                parse_subscriptions(&raw).map_err(|e| ConfigError::new("EVENT_SUBSCRIPTIONS", e))?
+            }
             None => BTreeMap::new(),
         };
-        let job_visibility_timeout_seconds =
-            number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
+        let job_visibility_timeout_seconds = number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
         let job_max_attempts = number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?;
         // The job's whole retry budget: every receive the redrive policy allows, each a
         // visibility timeout long.
@@ -290,6 +290,8 @@ impl Config {
                 self.jobs()?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
+            // Tables only (every setting they read has a default).
+            Function::Sweeper | Function::Reconciler => Ok(()),
         }
     }
 
@@ -328,6 +330,8 @@ pub enum Function {
     Webhook,
     Dispatch,
     Executor,
+    Sweeper,
+    Reconciler,
 }
 
 /// The configuration of jobs: where they queue and where notifications go.

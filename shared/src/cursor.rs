@@ -27,8 +27,8 @@ impl CursorKey {
     }
 
     fn tag(&self, scope: &str, payload: &str) -> [u8; 32] {
-        let mut mac =
-            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .expect("HMAC takes keys of any length");
         mac.update(scope.as_bytes());
         mac.update(b"\n");
         mac.update(payload.as_bytes());
@@ -73,7 +73,10 @@ mod tests {
         assert_eq!(key.open("acme\n", &cursor), None);
         let mut altered = cursor.clone().into_bytes();
         altered[2] ^= 1;
-        assert_eq!(key.open("acme\nstatus=pending", &String::from_utf8(altered).unwrap()), None);
+        assert_eq!(
+            key.open("acme\nstatus=pending", &String::from_utf8(altered).unwrap()),
+            None
+        );
         assert_eq!(key.open("acme\nstatus=pending", "nonsense"), None);
         let other = CursorKey::new(&TokenSecret::parse(&"j".repeat(32)).unwrap());
         assert_eq!(other.open("acme\nstatus=pending", &cursor), None);

@@ -18,9 +18,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::domain::{
-    Approval, Decision, EpochSeconds, ExecutionStatus, Outcome, Status, rfc3339,
-};
+use crate::domain::{Approval, Decision, EpochSeconds, ExecutionStatus, Outcome, Status, rfc3339};
 
 /// Every event type, as the API names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -363,6 +361,17 @@ impl Derived<'_> {
             }
             return;
         }
+        let old_requeues = old.map_or(0, |o| o.execution.requeues);
+        if new.requeues > old_requeues {
+            self.push(
+                EventType::Queued,
+                &format!("{generation}/requeue/{}", new.requeues),
+                at,
+                json!({ "channel": "reconciler" }),
+                json!({ "generation": generation, "requeued": new.requeues,
+                        "reason": "the execution sat queued or running past its bound with no live attempt" }),
+            );
+        }
         if old_status == new.status && old_attempts == new.attempts {
             return;
         }
@@ -389,8 +398,7 @@ impl Derived<'_> {
                 return;
             }
         }
-        let was_running =
-            old_status == ExecutionStatus::Running || new.attempts > old_attempts;
+        let was_running = old_status == ExecutionStatus::Running || new.attempts > old_attempts;
         if was_running && new.status != ExecutionStatus::Running {
             let outcome = match new.status {
                 ExecutionStatus::Queued => "retryable",
@@ -507,7 +515,11 @@ mod tests {
         ];
         let mut all = Vec::new();
         for (i, pair) in life.windows(2).enumerate() {
-            all.extend(events_for_change(pair[0], pair[1], &stream_position(&i.to_string())));
+            all.extend(events_for_change(
+                pair[0],
+                pair[1],
+                &stream_position(&i.to_string()),
+            ));
         }
         assert_eq!(
             types(&all),
@@ -533,7 +545,10 @@ mod tests {
         assert_eq!(ids.len(), all.len(), "ids are distinct");
         let mut orders: Vec<_> = all.iter().map(|e| e.order.clone()).collect();
         orders.sort();
-        assert_eq!(orders, all.iter().map(|e| e.order.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            orders,
+            all.iter().map(|e| e.order.clone()).collect::<Vec<_>>()
+        );
 
         // The same change derived again (a redelivered record) makes the same events.
         assert_eq!(
@@ -551,7 +566,10 @@ mod tests {
         rejected.status = Status::Rejected;
         rejected.decision = Some(vote("alice", Outcome::Rejected, 12));
         let events = events_for_change(Some(&created), Some(&rejected), "p");
-        assert_eq!(types(&events), ["approval.vote_recorded", "approval.rejected"]);
+        assert_eq!(
+            types(&events),
+            ["approval.vote_recorded", "approval.rejected"]
+        );
         assert_eq!(events[0].actor["approver"], "alice");
         assert_eq!(events[0].data["vote"], "reject");
     }
@@ -618,7 +636,14 @@ mod tests {
         );
         assert!(created < sent.order && sent.order < next);
         assert!(sent.order < format!("{}#00", stream_position("8")));
-        assert_eq!(sent.id, event_id("acme", "apr_1", EventType::NotificationSent, "alice"));
-        assert!(EventType::ALL.iter().all(|t| EventType::parse(t.as_str()) == Some(*t)));
+        assert_eq!(
+            sent.id,
+            event_id("acme", "apr_1", EventType::NotificationSent, "alice")
+        );
+        assert!(
+            EventType::ALL
+                .iter()
+                .all(|t| EventType::parse(t.as_str()) == Some(*t))
+        );
     }
 }

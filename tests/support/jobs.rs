@@ -117,9 +117,7 @@ async fn answer(
         earlier
     };
     let status = match (behaviour.as_str(), earlier) {
-        ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
         ("slow-reject-once", 0) => {
             tokio::time::sleep(Duration::from_secs(1)).await;

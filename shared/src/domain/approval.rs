@@ -174,6 +174,9 @@ pub struct Execution {
     /// What workers learnt after their attempt was taken over (their lease ended mid-call): the
     /// target's answer they could no longer record, kept for whoever reconciles the execution.
     pub late_reports: Vec<String>,
+    /// How many times the reconciler re-queued this generation's execute job (one found stuck
+    /// queued or running, its job lost). Not shown.
+    pub requeues: u32,
 }
 
 impl Execution {
@@ -187,6 +190,7 @@ impl Execution {
             note: None,
             retry_key: None,
             late_reports: Vec::new(),
+            requeues: 0,
         }
     }
 }

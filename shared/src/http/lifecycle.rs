@@ -27,7 +27,10 @@ pub(super) fn query_params(
     let mut params = HashMap::new();
     for (name, value) in url::form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         if !allowed.contains(&name.as_ref()) {
-            return Err(ApiError::invalid_query(&name, "is not a parameter of this route"));
+            return Err(ApiError::invalid_query(
+                &name,
+                "is not a parameter of this route",
+            ));
         }
         if params.insert(name.to_string(), value.to_string()).is_some() {
             return Err(ApiError::invalid_query(&name, "is given more than once"));
@@ -41,7 +44,10 @@ pub(super) fn page_limit(params: &HashMap<String, String>) -> Result<i32, ApiErr
         None => Ok(DEFAULT_LIMIT),
         Some(raw) => match raw.parse::<i32>() {
             Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
-            _ => Err(ApiError::invalid_query("limit", "must be an integer from 1 to 100")),
+            _ => Err(ApiError::invalid_query(
+                "limit",
+                "must be an integer from 1 to 100",
+            )),
         },
     }
 }
@@ -84,7 +90,11 @@ pub async fn events(
     // An empty first page: no such approval (404), or one whose events are not recorded yet.
     if page.events.is_empty()
         && after.is_none()
-        && app.store.get_approval(caller.tenant(), &id).await?.is_none()
+        && app
+            .store
+            .get_approval(caller.tenant(), &id)
+            .await?
+            .is_none()
     {
         return Err(ApiError::NotFound);
     }

@@ -150,18 +150,31 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
         && old.is_some_and(|o| {
             o.status == Status::Approved && o.execution.generation < new.execution.generation
         });
-    if newly_approved || retried {
-        jobs.push(Job::Execute(ExecuteJob {
-            approval_id: new.id.to_string(),
-            tenant: new.tenant.to_string(),
-            generation: new.execution.generation,
-            idempotency_key: new.idempotency_key.as_str().to_owned(),
-            action: view["action"].clone(),
-            context: view["context"].clone(),
-            decision: view["decision"].clone(),
-        }));
+    // The reconciler found the execution stuck (its job lost): the same job again.
+    let requeued = new.status == Status::Approved
+        && old.is_some_and(|o| {
+            o.status == Status::Approved
+                && o.execution.generation == new.execution.generation
+                && o.execution.requeues < new.execution.requeues
+        });
+    if newly_approved || retried || requeued {
+        jobs.push(execute_job(new));
     }
     jobs
+}
+
+/// The execute job of the approval's current execution generation.
+pub fn execute_job(approval: &Approval) -> Job {
+    let view = json!(approval.view(approval.created_at));
+    Job::Execute(ExecuteJob {
+        approval_id: approval.id.to_string(),
+        tenant: approval.tenant.to_string(),
+        generation: approval.execution.generation,
+        idempotency_key: approval.idempotency_key.as_str().to_owned(),
+        action: view["action"].clone(),
+        context: view["context"].clone(),
+        decision: view["decision"].clone(),
+    })
 }
 
 /// One callback job per event the tenant's subscription wants, carrying the approval as the
@@ -285,6 +298,19 @@ mod tests {
         assert_eq!(
             jobs.iter().map(Job::id).collect::<Vec<_>>(),
             [format!("{}#execute#1", failed.id)]
+        );
+    }
+
+    #[test]
+    fn a_requeue_by_the_reconciler_makes_the_same_execute_job_again() {
+        let mut queued = decided(Outcome::Approved);
+        queued.execution.status = ExecutionStatus::Queued;
+        let mut requeued = queued.clone();
+        requeued.execution.requeues = 1;
+        let jobs = jobs_for_change(Some(&queued), Some(&requeued), "");
+        assert_eq!(
+            jobs.iter().map(Job::id).collect::<Vec<_>>(),
+            [format!("{}#execute#0", queued.id)]
         );
     }
 

@@ -5,7 +5,9 @@
 mod dispatch;
 mod executor;
 mod job;
+mod sweep;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
-pub use job::{ExecuteJob, Job, NotifyJob, jobs_for_change};
+pub use job::{CallbackJob, ExecuteJob, Job, NotifyJob, execute_job, jobs_for_change};
+pub use sweep::{REQUEUE_LIMIT, SweepReport, Sweeper};

@@ -13,7 +13,7 @@ use std::time::Duration;
 pub use queue::{JobQueues, REDRIVE_HEADROOM, ensure_queues};
 
 use crate::App;
-use crate::jobs::{Dispatcher, Executor};
+use crate::jobs::{Dispatcher, Executor, Sweeper};
 
 /// How long a poller waits after finding nothing (moto is served one request at a time, so the
 /// pollers never long-poll: a long poll would hold up every other request).
@@ -33,7 +33,8 @@ impl Drop for Pollers {
 }
 
 impl Pollers {
-    /// Starts the stream poller (→ dispatch) and the queue poller (→ executor).
+    /// Starts the stream poller (→ dispatch), the queue poller (→ executor) and the sweeper
+    /// (expiry and stuck executions).
     pub fn start(
         app: Arc<App>,
         streams: aws_sdk_dynamodbstreams::Client,
@@ -42,10 +43,12 @@ impl Pollers {
         dispatcher: Dispatcher,
     ) -> Self {
         let queue_url = executor_queue(&app);
+        let period = Duration::from_secs(app.config.sweep_interval_seconds.max(1) as u64);
         let stream_task = tokio::spawn(stream::poll(app.clone(), streams, dispatcher));
         let queue_task = tokio::spawn(queue::poll(sqs, queue_url, executor));
+        let sweep_task = tokio::spawn(sweep(Sweeper::new(app), period));
         Self {
-            tasks: vec![stream_task, queue_task],
+            tasks: vec![stream_task, queue_task, sweep_task],
         }
     }
 
@@ -54,6 +57,24 @@ impl Pollers {
         for task in self.tasks.drain(..) {
             task.abort();
             let _ = task.await;
+        }
+    }
+}
+
+/// The scheduled functions, on their period (`SWEEP_INTERVAL_SECONDS`), as the template's
+/// schedules run them.
+async fn sweep(sweeper: Sweeper, period: Duration) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        match sweeper.run().await {
+            Ok(report) if report != Default::default() => {
+                tracing::info!(?report, "sweep");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sweep failed; next period"),
         }
     }
 }

@@ -10,8 +10,8 @@ use aws_sdk_dynamodb::types::{
 
 use super::expr::names;
 use super::items::{
-    approval_from_item, approval_key, approval_to_item, b, cancellation_to_attr, epoch, get_b,
-    get_n, get_s, idempotency_key, n, s,
+    DUE_EXECUTION, approval_from_item, approval_key, approval_to_item, b, cancellation_to_attr,
+    epoch, get_b, get_n, get_s, idempotency_key, n, s, status_id,
 };
 use super::{Store, StoreError, Transaction, condition_failed_item, votes};
 use crate::domain::{
@@ -74,7 +74,8 @@ const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at > :now";
 /// is an operator's to cancel).
 const ONLY_IF_CANCELLABLE_BY_ITS_REQUESTER: &str =
     "#status = :pending AND #expires_at > :now AND #requested_by = :by";
-const CANCEL: &str = "SET #status = :cancelled, #cancellation = :cancellation";
+const CANCEL: &str = "SET #status = :cancelled, #status_id = :status_id, #cancellation = :cancellation \
+     REMOVE #due_kind, #due_at";
 
 /// only_if_key_unused_or_expired: a record whose expiry has passed no longer blocks the key,
 /// even while DynamoDB's TTL (which deletes late) has not removed it yet.
@@ -217,6 +218,7 @@ impl Store {
                 cancellation_to_attr(cancellation),
             ),
             (":now".to_owned(), epoch(now)),
+            (":status_id".to_owned(), status_id(Status::Cancelled, id)),
         ]);
         if !by_anyone {
             values.insert(":by".to_owned(), s(cancellation.by.as_str()));
@@ -240,7 +242,7 @@ impl Store {
     /// One conditional `UpdateItem` on an approval: the approval as it is now when the
     /// condition held (`ALL_NEW`), or as it was when it did not (`ALL_OLD`; `None` when there
     /// is no such approval) — either way in the same round trip.
-    async fn update_approval(
+    pub(crate) async fn update_approval(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
@@ -297,12 +299,13 @@ pub enum OperatorRefusal {
 const ONLY_IF_RETRYABLE: &str = "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation) \
      AND (attribute_not_exists(#execution.#retry_key) OR #execution.#retry_key <> :retry_key)";
 const RESUME: &str = "SET #execution.#status = :queued, #execution.#generation = #execution.#generation + :one, \
-     #execution.#updated_at = :now, #execution.#retry_key = :retry_key REMOVE #execution.#note";
+     #execution.#updated_at = :now, #execution.#retry_key = :retry_key, \
+     #due_kind = :execution_due, #due_at = :now REMOVE #execution.#note";
 
 /// only_if_unreconciled: an operator records the real outcome of an unknown one, once.
 const ONLY_IF_UNRECONCILED: &str = "#execution.#status = :needs_reconciliation";
-const RESOLVE: &str =
-    "SET #execution.#status = :outcome, #execution.#note = :note, #execution.#updated_at = :now";
+const RESOLVE: &str = "SET #execution.#status = :outcome, #execution.#note = :note, \
+     #execution.#updated_at = :now REMOVE #due_kind, #due_at";
 
 impl Store {
     /// Resumes a failed or unreconciled execution without a second approval. `retry_key`
@@ -325,6 +328,7 @@ impl Store {
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
             (":retry_key".to_owned(), s(retry_key)),
+            (":execution_due".to_owned(), s(DUE_EXECUTION)),
         ]);
         self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values)
             .await

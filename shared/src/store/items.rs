@@ -25,6 +25,17 @@ pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> Attrib
     AttributeValue::S(format!("{tenant}#{}", key.as_str()))
 }
 
+/// The `by_status` index's sort key: the status, then the id (newest last), so one tenant's
+/// approvals of one status are a range of the index.
+pub(crate) fn status_id(status: Status, id: &ApprovalId) -> AttributeValue {
+    AttributeValue::S(format!("{}#{id}", status.as_str()))
+}
+
+/// The `due` index's partitions: pending approvals by expiry (the sweeper's), and executions
+/// queued or running by their last change (the reconciler's). Terminal items have neither.
+pub(crate) const DUE_EXPIRY: &str = "expiry";
+pub(crate) const DUE_EXECUTION: &str = "execution";
+
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
@@ -42,6 +53,10 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         ("tenant".to_owned(), s(approval.tenant.as_str())),
         ("id".to_owned(), s(approval.id.as_str())),
         ("status".to_owned(), s(approval.status.as_str())),
+        (
+            "status_id".to_owned(),
+            status_id(approval.status, &approval.id),
+        ),
         ("action_type".to_owned(), s(&approval.action_type)),
         // Payload and context are kept as JSON text: exactly what the requester sent, with no
         // number or null conversions through DynamoDB's types.
@@ -70,6 +85,17 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     ]);
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
+    }
+    match (approval.status, approval.execution.status) {
+        (Status::Pending, _) => {
+            item.insert("due_kind".to_owned(), s(DUE_EXPIRY));
+            item.insert("due_at".to_owned(), n(approval.expires_at));
+        }
+        (Status::Approved, ExecutionStatus::Queued | ExecutionStatus::Running) => {
+            item.insert("due_kind".to_owned(), s(DUE_EXECUTION));
+            item.insert("due_at".to_owned(), n(approval.execution.updated_at));
+        }
+        _ => {}
     }
     // Without a policy the decision is the one vote (see `Approval::recorded_votes`).
     if approval.policy.is_some() || !approval.votes.is_empty() {
@@ -200,6 +226,9 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(key) = &execution.retry_key {
         map.insert("retry_key".to_owned(), s(key));
     }
+    if execution.requeues > 0 {
+        map.insert("requeues".to_owned(), n(execution.requeues));
+    }
     if !execution.late_reports.is_empty() {
         map.insert(
             "late_reports".to_owned(),
@@ -286,6 +315,7 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         generation: get_n(map, "generation")?,
         note: opt_s(map, "note"),
         retry_key: opt_s(map, "retry_key"),
+        requeues: get_n(map, "requeues").unwrap_or(0),
         late_reports: match map.get("late_reports") {
             None => Vec::new(),
             Some(list) => list
@@ -409,6 +439,7 @@ mod tests {
                 note: Some("done by hand".into()),
                 retry_key: Some("retry-1".into()),
                 late_reports: vec!["an attempt learnt: succeeded".into()],
+                requeues: 2,
             },
         };
         assert_eq!(

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::expr::names;
-use super::items::{Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
+use super::items::{DUE_EXECUTION, Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
 use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
 use crate::events::{Event, EventType};
@@ -137,11 +137,7 @@ impl Completion {
 
 /// The event a notify or callback job's end makes (an execute job's events come from the
 /// approval's own change, on the stream).
-fn ledger_event(
-    job: &Job,
-    completion: &Completion,
-    now: EpochSeconds,
-) -> Option<Event> {
+fn ledger_event(job: &Job, completion: &Completion, now: EpochSeconds) -> Option<Event> {
     let (after, kind, discriminator, data) = match (job, completion) {
         (Job::Notify(j), Completion::Succeeded) => (
             &j.after,
@@ -207,7 +203,8 @@ const FAIL_UNBEGUN: &str = "SET #status = :failed, #attempts = :zero, #generatio
 const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait)";
 
 const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
-     #execution.#attempts = #execution.#attempts + :one, #execution.#updated_at = :now";
+     #execution.#attempts = #execution.#attempts + :one, #execution.#updated_at = :now, \
+     #due_kind = :execution_due, #due_at = :now";
 
 /// only_if_current_generation: a job of an execution an operator has since resumed changes
 /// nothing.
@@ -242,7 +239,17 @@ impl Store {
         &self,
         job: &Job,
         update: &str,
+        vals: HashMap<String, AttributeValue>,
+    ) -> Result<Option<Update>, StoreError> {
+        self.execution_update_if(job, update, vals, ONLY_IF_CURRENT_GENERATION)
+    }
+
+    fn execution_update_if(
+        &self,
+        job: &Job,
+        update: &str,
         mut vals: HashMap<String, AttributeValue>,
+        condition: &str,
     ) -> Result<Option<Update>, StoreError> {
         if !matches!(job, Job::Execute(_)) {
             return Ok(None);
@@ -257,8 +264,8 @@ impl Store {
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(&tenant, &id))
             .update_expression(update)
-            .condition_expression(ONLY_IF_CURRENT_GENERATION)
-            .set_expression_attribute_names(Some(names(&[update, ONLY_IF_CURRENT_GENERATION])))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
             .set_expression_attribute_values(Some(vals))
             .build()
             .map(Some)
@@ -287,7 +294,11 @@ impl Store {
             items.push(TransactWriteItem::builder().update(execution).build());
         }
         if let Some(event) = event {
-            items.push(TransactWriteItem::builder().put(self.event_put(&event)?).build());
+            items.push(
+                TransactWriteItem::builder()
+                    .put(self.event_put(&event)?)
+                    .build(),
+            );
         }
         self.transact(items, &ulid::Ulid::new().to_string()).await
     }
@@ -342,6 +353,7 @@ impl Store {
                 (":running", s(ExecutionStatus::Running.as_str())),
                 (":one", n(1)),
                 (":now", epoch(now)),
+                (":execution_due", s(DUE_EXECUTION)),
             ]),
         )?;
         match self.ledger_transaction(ledger, execution).await? {
@@ -389,7 +401,8 @@ impl Store {
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
         let execution = self.execution_update(
             job,
-            "SET #execution.#status = :exec_status, #execution.#last_error = :error, #execution.#updated_at = :now",
+            "SET #execution.#status = :exec_status, #execution.#last_error = :error, #execution.#updated_at = :now \
+             REMOVE #due_kind, #due_at",
             values(&[
                 (":exec_status", s(ExecutionStatus::Failed.as_str())),
                 (":error", s(reason)),
@@ -398,7 +411,8 @@ impl Store {
         )?;
         let event = ledger_event(job, &Completion::Failed(reason.to_owned()), now);
         Ok(matches!(
-            self.ledger_transaction_with(ledger, execution, event).await?,
+            self.ledger_transaction_with(ledger, execution, event)
+                .await?,
             Transaction::Committed
         ))
     }
@@ -494,6 +508,20 @@ impl Store {
             .await
     }
 
+    /// Ends a stuck execution's attempt `token` (the reconciler): as [`Store::end_job`], and
+    /// only while neither the attempt nor the execution changed since `cutoff`.
+    pub async fn end_stuck_attempt(
+        &self,
+        job: &Job,
+        token: &str,
+        completion: &Completion,
+        cutoff: EpochSeconds,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        self.end_attempt_if(job, token, completion, now, Some(cutoff))
+            .await
+    }
+
     async fn end_attempt(
         &self,
         job: &Job,
@@ -501,15 +529,42 @@ impl Store {
         completion: &Completion,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
+        self.end_attempt_if(job, owner, completion, now, None).await
+    }
+
+    async fn end_attempt_if(
+        &self,
+        job: &Job,
+        owner: &str,
+        completion: &Completion,
+        now: EpochSeconds,
+        unchanged_since: Option<EpochSeconds>,
+    ) -> Result<bool, StoreError> {
         let status = completion.status();
-        let (ledger_update, execution_update) = match completion.error() {
-            Some(_) => (
-                "SET #status = :status, #last_error = :error, #updated_at = :now REMOVE #lease_until",
-                "SET #execution.#status = :exec_status, #execution.#last_error = :error, #execution.#updated_at = :now",
+        let ledger_update = match completion.error() {
+            Some(_) => {
+                "SET #status = :status, #last_error = :error, #updated_at = :now REMOVE #lease_until"
+            }
+            None => "SET #status = :status, #updated_at = :now REMOVE #lease_until, #last_error",
+        };
+        // Waiting for a retry, the execution is still due to end (the reconciler watches it);
+        // ended, nothing is due.
+        let (error, due) = match (completion.error(), status) {
+            (Some(_), LedgerStatus::RetryWait) => {
+                ("SET #execution.#last_error = :error,", "#due_at = :now")
+            }
+            (Some(_), _) => (
+                "SET #execution.#last_error = :error,",
+                "REMOVE #due_kind, #due_at",
             ),
-            None => (
-                "SET #status = :status, #updated_at = :now REMOVE #lease_until, #last_error",
-                "SET #execution.#status = :exec_status, #execution.#updated_at = :now REMOVE #execution.#last_error",
+            (None, _) => ("SET", "REMOVE #execution.#last_error, #due_kind, #due_at"),
+        };
+        let execution_update = match due.strip_prefix("REMOVE") {
+            Some(removed) => format!(
+                "{error} #execution.#status = :exec_status, #execution.#updated_at = :now REMOVE{removed}"
+            ),
+            None => format!(
+                "{error} #execution.#status = :exec_status, #execution.#updated_at = :now, {due}"
             ),
         };
         let mut ledger_vals = values(&[
@@ -527,14 +582,26 @@ impl Store {
             ledger_vals.insert(":error".to_owned(), s(error));
             execution_vals.insert(":error".to_owned(), s(error));
         }
+        let mut ledger_condition = ONLY_IF_OWNER.to_owned();
+        let mut execution_condition = ONLY_IF_CURRENT_GENERATION.to_owned();
+        if let Some(cutoff) = unchanged_since {
+            ledger_condition.push_str(" AND #updated_at <= :cutoff");
+            execution_condition.push_str(" AND #due_at <= :cutoff");
+            ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+            execution_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+        }
         let ledger = self
-            .ledger_update(job, ledger_update, ONLY_IF_OWNER)
+            .ledger_update(job, ledger_update, &ledger_condition)
             .set_expression_attribute_values(Some(ledger_vals))
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
-        let execution = self.execution_update(job, execution_update, execution_vals)?;
+        let execution =
+            self.execution_update_if(job, &execution_update, execution_vals, &execution_condition)?;
         let event = ledger_event(job, completion, now);
-        match self.ledger_transaction_with(ledger, execution, event).await? {
+        match self
+            .ledger_transaction_with(ledger, execution, event)
+            .await?
+        {
             Transaction::Committed => Ok(true),
             // Our own end of the attempt: it applied, its answer was lost, the SDK's retry met
             // it (same token, the status it set).

@@ -1,6 +1,7 @@
 //! Every DynamoDB expression lives here, next to the guarantee it provides.
 
 mod approvals;
+mod due;
 mod events;
 mod expr;
 mod inbox;
@@ -19,6 +20,7 @@ use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 pub use approvals::{
     CreateOutcome, DecideOutcome, IdempotencyRecord, OperatorRefusal, SavedResponse,
 };
+pub use due::Requeue;
 pub use events::EventPage;
 pub use inbox::{InboxRecord, Ingested};
 

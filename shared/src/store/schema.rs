@@ -54,7 +54,10 @@ impl TableDefinition {
         }
         for index in &self.indexes {
             attributes.push((index.partition_key.clone(), "S".to_owned()));
-            let kind = index.sort_key_type.clone().unwrap_or_else(|| "S".to_owned());
+            let kind = index
+                .sort_key_type
+                .clone()
+                .unwrap_or_else(|| "S".to_owned());
             attributes.push((index.sort_key.clone(), kind));
         }
         let mut seen = std::collections::HashSet::new();

@@ -43,7 +43,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::approvals::ONLY_IF_DECIDABLE;
 use super::expr::names;
-use super::items::{decision_to_attr, epoch, n, s};
+use super::items::{DUE_EXECUTION, decision_to_attr, epoch, n, s, status_id};
 use crate::domain::{
     Approval, ApprovalId, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus,
     Outcome, Status, classify_refusal,
@@ -55,6 +55,11 @@ const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
 /// Records the vote (a list in the order applied) and its voter (a set, for the condition).
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
 const ADD_VOTER: &str = "ADD #voters :voter_set";
+
+/// An approved approval's execution is due to end (the reconciler watches it from now on).
+const EXECUTION_DUE: &str = "#due_kind = :execution_due, #due_at = :now";
+/// A rejected approval has nothing due.
+const NOTHING_DUE: &str = "REMOVE #due_kind, #due_at";
 
 /// Which write a vote is (see the module's notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +92,7 @@ impl VoteWrite {
         kind: WriteKind,
         update: String,
         condition: String,
+        id: &ApprovalId,
         vote: &Decision,
         now: EpochSeconds,
     ) -> Self {
@@ -114,6 +120,11 @@ impl VoteWrite {
             (":approver_id".to_owned(), s(vote.approver.identity())),
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
+            (
+                ":status_id".to_owned(),
+                status_id(vote.outcome.status(), id),
+            ),
+            (":execution_due".to_owned(), s(DUE_EXECUTION)),
         ]);
         // DynamoDB refuses a value the expressions do not use.
         values.retain(|v, _| uses(&update, v) || uses(&condition, v));
@@ -134,7 +145,7 @@ pub(crate) fn first(id: &ApprovalId, vote: &Decision, now: EpochSeconds) -> Vote
         (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
         (Outcome::Approved, _) => WriteKind::Single,
     };
-    write(kind, vote, now)
+    write(kind, id, vote, now)
 }
 
 /// The next write of a vote whose `previous` write was refused with the item as it was
@@ -162,25 +173,29 @@ pub(crate) fn next(
         },
         _ => return None,
     };
-    (kind != previous).then(|| write(kind, vote, now))
+    let id = old?.id.clone();
+    (kind != previous).then(|| write(kind, &id, vote, now))
 }
 
-fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
+fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -> VoteWrite {
     let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
     match kind {
         WriteKind::Veto => {
-            let update =
-                format!("SET #status = :outcome, #decision = :decision, {RECORD_VOTE} {ADD_VOTER}");
-            VoteWrite::new(kind, update, decidable, vote, now)
+            let update = format!(
+                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+                 {RECORD_VOTE} {ADD_VOTER} {NOTHING_DUE}"
+            );
+            VoteWrite::new(kind, update, decidable, id, vote, now)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
             // votes is kept (nothing is recorded after the outcome).
-            let update = "SET #status = :outcome, #decision = :decision, \
-                 #execution.#status = :queued, #execution.#updated_at = :now"
-                .to_owned();
+            let update = format!(
+                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+                 #execution.#status = :queued, #execution.#updated_at = :now, {EXECUTION_DUE}"
+            );
             let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
-            VoteWrite::new(kind, update, condition, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, now)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
@@ -200,7 +215,7 @@ fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(kind, update, condition, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, now)
         }
         WriteKind::Completing(rules) => {
             // The policy was confirmed by the refused write's item: every counter and ballot
@@ -212,15 +227,16 @@ fn write(kind: WriteKind, vote: &Decision, now: EpochSeconds) -> VoteWrite {
                 .map(|i| format!("#approvals_{i} >= #ballots.#voter.#t{i}"))
                 .collect();
             let update = format!(
-                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
-                 #execution.#updated_at = :now, {RECORD_VOTE}{} {ADD_VOTER}",
+                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+                 #execution.#status = :queued, #execution.#updated_at = :now, {EXECUTION_DUE}, \
+                 {RECORD_VOTE}{} {ADD_VOTER}",
                 counters.concat()
             );
             let condition = format!(
                 "{decidable} AND attribute_exists(#while_pending) AND {}",
                 enough.join(" AND ")
             );
-            VoteWrite::new(kind, update, condition, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, now)
         }
     }
 }
@@ -288,7 +304,12 @@ mod tests {
             first(&ApprovalId::generate(), &vote(Outcome::Approved), 5),
             first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5),
             first(&ApprovalId::generate_for(3), &vote(Outcome::Rejected), 5),
-            write(WriteKind::Completing(2), &vote(Outcome::Approved), 5),
+            write(
+                WriteKind::Completing(2),
+                &ApprovalId::generate_for(2),
+                &vote(Outcome::Approved),
+                5,
+            ),
         ] {
             let text = format!("{} {}", write.update, write.condition);
             for alias in names(&[&text]).keys() {

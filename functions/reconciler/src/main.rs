@@ -1,0 +1,23 @@
+//! The stuck-execution reconciler Lambda, run on a schedule (rate 1 minute): executions queued
+//! or running past `STUCK_EXECUTION_SECONDS` with their job lost are re-queued, or ended for an
+//! operator.
+
+use countersign::jobs::Sweeper;
+use lambda_runtime::{LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    countersign::telemetry::init();
+    let app = countersign::App::for_function(countersign::Function::Reconciler).await?;
+    let sweeper = &Sweeper::new(app);
+    lambda_runtime::run(service_fn(
+        move |_: LambdaEvent<serde_json::Value>| async move {
+            let report = sweeper.reconcile().await?;
+            Ok::<_, lambda_runtime::Error>(serde_json::json!({
+                "requeued": report.requeued,
+                "ended": report.ended,
+            }))
+        },
+    ))
+    .await
+}

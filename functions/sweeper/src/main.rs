@@ -1,0 +1,19 @@
+//! The expiry sweeper Lambda, run on a schedule (rate 1 minute): pending approvals past their
+//! expiry become `expired` in the table (found through the `due` index, never a scan).
+
+use countersign::jobs::Sweeper;
+use lambda_runtime::{LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    countersign::telemetry::init();
+    let app = countersign::App::for_function(countersign::Function::Sweeper).await?;
+    let sweeper = &Sweeper::new(app);
+    lambda_runtime::run(service_fn(
+        move |_: LambdaEvent<serde_json::Value>| async move {
+            let expired = sweeper.expire().await?;
+            Ok::<_, lambda_runtime::Error>(serde_json::json!({ "expired": expired }))
+        },
+    ))
+    .await
+}
