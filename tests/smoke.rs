@@ -25,8 +25,8 @@ fn base_env(t: &TestApp) -> Vec<(String, String)> {
             t.app.config.tables.events.clone(),
         ),
         (
-            "APPROVER_INDEX_TABLE".to_owned(),
-            t.app.config.tables.approver_index.clone(),
+            "APPROVAL_INDEX_TABLE".to_owned(),
+            t.app.config.tables.approval_index.clone(),
         ),
     ];
     match countersign_tests::aws_endpoint() {

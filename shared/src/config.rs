@@ -35,7 +35,7 @@ pub struct Tables {
     pub webhook_inbox: String,
     pub execution_ledger: String,
     pub events: String,
-    pub approver_index: String,
+    pub approval_index: String,
 }
 
 impl Tables {
@@ -47,7 +47,7 @@ impl Tables {
             webhook_inbox: format!("{prefix}-webhook-inbox"),
             execution_ledger: format!("{prefix}-execution-ledger"),
             events: format!("{prefix}-events"),
-            approver_index: format!("{prefix}-approver-index"),
+            approval_index: format!("{prefix}-approval-index"),
         }
     }
 }
@@ -175,7 +175,7 @@ impl Config {
             webhook_inbox: get("INBOX_TABLE").unwrap_or(defaults.webhook_inbox),
             execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
             events: get("EVENTS_TABLE").unwrap_or(defaults.events),
-            approver_index: get("APPROVER_INDEX_TABLE").unwrap_or(defaults.approver_index),
+            approval_index: get("APPROVAL_INDEX_TABLE").unwrap_or(defaults.approval_index),
         };
 
         let api_keys = get("API_KEYS")

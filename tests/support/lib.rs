@@ -243,7 +243,7 @@ impl TestApp {
             ("INBOX_TABLE".into(), tables.webhook_inbox),
             ("LEDGER_TABLE".into(), tables.execution_ledger),
             ("EVENTS_TABLE".into(), tables.events),
-            ("APPROVER_INDEX_TABLE".into(), tables.approver_index),
+            ("APPROVAL_INDEX_TABLE".into(), tables.approval_index),
         ]);
         for (k, v) in overrides {
             vars.insert((*k).to_owned(), (*v).to_owned());

@@ -1,4 +1,5 @@
-//! Reading an approval's life: its audit trail (`GET /approvals/{id}/events`).
+//! Reading approvals' lives: an approval's audit trail (`GET /approvals/{id}/events`) and the
+//! listing (`GET /approvals`), both in pages with signed cursors.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +15,8 @@ use super::approvals::approval_id;
 use super::extract::Caller;
 use crate::App;
 use crate::cursor::CursorKey;
+use crate::domain::{Approver, Status};
+use crate::store::ListQuery;
 
 /// Pages hold 1–100 items, 50 unless asked.
 const DEFAULT_LIMIT: i32 = 50;
@@ -103,4 +106,78 @@ pub async fn events(
         .map(|(order, event)| key.seal(&scope, &json!({"o": order, "i": event})));
     let events: Vec<Value> = page.events.iter().map(|e| e.view()).collect();
     Ok(Json(json!({ "events": events, "next_cursor": next_cursor })).into_response())
+}
+
+/// `GET /approvals`: the caller's tenant's approvals, newest first, filtered by status,
+/// approver and requester (an approver's inbox: `status=pending&approver=me`). Every role
+/// lists.
+pub async fn list(
+    State(app): State<Arc<App>>,
+    caller: Caller,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let params = query_params(
+        query.as_deref(),
+        &["status", "approver", "requested_by", "limit", "cursor"],
+    )?;
+    let limit = page_limit(&params)?;
+    let status = params
+        .get("status")
+        .map(|raw| {
+            Status::parse(raw).ok_or_else(|| {
+                ApiError::invalid_query(
+                    "status",
+                    "must be pending, approved, rejected, expired or cancelled",
+                )
+            })
+        })
+        .transpose()?;
+    let identity = |name: &str| {
+        params
+            .get(name)
+            .map(|raw| {
+                Approver::parse(raw)
+                    .map(|a| a.identity())
+                    .map_err(|e| ApiError::invalid_query(name, &e.to_string()))
+            })
+            .transpose()
+    };
+    let list = ListQuery {
+        tenant: caller.tenant().clone(),
+        status,
+        approver: identity("approver")?,
+        requested_by: identity("requested_by")?,
+    };
+    let key = cursor_key(&app)?;
+    // The cursor is bound to the tenant and every filter (not to the page size).
+    let scope = format!(
+        "list\n{}\n{}\n{}\n{}",
+        list.tenant,
+        list.status.map_or("", |s| s.as_str()),
+        list.approver.as_deref().unwrap_or_default(),
+        list.requested_by.as_deref().unwrap_or_default(),
+    );
+    let start = match params.get("cursor") {
+        None => None,
+        Some(cursor) => {
+            let position = key.open(&scope, cursor).ok_or(ApiError::InvalidCursor)?;
+            let position: HashMap<String, String> =
+                serde_json::from_value(position).map_err(|_| ApiError::InvalidCursor)?;
+            Some(position)
+        }
+    };
+    let page = app.store.list_approvals(&list, start, limit).await?;
+    let now = app.clock.now();
+    let approvals: Vec<Value> = page
+        .approvals
+        .iter()
+        // A pending approval past its expiry reads as expired until the sweeper stores it so.
+        .filter(|a| {
+            list.status
+                .is_none_or(|s| s != Status::Pending || a.status_at(now) == s)
+        })
+        .map(|a| json!(a.view(now)))
+        .collect();
+    let next_cursor = page.next.map(|position| key.seal(&scope, &json!(position)));
+    Ok(Json(json!({ "approvals": approvals, "next_cursor": next_cursor })).into_response())
 }

@@ -59,7 +59,7 @@ pub fn router(app: Arc<App>) -> Router {
 
 fn create_routes() -> Router<Arc<App>> {
     Router::new()
-        .route("/approvals", post(approvals::create))
+        .route("/approvals", post(approvals::create).get(lifecycle::list))
         .route("/approvals/{id}", get(approvals::get))
         .route("/approvals/{id}/events", get(lifecycle::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))

@@ -148,6 +148,7 @@ impl Dispatcher {
     pub async fn dispatch(&self, changes: &[StreamChange]) -> Result<usize, DispatchError> {
         let mut jobs = Vec::new();
         let mut events = Vec::new();
+        let mut indexed = Vec::new();
         for change in changes {
             let old = change.old.as_ref().map(items_to_approval).transpose();
             let new = change.new.as_ref().map(items_to_approval).transpose();
@@ -165,6 +166,12 @@ impl Dispatcher {
                         jobs.extend(callback_jobs(new, &derived, subscription));
                     }
                     events.extend(derived);
+                    // The listing index follows the approval's status.
+                    if let Some(new) = new
+                        && old.as_ref().is_none_or(|o| o.status != new.status)
+                    {
+                        indexed.push(new);
+                    }
                 }
                 // Not an approval this version understands (a deploy in progress?). Skipping it
                 // could lose an execute job: fail, so the stream retries and, past its retry
@@ -173,6 +180,10 @@ impl Dispatcher {
             }
         }
         self.app.store.put_events(&events).await?;
+        self.app
+            .store
+            .put_index_items(&indexed.iter().collect::<Vec<_>>())
+            .await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
             bodies

@@ -7,6 +7,7 @@ mod expr;
 mod inbox;
 mod items;
 mod ledger;
+mod listing;
 pub mod schema;
 mod votes;
 
@@ -23,6 +24,7 @@ pub use approvals::{
 pub use due::Requeue;
 pub use events::EventPage;
 pub use inbox::{InboxRecord, Ingested};
+pub use listing::{ListPage, ListQuery};
 
 /// An approval from a stored image (a stream record's old or new image).
 pub fn items_to_approval(

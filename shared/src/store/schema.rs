@@ -108,7 +108,7 @@ fn physical_name<'a>(tables: &'a Tables, logical: &str) -> Option<&'a str> {
         "webhook_inbox" => Some(&tables.webhook_inbox),
         "execution_ledger" => Some(&tables.execution_ledger),
         "events" => Some(&tables.events),
-        "approver_index" => Some(&tables.approver_index),
+        "approval_index" => Some(&tables.approval_index),
         _ => None,
     }
 }
@@ -235,7 +235,7 @@ mod tests {
                 "webhook_inbox",
                 "execution_ledger",
                 "events",
-                "approver_index"
+                "approval_index"
             ]
         );
         let tables = Tables::with_prefix("x");
