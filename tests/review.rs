@@ -215,3 +215,71 @@ async fn the_expired_page_says_so() {
     assert!(page.text().contains("expired on"));
     assert!(!page.text().contains(r#"value="approve""#));
 }
+
+/// The action's fate, as the decided page tells it: waiting, ran, failed, or with an operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_decided_page_says_what_became_of_the_action() {
+    let t = TestApp::start_jobs(&[
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "1"),
+        ("JOB_MAX_ATTEMPTS", "1"),
+    ])
+    .await;
+    let mut pages = Vec::new();
+    for (key, kind) in [
+        ("fate-ok", "deploy"),
+        ("fate-503", "always_503"),
+        ("fate-unknown", "unsafe_see_other"),
+    ] {
+        let body = json!({"action": {"type": kind}, "approvers": [ALICE]}).to_string();
+        let id = t.create_ok(KEY_A, key, &body).await;
+        let decided = t
+            .decide(
+                KEY_A,
+                &id,
+                json!({"decision": "approve", "approver": ALICE}),
+            )
+            .await;
+        assert_eq!(decided.status, 200);
+        t.wait_for_execution(KEY_A, &id, std::time::Duration::from_secs(60))
+            .await;
+        pages.push(t.send(t.http.get(t.review_link(&id, ALICE))).await.text());
+    }
+    assert!(pages[0].contains("Ran 20"), "{}", pages[0]);
+    assert!(pages[1].contains("Failed: HTTP 503"), "{}", pages[1]);
+    assert!(pages[2].contains("Handed to an operator"), "{}", pages[2]);
+
+    t.stop_runner().await;
+    let body = json!({"action": {"type": "deploy"}, "approvers": [ALICE]}).to_string();
+    let waiting = t.create_ok(KEY_A, "fate-waiting", &body).await;
+    t.decide(
+        KEY_A,
+        &waiting,
+        json!({"decision": "approve", "approver": ALICE}),
+    )
+    .await;
+    let page = t
+        .send(t.http.get(t.review_link(&waiting, ALICE)))
+        .await
+        .text();
+    assert!(page.contains("Waiting to run."), "{page}");
+
+    let cancelled = t.create_ok(KEY_A, "fate-cancelled", &body).await;
+    let reply = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{cancelled}/cancel")))
+                .bearer_auth(KEY_A)
+                .json(&json!({"reason": "wrong build"})),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let page = t
+        .send(t.http.get(t.review_link(&cancelled, ALICE)))
+        .await
+        .text();
+    assert!(
+        page.contains("was cancelled") && page.contains("wrong build"),
+        "{page}"
+    );
+    assert!(!page.contains(r#"value="approve""#));
+}

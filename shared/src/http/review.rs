@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 
 use crate::App;
 use crate::domain::{
-    Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, FieldError, Outcome,
-    Status, classify_refusal, rfc3339,
+    Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, ExecutionStatus,
+    FieldError, Outcome, Status, classify_refusal, rfc3339,
 };
 use crate::review_token::ReviewGrant;
 use crate::store::DecideOutcome;
@@ -363,8 +363,44 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
                     p.muted { (when(decision.decided_at)) " · via " (channel_name(decision.channel)) }
                     @if let Some(comment) = &decision.comment { p { "“" (comment) "”" } }
                 }
+                @if decision.outcome == Outcome::Approved {
+                    div.card #execution {
+                        h2 { "The action" }
+                        p { (what_became_of_it(approval)) }
+                    }
+                }
             }
             (_, None) => {}
+        }
+    }
+}
+
+/// What became of an approved action, in words.
+fn what_became_of_it(approval: &Approval) -> String {
+    let execution = &approval.execution;
+    let error = execution
+        .last_error
+        .as_deref()
+        .unwrap_or("no reason recorded");
+    match execution.status {
+        ExecutionStatus::NotStarted | ExecutionStatus::Queued if execution.attempts == 0 => {
+            "Waiting to run.".to_owned()
+        }
+        ExecutionStatus::NotStarted | ExecutionStatus::Queued => format!(
+            "Waiting to run again: attempt {} failed ({error}).",
+            execution.attempts
+        ),
+        ExecutionStatus::Running => format!("Running now (attempt {}).", execution.attempts),
+        ExecutionStatus::Succeeded => match &execution.note {
+            Some(note) => format!(
+                "Ran — recorded by an operator {}: {note}",
+                when(execution.updated_at)
+            ),
+            None => format!("Ran {}.", when(execution.updated_at)),
+        },
+        ExecutionStatus::Failed => format!("Failed: {error}."),
+        ExecutionStatus::NeedsReconciliation => {
+            format!("Handed to an operator: whether it ran is unknown ({error}).")
         }
     }
 }
