@@ -204,6 +204,33 @@ async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
         runner.stdout_lines_with("already performed").is_empty(),
         "no second call reached the echo target"
     );
+    // The demo subscribes its own receiver to every event: each approval's execution is
+    // called back once, verified (the receiver refuses what does not verify).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    for id in &ids {
+        let line = "callback: execution.succeeded evt_";
+        loop {
+            let lines: Vec<String> = runner
+                .stdout_lines_with(line)
+                .into_iter()
+                .filter(|l| l.contains(&format!("(approval {id}, signature verified)")))
+                .collect();
+            if lines.len() == 1 {
+                break;
+            }
+            assert!(
+                lines.len() < 2 && std::time::Instant::now() < deadline,
+                "{id}: execution.succeeded called back {} times:\n{}",
+                lines.len(),
+                runner.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(
+        runner.stdout_lines_with("did not verify").is_empty(),
+        "every callback verified"
+    );
 }
 
 /// What one client did to one approval, and what it was answered.

@@ -54,6 +54,8 @@ pub async fn isolated_env(prefix: &str) -> Vec<(String, String)> {
         ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
         ("INBOX_TABLE".into(), tables.webhook_inbox),
         ("LEDGER_TABLE".into(), tables.execution_ledger),
+        ("EVENTS_TABLE".into(), tables.events),
+        ("APPROVAL_INDEX_TABLE".into(), tables.approval_index),
         ("JOBS_QUEUE_URL".into(), queues.queue_url),
     ]
 }

@@ -1,5 +1,6 @@
 //! The demo's downstreams: an `echo` action target that dedupes by `Idempotency-Key` (as a
-//! well-behaved target does) and a notifier that prints review links.
+//! well-behaved target does), a notifier that prints review links, and a callback receiver
+//! that verifies each lifecycle event's signature and prints it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -7,17 +8,55 @@ use std::sync::{Arc, Mutex};
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use countersign::Clock;
+use countersign::webhook::{WebhookSecret, verify};
 use serde_json::{Value, json};
 
 type Performed = Arc<Mutex<HashSet<String>>>;
 
-pub fn router() -> Router {
+pub fn router(callback_secret: Option<WebhookSecret>) -> Router {
     Router::new()
         .route("/_demo/echo", post(echo))
         .route("/_demo/notify", post(notify))
         .with_state(Performed::default())
+        .route(
+            "/_demo/callback",
+            post(callback).with_state(Arc::new(callback_secret)),
+        )
+}
+
+/// Verifies a callback as a receiver must (Standard Webhooks, on the raw body) and prints it.
+async fn callback(
+    State(secret): State<Arc<Option<WebhookSecret>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> StatusCode {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let verified = secret.as_ref().as_ref().is_some_and(|secret| {
+        verify(
+            std::slice::from_ref(secret),
+            header("webhook-id"),
+            header("webhook-timestamp"),
+            header("webhook-signature"),
+            &body,
+            Clock::system().now(),
+        )
+        .is_ok()
+    });
+    if !verified {
+        println!("callback: signature did not verify; refused");
+        return StatusCode::BAD_REQUEST;
+    }
+    let event: Value = serde_json::from_slice(&body).unwrap_or_default();
+    println!(
+        "callback: {} {} (approval {}, signature verified)",
+        event["type"].as_str().unwrap_or_default(),
+        header("webhook-id").unwrap_or_default(),
+        event["data"]["approval"]["id"].as_str().unwrap_or_default(),
+    );
+    StatusCode::NO_CONTENT
 }
 
 async fn echo(

@@ -23,6 +23,7 @@ const DEMO_ALICE_KEY: &str = "cs_demo_alice_0123456789";
 const DEMO_BOB_KEY: &str = "cs_demo_bob_0123456789";
 const DEMO_WEBHOOK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby13ZWJob29rLXNlY3JldCE=";
 const DEMO_TOKEN_SECRET: &str = "countersign-demo-review-token-secret";
+const DEMO_CALLBACK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby1jYWxsYmFjay1zZWNyZXQh";
 /// The local jobs queue (and `…-dlq`), created when `JOBS_QUEUE_URL` is not set.
 const LOCAL_QUEUE: &str = "countersign-jobs";
 
@@ -42,6 +43,9 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         "NOTIFIER_URL" => Some(format!("http://127.0.0.1:{port}/_demo/notify")),
         "PUBLIC_BASE_URL" => Some(format!("http://127.0.0.1:{port}")),
         "DECISION_TOKEN_SECRET" => Some(DEMO_TOKEN_SECRET.to_owned()),
+        "EVENT_SUBSCRIPTIONS" => Some(format!(
+            r#"{{"demo": {{"url": "http://127.0.0.1:{port}/_demo/callback", "secret": "{DEMO_CALLBACK_SECRET}"}}}}"#
+        )),
         _ => None,
     }
 }
@@ -128,7 +132,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     print_banner(port, demo, &app);
     axum::serve(
         listener,
-        countersign::http::router(app).merge(demo::router()),
+        countersign::http::router(app).merge(demo::router(
+            demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
+                .flatten(),
+        )),
     )
     .with_graceful_shutdown(async {
         let _ = tokio::signal::ctrl_c().await;
@@ -205,6 +212,8 @@ A quorum: alice AND bob must approve (each with their own key; the first vote le
     -H 'Content-Type: application/json' -d '{{"decision": "approve"}}'
 
 Notifications print each approver's review link: open it in a browser to approve or reject.
+Lifecycle callbacks (signed per Standard Webhooks) print as the demo receiver verifies them;
+the audit trail: curl -s {base}/approvals/<id>/events -H 'Authorization: Bearer {DEMO_API_KEY}'
 Approved actions of type echo are performed by a local recorder that prints them (once per
 Idempotency-Key).
 
