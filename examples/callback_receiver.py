@@ -14,13 +14,9 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-
-webhook = Webhook(os.environ["CALLBACK_SECRET"])  # the subscription's whsec_… secret
 fail_first = int(os.environ.get("FAIL_FIRST", "0"))
 lock = threading.Lock()
-handled = set()  # event ids already handled (use your database in production)
-deliveries = {}  # event id -> deliveries seen
+deliveries = {}  # event id -> deliveries seen (for FAIL_FIRST and the log)
 
 
 def handle(event_type, approval, event):
@@ -28,30 +24,49 @@ def handle(event_type, approval, event):
     print(json.dumps({"handled": event["id"], "type": event_type, "status": approval["status"]}), flush=True)
 
 
+# README: receive
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError  # pip install standardwebhooks
+
+webhook = Webhook(os.environ["CALLBACK_SECRET"])  # the subscription's whsec_... secret
+handled = set()  # event ids already handled: in production, a unique key in your database
+
+
+def receive(body: bytes, headers: dict) -> int:
+    """One delivery: verify it, handle its event once, answer with a status code."""
+    try:
+        payload = webhook.verify(body, headers)  # raises unless signed with the secret, and fresh
+    except WebhookVerificationError:
+        return 400
+    event_id = headers["webhook-id"]  # the event id: the same on every delivery of the event
+    with lock:
+        first = event_id not in handled
+        handled.add(event_id)
+    if first:
+        handle(payload["type"], payload["data"]["approval"], payload["data"]["event"])
+    return 204  # 2xx: delivered; anything else and the delivery is retried
+# README: end
+
+
 class Receiver(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
-        try:
-            payload = webhook.verify(body, dict(self.headers))  # raises unless signed and fresh
-        except WebhookVerificationError as error:
-            print(json.dumps({"refused": str(error)}), flush=True)
-            return self.answer(400)
-        event_id = self.headers["webhook-id"]
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        event_id = headers.get("webhook-id", "")
+        try:  # for the log: every delivery is checked, the failing ones too
+            webhook.verify(body, headers)
+            verified = True
+        except WebhookVerificationError:
+            verified = False
         with lock:
             deliveries[event_id] = deliveries.get(event_id, 0) + 1
             failing = deliveries[event_id] <= fail_first
-            first = not failing and event_id not in handled
-            if first:
-                handled.add(event_id)
-        print(json.dumps({"delivery": event_id, "type": payload["type"], "verified": True,
-                          "answer": 500 if failing else 204, "first": first}), flush=True)
-        if failing:
-            return self.answer(500)
-        if first:
-            handle(payload["type"], payload["data"]["approval"], payload["data"]["event"])
-        self.answer(204)
-
-    def answer(self, status):
+        status = 500 if failing else receive(body, headers)
+        line = {"delivery": event_id, "verified": verified, "answer": status}
+        if verified:
+            line["type"] = json.loads(body).get("type")
+        else:
+            line["refused"] = "the signature did not verify"
+        print(json.dumps(line), flush=True)
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()

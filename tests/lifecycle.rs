@@ -635,3 +635,21 @@ async fn an_execution_whose_job_keeps_getting_lost_ends_failed_and_an_operator_r
     assert_eq!(approval["status"], "approved");
     assert_eq!(t.downstream().calls("tenant-a:stuck-2"), 1, "executed once");
 }
+
+/// The README shows the receiver the tests run: its code block is the example's marked part.
+#[test]
+fn the_readme_receiver_is_the_one_the_tests_run() {
+    let root = countersign_tests::workspace_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let example =
+        std::fs::read_to_string(root.join("examples/callback_receiver.py")).expect("example");
+    let marked = example
+        .split_once("# README: receive\n")
+        .and_then(|(_, rest)| rest.split_once("# README: end"))
+        .map(|(core, _)| core)
+        .expect("the example's marked part");
+    assert!(
+        readme.contains(&format!("```python\n{marked}```")),
+        "README.md's receiver differs from examples/callback_receiver.py's marked part"
+    );
+}

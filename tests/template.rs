@@ -2,9 +2,9 @@
 //! and the tests create theirs from that file), every route of the API, and least privilege —
 //! no IAM statement with a wildcard action or resource.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use countersign::store::schema::definitions;
+use countersign::store::schema::{IndexDefinition, definitions};
 use serde_norway::Value;
 
 fn template() -> Value {
@@ -26,6 +26,91 @@ fn of_type<'a>(template: &'a Value, kind: &str) -> Vec<(String, &'a Value)> {
     resources(template)
         .into_iter()
         .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+        .collect()
+}
+
+/// A key schema as (attribute, key type) pairs, in order.
+fn key_schema(keys: &Value) -> Vec<(String, String)> {
+    keys.as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|key| {
+            (
+                key["AttributeName"].as_str().unwrap_or_default().to_owned(),
+                key["KeyType"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn expected_key_schema(partition: &str, sort: Option<&str>) -> Vec<(String, String)> {
+    let mut keys = vec![(partition.to_owned(), "HASH".to_owned())];
+    keys.extend(sort.map(|sort| (sort.to_owned(), "RANGE".to_owned())));
+    keys
+}
+
+/// A table's indexes of one kind (`GlobalSecondaryIndexes` or `LocalSecondaryIndexes`), by name:
+/// key schema and projection type.
+fn indexes(table: &Value, property: &str) -> BTreeMap<String, (Vec<(String, String)>, String)> {
+    table[property]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .map(|index| {
+            (
+                index["IndexName"].as_str().unwrap_or_default().to_owned(),
+                (
+                    key_schema(&index["KeySchema"]),
+                    index["Projection"]["ProjectionType"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn expected_indexes<'a>(
+    defined: impl Iterator<Item = &'a IndexDefinition>,
+) -> BTreeMap<String, (Vec<(String, String)>, String)> {
+    defined
+        .map(|index| {
+            (
+                index.name.clone(),
+                (
+                    expected_key_schema(&index.partition_key, Some(&index.sort_key)),
+                    index.projection.clone(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// A function's role: the logical id of the `!GetAtt <Role>.Arn` it is given.
+fn role_of(function: &Value) -> String {
+    let role = &function["Properties"]["Role"];
+    let Value::Tagged(tagged) = role else {
+        panic!("the role is !GetAtt <Role>.Arn, not {role:?}");
+    };
+    let target = tagged.value.as_str().unwrap_or_default();
+    target
+        .strip_suffix(".Arn")
+        .unwrap_or_else(|| panic!("the role is !GetAtt <Role>.Arn, not {target}"))
+        .to_owned()
+}
+
+/// Every statement of a role's inline policies.
+fn statements(role: &Value) -> Vec<&Value> {
+    role["Properties"]["Policies"]
+        .as_sequence()
+        .expect("inline policies")
+        .iter()
+        .flat_map(|policy| {
+            policy["PolicyDocument"]["Statement"]
+                .as_sequence()
+                .expect("statements")
+        })
         .collect()
 }
 
@@ -52,35 +137,54 @@ fn the_template_declares_the_tables_the_code_uses() {
 
     for def in definitions() {
         let table = &template["Resources"][def.logical_id.as_str()]["Properties"];
-        let key = &table["KeySchema"][0];
         assert_eq!(
-            key["AttributeName"].as_str(),
-            Some(def.partition_key.as_str()),
-            "{}: key",
+            key_schema(&table["KeySchema"]),
+            expected_key_schema(&def.partition_key, def.sort_key.as_deref()),
+            "{}: key schema",
             def.name
         );
+
+        // Every key attribute (table and indexes), with its type, and nothing else: CloudFormation
+        // refuses an attribute definition no key uses.
+        let attributes: Vec<(String, String)> = table["AttributeDefinitions"]
+            .as_sequence()
+            .expect("AttributeDefinitions")
+            .iter()
+            .map(|a| {
+                (
+                    a["AttributeName"].as_str().unwrap_or_default().to_owned(),
+                    a["AttributeType"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        let declared: BTreeSet<_> = attributes.iter().cloned().collect();
         assert_eq!(
-            key["KeyType"].as_str(),
-            Some("HASH"),
-            "{}: key type",
+            declared.len(),
+            attributes.len(),
+            "{}: an attribute defined twice",
             def.name
         );
+        let expected: BTreeSet<_> = def.key_attributes().into_iter().collect();
+        assert_eq!(declared, expected, "{}: attribute definitions", def.name);
+
+        // The same indexes, each with the same keys and projection, and none that the code
+        // does not know.
+        for (property, kind) in [
+            ("GlobalSecondaryIndexes", "global"),
+            ("LocalSecondaryIndexes", "local"),
+        ] {
+            assert_eq!(
+                indexes(table, property),
+                expected_indexes(def.indexes.iter().filter(|i| i.kind == kind)),
+                "{}: {property}",
+                def.name
+            );
+        }
         assert!(
-            table["KeySchema"].get(1).is_none(),
-            "{}: no sort key",
-            def.name
-        );
-        let attribute = &table["AttributeDefinitions"][0];
-        assert_eq!(
-            attribute["AttributeName"].as_str(),
-            Some(def.partition_key.as_str()),
-            "{}",
-            def.name
-        );
-        assert_eq!(
-            attribute["AttributeType"].as_str(),
-            Some("S"),
-            "{}: key type S",
+            def.indexes
+                .iter()
+                .all(|i| i.kind == "global" || i.kind == "local"),
+            "{}: an index is global or local",
             def.name
         );
         let ttl = table["TimeToLiveSpecification"]["AttributeName"].as_str();
@@ -131,7 +235,9 @@ fn every_route_of_the_api_is_declared() {
     }
     let expected: BTreeSet<String> = [
         "POST /approvals",
+        "GET /approvals",
         "GET /approvals/{id}",
+        "GET /approvals/{id}/events",
         "POST /approvals/{id}/decision",
         "GET /approvals/{id}/review",
         "POST /approvals/{id}/cancel",
@@ -143,7 +249,47 @@ fn every_route_of_the_api_is_declared() {
     .into_iter()
     .map(str::to_owned)
     .collect();
-    assert_eq!(routes, expected);
+    assert_eq!(routes, expected, "the template's routes");
+    assert_eq!(router_routes(), expected, "the router's routes");
+}
+
+/// Every route the router serves, read from its source (`shared/src/http/mod.rs`): each
+/// `.route("<path>", get(…).post(…))` gives one route per method.
+fn router_routes() -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/src/http/mod.rs");
+    let source = std::fs::read_to_string(path).expect("shared/src/http/mod.rs");
+    let mut routes = BTreeSet::new();
+    for (start, _) in source.match_indices(".route(") {
+        let arguments = &source[start + ".route(".len()..];
+        let path = arguments
+            .strip_prefix('"')
+            .and_then(|rest| rest.split_once('"'))
+            .map(|(path, _)| path)
+            .expect("a route's path is a string literal");
+        // The handlers: method names called at the top level of the second argument, up to the
+        // parenthesis that closes `.route(`.
+        let handlers = &arguments[path.len() + 2..];
+        let mut depth = 0;
+        let mut word = String::new();
+        for c in handlers.chars() {
+            match c {
+                '(' => {
+                    if depth == 0
+                        && ["get", "post", "put", "patch", "delete"].contains(&word.as_str())
+                    {
+                        routes.insert(format!("{} {path}", word.to_uppercase()));
+                    }
+                    depth += 1;
+                    word.clear();
+                }
+                ')' if depth == 0 => break,
+                ')' => depth -= 1,
+                c if c.is_alphanumeric() || c == '_' => word.push(c),
+                _ => word.clear(),
+            }
+        }
+    }
+    routes
 }
 
 #[test]
@@ -159,10 +305,18 @@ fn every_function_runs_on_graviton_al2023_with_its_own_role_and_binary() {
                 .to_owned()
         })
         .collect();
-    let expected: BTreeSet<String> = ["create", "decide", "webhook", "dispatch", "executor"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let expected: BTreeSet<String> = [
+        "create",
+        "decide",
+        "webhook",
+        "dispatch",
+        "executor",
+        "sweeper",
+        "reconciler",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
     assert_eq!(binaries, expected);
     let globals = &template["Globals"]["Function"];
     assert_eq!(globals["Runtime"].as_str(), Some("provided.al2023"));
@@ -189,7 +343,11 @@ fn every_function_runs_on_graviton_al2023_with_its_own_role_and_binary() {
 fn no_iam_statement_has_a_wildcard_action_or_resource() {
     let template = template();
     let roles = of_type(&template, "AWS::IAM::Role");
-    assert_eq!(roles.len(), 5, "one role per function");
+    assert_eq!(
+        roles.len(),
+        of_type(&template, "AWS::Serverless::Function").len(),
+        "one role per function"
+    );
     for (id, role) in roles {
         for policy in role["Properties"]["Policies"]
             .as_sequence()
@@ -227,11 +385,75 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
 #[test]
 fn secrets_are_no_echo_parameters() {
     let template = template();
-    for secret in ["ApiKeys", "WebhookSources", "DecisionTokenSecret"] {
+    for secret in [
+        "ApiKeys",
+        "WebhookSources",
+        "DecisionTokenSecret",
+        "EventSubscriptions",
+    ] {
         assert_eq!(
             template["Parameters"][secret]["NoEcho"].as_bool(),
             Some(true),
             "{secret}"
         );
+    }
+}
+
+#[test]
+fn the_sweeper_and_the_reconciler_run_every_minute_with_their_own_roles() {
+    let template = template();
+    let functions = of_type(&template, "AWS::Serverless::Function");
+    for id in ["SweeperFunction", "ReconcilerFunction"] {
+        let function = &template["Resources"][id];
+        let events = function["Properties"]["Events"]
+            .as_mapping()
+            .unwrap_or_else(|| panic!("{id}: events"));
+        assert_eq!(events.len(), 1, "{id}: one event");
+        let (_, event) = events.iter().next().expect("one event");
+        assert_eq!(event["Type"].as_str(), Some("Schedule"), "{id}");
+        assert_eq!(
+            event["Properties"]["Schedule"].as_str(),
+            Some("rate(1 minute)"),
+            "{id}"
+        );
+
+        let role = role_of(function);
+        assert_eq!(
+            template["Resources"][role.as_str()]["Type"].as_str(),
+            Some("AWS::IAM::Role"),
+            "{id}: {role} is a role of the template"
+        );
+        for (other, other_function) in &functions {
+            if other != id {
+                assert_ne!(
+                    role_of(other_function),
+                    role,
+                    "{id} shares its role with {other}"
+                );
+            }
+        }
+    }
+
+    // The sweeper only expires approvals: it has no business with the execution ledger.
+    let sweeper_role = role_of(&template["Resources"]["SweeperFunction"]);
+    for statement in statements(&template["Resources"][sweeper_role.as_str()]) {
+        let resource = text(&statement["Resource"]);
+        assert!(
+            !resource.contains("ExecutionLedgerTable"),
+            "{sweeper_role}: grants on the ledger ({resource})"
+        );
+    }
+
+    // What is due is read through the due index, never by a scan: no role may Scan.
+    for (id, role) in of_type(&template, "AWS::IAM::Role") {
+        for statement in statements(role) {
+            for action in statement["Action"].as_sequence().expect("actions listed") {
+                assert_ne!(
+                    action.as_str().map(str::to_ascii_lowercase).as_deref(),
+                    Some("dynamodb:scan"),
+                    "{id}: a Scan"
+                );
+            }
+        }
     }
 }

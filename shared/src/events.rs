@@ -142,12 +142,11 @@ impl Event {
     }
 
     /// An event the executor records with a ledger transition, right after the event `after`
-    /// (the order of the event that caused it).
+    /// (the order of the event that caused it), of the approval `(tenant, approval_id)`.
     pub fn recorded_after(
         after: &str,
         kind: EventType,
-        tenant: &str,
-        approval_id: &str,
+        (tenant, approval_id): (&str, &str),
         discriminator: &str,
         at: EpochSeconds,
         actor: Value,
@@ -627,8 +626,7 @@ mod tests {
         let sent = Event::recorded_after(
             &created,
             EventType::NotificationSent,
-            "acme",
-            "apr_1",
+            ("acme", "apr_1"),
             "alice",
             5,
             json!({}),

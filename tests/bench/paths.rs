@@ -194,6 +194,9 @@ impl Bench<'_> {
             ("tenant".to_owned(), s("tenant-a")),
             ("id".to_owned(), s(id)),
             ("status".to_owned(), s("pending")),
+            ("status_id".to_owned(), s(format!("pending#{id}"))),
+            ("due_kind".to_owned(), s("expiry")),
+            ("due_at".to_owned(), n(now + 86_400)),
             ("action_type".to_owned(), s("deploy")),
             ("payload".to_owned(), s(r#"{"service":"api","build":1}"#)),
             (
@@ -258,6 +261,7 @@ impl Bench<'_> {
     /// 0) the single decision; on a quorum of `rules` rules the counted vote, which applies only
     /// while the vote does not complete it.
     fn raw_decide_update(
+        id: &str,
         approver: &str,
         rules: usize,
         now: i64,
@@ -273,8 +277,9 @@ impl Bench<'_> {
         let record = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
         let (update, condition) = if rules == 0 {
             (
-                "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
-                 #execution.#updated_at = :now"
+                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+                 #execution.#status = :queued, #execution.#updated_at = :now, \
+                 #due_kind = :execution_due, #due_at = :now"
                     .to_owned(),
                 "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
                  AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
@@ -301,6 +306,9 @@ impl Bench<'_> {
         };
         let mut names = names(&[
             "status",
+            "status_id",
+            "due_kind",
+            "due_at",
             "decision",
             "execution",
             "updated_at",
@@ -341,6 +349,8 @@ impl Bench<'_> {
             values.insert(":outcome".to_owned(), s("approved"));
             values.insert(":decision".to_owned(), vote);
             values.insert(":queued".to_owned(), s("queued"));
+            values.insert(":status_id".to_owned(), s(format!("approved#{id}")));
+            values.insert(":execution_due".to_owned(), s("execution"));
         } else {
             values.insert(":zero".to_owned(), n(0));
         }
@@ -355,8 +365,9 @@ impl Bench<'_> {
 
     /// bob's reject (a veto write), refused: the approval is already decided.
     async fn raw_reject(&self, id: &str, now: i64) {
-        let update = "SET #status = :outcome, #decision = :decision, \
-             #votes = list_append(if_not_exists(#votes, :no_votes), :vote) ADD #voters :voter_set";
+        let update = "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+             #votes = list_append(if_not_exists(#votes, :no_votes), :vote) ADD #voters :voter_set \
+             REMOVE #due_kind, #due_at";
         let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
              AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
              AND NOT contains(#voters, :approver_id)";
@@ -366,6 +377,7 @@ impl Bench<'_> {
         }
         let values = HashMap::from([
             (":outcome".to_owned(), s("rejected")),
+            (":status_id".to_owned(), s(format!("rejected#{id}"))),
             (":decision".to_owned(), vote.clone()),
             (":vote".to_owned(), AttributeValue::L(vec![vote])),
             (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
@@ -387,6 +399,9 @@ impl Bench<'_> {
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&[
                 "status",
+                "status_id",
+                "due_kind",
+                "due_at",
                 "decision",
                 "expires_at",
                 "approvers",
@@ -413,8 +428,9 @@ impl Bench<'_> {
 
     /// The second write of the approve that completes a 2-of-3 (the app's `votes::completing`).
     async fn raw_complete(&self, id: &str, approver: &str, now: i64) {
-        let update = "SET #status = :outcome, #decision = :decision, #execution.#status = :queued, \
-             #execution.#updated_at = :now, #votes = list_append(#votes, :vote), \
+        let update = "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
+             #execution.#status = :queued, #execution.#updated_at = :now, \
+             #due_kind = :execution_due, #due_at = :now, #votes = list_append(#votes, :vote), \
              #approvals_0 = #approvals_0 + #ballots.#voter.#m0 ADD #voters :voter_set";
         let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
              AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
@@ -422,6 +438,9 @@ impl Bench<'_> {
              AND #approvals_0 >= #ballots.#voter.#t0";
         let mut names = names(&[
             "status",
+            "status_id",
+            "due_kind",
+            "due_at",
             "decision",
             "execution",
             "updated_at",
@@ -448,6 +467,8 @@ impl Bench<'_> {
                 AttributeValue::Ss(vec![approver.to_owned()]),
             ),
             (":queued".to_owned(), s("queued")),
+            (":status_id".to_owned(), s(format!("approved#{id}"))),
+            (":execution_due".to_owned(), s("execution")),
             (":pending".to_owned(), s("pending")),
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(approver)),
@@ -470,7 +491,7 @@ impl Bench<'_> {
     }
 
     async fn raw_decide(&self, id: &str, approver: &str, rules: usize, now: i64) {
-        let (update, condition, names, values) = Self::raw_decide_update(approver, rules, now);
+        let (update, condition, names, values) = Self::raw_decide_update(id, approver, rules, now);
         let result = self
             .raw
             .update_item()
@@ -506,7 +527,7 @@ impl Bench<'_> {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .expect("put");
-        let (update, condition, names, values) = Self::raw_decide_update(ALICE, 0, now);
+        let (update, condition, names, values) = Self::raw_decide_update(id, ALICE, 0, now);
         let decide = Update::builder()
             .table_name(&self.t.app.config.tables.approvals)
             .key("pk", s(format!("tenant-a#{id}")))

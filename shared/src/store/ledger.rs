@@ -163,8 +163,7 @@ fn ledger_event(job: &Job, completion: &Completion, now: EpochSeconds) -> Option
     Some(Event::recorded_after(
         after,
         kind,
-        job.tenant(),
-        job.approval_id(),
+        (job.tenant(), job.approval_id()),
         &discriminator,
         now,
         actor,
