@@ -22,7 +22,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux
   }
 fi
 
-functions=(create decide webhook dispatch executor)
+functions=(create decide webhook dispatch executor sweeper reconciler)
 packages=()
 for f in "${functions[@]}"; do packages+=(-p "countersign-$f"); done
 cargo lambda build --release --arm64 --output-format zip "${packages[@]}"
