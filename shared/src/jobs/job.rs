@@ -191,24 +191,37 @@ pub fn callback_jobs(
         .iter()
         .filter(|e| subscription.wants(e.kind))
         .map(|event| {
+            let mut body = json!({
+                "type": event.kind.as_str(),
+                "timestamp": rfc3339(event.at),
+                "data": {
+                    "approval": approval.view(event.at),
+                    "event": event.view(),
+                },
+            });
+            // A job must fit one SQS message, or the stream batch could never be dispatched:
+            // an approval that carries more than that is called back without its payload and
+            // context (the receiver reads them with GET /approvals/{id}).
+            if body.to_string().len() > CALLBACK_BODY_LIMIT {
+                body["data"]["approval"]["action"]["payload"] = Value::Null;
+                body["data"]["approval"]["context"] = Value::Null;
+                body["data"]["approval_truncated"] = json!(true);
+            }
             Job::Callback(CallbackJob {
                 approval_id: event.approval_id.clone(),
                 tenant: event.tenant.clone(),
                 event_id: event.id.clone(),
                 event_type: event.kind.as_str().to_owned(),
                 event_order: event.order.clone(),
-                body: json!({
-                    "type": event.kind.as_str(),
-                    "timestamp": rfc3339(event.at),
-                    "data": {
-                        "approval": approval.view(event.at),
-                        "event": event.view(),
-                    },
-                }),
+                body,
             })
         })
         .collect()
 }
+
+/// The largest callback body a job carries whole: well inside SQS's 256 KiB message with the
+/// job's own fields.
+const CALLBACK_BODY_LIMIT: usize = 192 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -312,6 +325,40 @@ mod tests {
             jobs.iter().map(Job::id).collect::<Vec<_>>(),
             [format!("{}#execute#0", queued.id)]
         );
+    }
+
+    #[test]
+    fn a_callback_too_large_for_one_message_leaves_out_payload_and_context() {
+        use crate::config::Subscription;
+        use crate::events::events_for_change;
+        let mut big = pending(1_000);
+        big.context
+            .insert("log".into(), Value::String("x".repeat(190 * 1024)));
+        big.votes = (0..20)
+            .map(|i| Decision {
+                comment: Some("y".repeat(2_000)),
+                approver: Approver::parse(&format!("a{i}")).unwrap(),
+                ..decided(Outcome::Approved).decision.unwrap()
+            })
+            .collect();
+        let events = events_for_change(None, Some(&big), "p");
+        let subscription = Subscription {
+            url: "http://x".into(),
+            secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+            types: None,
+        };
+        let jobs = callback_jobs(&big, &events, Some(&subscription));
+        assert!(!jobs.is_empty());
+        for job in &jobs {
+            let text = serde_json::to_string(job).unwrap();
+            assert!(text.len() < 256 * 1024, "{} bytes", text.len());
+            let Job::Callback(j) = job else { panic!() };
+            assert_eq!(j.body["data"]["approval_truncated"], true);
+            assert_eq!(j.body["data"]["approval"]["id"], big.id.as_str());
+        }
+        let small = callback_jobs(&pending(1_000), &events, Some(&subscription));
+        let Job::Callback(j) = &small[0] else { panic!() };
+        assert!(j.body["data"].get("approval_truncated").is_none());
     }
 
     #[test]
