@@ -357,7 +357,9 @@ mod tests {
             assert_eq!(j.body["data"]["approval"]["id"], big.id.as_str());
         }
         let small = callback_jobs(&pending(1_000), &events, Some(&subscription));
-        let Job::Callback(j) = &small[0] else { panic!() };
+        let Job::Callback(j) = &small[0] else {
+            panic!()
+        };
         assert!(j.body["data"].get("approval_truncated").is_none());
     }
 
