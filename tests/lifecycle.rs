@@ -572,7 +572,10 @@ async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
     let took = approved_at.elapsed();
     println!("lost execute job re-queued and executed after {took:?} (bound 5 s + a 1 s period)");
     assert_eq!(approval["execution"]["status"], "succeeded");
-    assert!(took < Duration::from_secs(15), "within the bound (5 s) and a period: {took:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "within the bound (5 s) and a period: {took:?}"
+    );
     assert_eq!(t.downstream().calls("tenant-a:stuck-1"), 1, "executed once");
     let events = trail(&t, KEY_A, &id, 50).await;
     let requeued: Vec<&Value> = events

@@ -146,7 +146,7 @@ fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, St
                     .map(|t| match EventType::parse(t) {
                         Some(kind) if kind.is_deliverable() => Ok(kind),
                         Some(_) => Err(format!(
-                            "{tenant}: types: {t} is not delivered as a callback"
+                            "{tenant}: types: {t} is recorded in the trail but not delivered as a callback"
                         )),
                         None => Err(format!("{tenant}: types: {t:?} is not an event type")),
                     })
@@ -526,6 +526,51 @@ mod tests {
                 .unwrap_err()
                 .variable,
             "NOTIFIER_URL"
+        );
+    }
+
+    #[test]
+    fn subscriptions_name_a_url_a_secret_and_deliverable_types() {
+        let sub = |types: &str| {
+            (
+                "EVENT_SUBSCRIPTIONS",
+                format!(
+                    r#"{{"acme": {{"url": "https://hooks.example.com/cs", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"{types}}}}}"#
+                ),
+            )
+        };
+        let (name, all) = sub("");
+        let parsed = config(&[KEYS, TARGETS, (name, &all)]).unwrap();
+        let acme = &parsed.event_subscriptions[&TenantId::parse("acme").unwrap()];
+        assert!(acme.wants(EventType::Approved) && acme.wants(EventType::Expired));
+        assert!(
+            !acme.wants(EventType::CallbackDelivered) && !acme.wants(EventType::NotificationSent)
+        );
+        let (name, some) = sub(r#", "types": ["approval.approved"]"#);
+        let parsed = config(&[KEYS, TARGETS, (name, &some)]).unwrap();
+        let acme = &parsed.event_subscriptions[&TenantId::parse("acme").unwrap()];
+        assert!(acme.wants(EventType::Approved) && !acme.wants(EventType::Succeeded));
+        for bad in [
+            r#", "types": ["approval.aproved"]"#,
+            r#", "types": ["callback.failed"]"#,
+            r#", "types": ["notification.sent"]"#,
+            r#", "colour": "red""#,
+        ] {
+            let (name, value) = sub(bad);
+            let err = config(&[KEYS, TARGETS, (name, &value)]).unwrap_err();
+            assert_eq!(err.variable, "EVENT_SUBSCRIPTIONS", "{bad}");
+            assert!(!err.problem.contains("MfKQ9r8"), "no secret in the message");
+        }
+        let err = config(&[KEYS, TARGETS, ("EVENT_SUBSCRIPTIONS", r#"{"acme": {"url": "ftp://x", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}"#)]).unwrap_err();
+        assert_eq!(err.variable, "EVENT_SUBSCRIPTIONS");
+        let stuck = config(&[KEYS, TARGETS, ("STUCK_EXECUTION_SECONDS", "10")]).unwrap_err();
+        assert_eq!(
+            stuck.variable, "STUCK_EXECUTION_SECONDS",
+            "below the retry budget (240 s)"
+        );
+        assert_eq!(
+            config(&[KEYS, TARGETS]).unwrap().stuck_execution_seconds,
+            240
         );
     }
 

@@ -106,10 +106,15 @@ impl EventType {
         Self::ALL.into_iter().find(|t| t.as_str() == raw)
     }
 
-    /// Whether a subscription may receive it: a callback's own outcome is never delivered as a
-    /// callback (each delivery would make another event to deliver).
+    /// Whether a subscription may receive it: only the events the stream derives (the
+    /// dispatcher makes callbacks). A callback's own outcome is never delivered as a callback
+    /// (each delivery would make another event to deliver), and `notification.sent` is recorded
+    /// by the executor, with no stream change to make a callback from.
     pub fn is_deliverable(self) -> bool {
-        !matches!(self, Self::CallbackDelivered | Self::CallbackFailed)
+        !matches!(
+            self,
+            Self::CallbackDelivered | Self::CallbackFailed | Self::NotificationSent
+        )
     }
 }
 
