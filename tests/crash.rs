@@ -313,3 +313,30 @@ async fn a_worker_that_lost_its_attempt_keeps_what_it_learnt() {
     );
     scenario.teardown();
 }
+
+/// Ask before you retry: a worker that dies after calling a target that does not dedupe, but
+/// can say what became of a key, leaves nothing for an operator — the next receive asks.
+/// (An idempotent target with a status URL is asked too, instead of being called again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_at_a_target_with_a_status_url_is_settled_by_asking_it() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[]).await;
+    for (n, kind) in ["unsafe_checked", "checked"].iter().enumerate() {
+        fail::cfg("execute::after_downstream", "1*panic").unwrap();
+        let id = t.create_ok(KEY_A, &format!("asked-{n}"), &body(kind)).await;
+        approve(&t, &id).await;
+
+        let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+        assert_eq!(done["execution"]["status"], "succeeded", "{kind}: {done}");
+        let key = format!("tenant-a:asked-{n}");
+        assert_eq!(
+            (t.downstream().calls(&key), t.downstream().effects(&key)),
+            (1, 1),
+            "{kind}: called once, acted once"
+        );
+        assert_eq!(t.downstream().status_queries(&key), 1, "{kind}");
+        let checks = &done["execution"]["status_checks"];
+        assert_eq!(checks[0]["answer"], "succeeded", "{kind}: {done}");
+    }
+    scenario.teardown();
+}

@@ -62,7 +62,14 @@ pub struct ActionTarget {
     /// for (no blind retries, no lease takeovers; an unknown outcome goes to an operator).
     #[serde(default)]
     pub idempotent: bool,
+    /// Where to ask what became of a business key when a call's outcome is unknown
+    /// (`{idempotency_key}` is replaced by the URL-encoded key).
+    #[serde(default)]
+    pub status_url: Option<String>,
 }
+
+/// The placeholder a status URL must hold.
+pub const KEY_PLACEHOLDER: &str = "{idempotency_key}";
 
 /// A webhook source: the tenant its events belong to and its signing secrets (several while a
 /// secret is rotated).
@@ -190,6 +197,15 @@ impl Config {
         for (kind, target) in &action_targets {
             http_url(&target.url)
                 .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
+            if let Some(status_url) = &target.status_url {
+                let problem = |e: String| {
+                    ConfigError::new("ACTION_TARGETS", format!("{kind}: status_url: {e}"))
+                };
+                if !status_url.contains(KEY_PLACEHOLDER) {
+                    return Err(problem(format!("must contain {KEY_PLACEHOLDER}")));
+                }
+                http_url(&status_url.replace(KEY_PLACEHOLDER, "k")).map_err(problem)?;
+            }
         }
 
         let webhook_sources = match get("WEBHOOK_SOURCES") {
@@ -527,6 +543,38 @@ mod tests {
                 .variable,
             "NOTIFIER_URL"
         );
+    }
+
+    #[test]
+    fn a_status_url_is_an_http_url_with_the_key_placeholder() {
+        let target = |status: &str| {
+            format!(
+                r#"{{"pay": {{"url": "https://pay.example.com/charge", "status_url": "{status}"}}}}"#
+            )
+        };
+        let ok = target("https://pay.example.com/status/{idempotency_key}");
+        let parsed = config(&[KEYS, ("ACTION_TARGETS", &ok)]).unwrap();
+        assert_eq!(
+            parsed.action_targets["pay"].status_url.as_deref(),
+            Some("https://pay.example.com/status/{idempotency_key}")
+        );
+        assert_eq!(
+            config(&[KEYS, TARGETS]).unwrap().action_targets["deploy"].status_url,
+            None
+        );
+        for bad in [
+            "https://pay.example.com/status",
+            "ftp://pay.example.com/{idempotency_key}",
+            "{idempotency_key}",
+        ] {
+            let err = config(&[KEYS, ("ACTION_TARGETS", &target(bad))]).unwrap_err();
+            assert_eq!(err.variable, "ACTION_TARGETS", "{bad}");
+            assert!(
+                err.problem.starts_with("pay: status_url"),
+                "{}",
+                err.problem
+            );
+        }
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub enum EventType {
     Retried,
     #[serde(rename = "execution.resolved")]
     Resolved,
+    #[serde(rename = "execution.status_checked")]
+    StatusChecked,
     #[serde(rename = "notification.sent")]
     NotificationSent,
     #[serde(rename = "callback.delivered")]
@@ -60,7 +62,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -75,6 +77,7 @@ impl EventType {
         Self::NeedsReconciliation,
         Self::Retried,
         Self::Resolved,
+        Self::StatusChecked,
         Self::NotificationSent,
         Self::CallbackDelivered,
         Self::CallbackFailed,
@@ -96,6 +99,7 @@ impl EventType {
             Self::NeedsReconciliation => "execution.needs_reconciliation",
             Self::Retried => "execution.retried",
             Self::Resolved => "execution.resolved",
+            Self::StatusChecked => "execution.status_checked",
             Self::NotificationSent => "notification.sent",
             Self::CallbackDelivered => "callback.delivered",
             Self::CallbackFailed => "callback.failed",
@@ -365,6 +369,17 @@ impl Derived<'_> {
             }
             return;
         }
+        // Questions put to the target's status URL, with their answers, before what they led to.
+        let old_checks = old.map_or(0, |o| o.execution.status_checks.len());
+        for (n, check) in new.status_checks.iter().enumerate().skip(old_checks) {
+            self.push(
+                EventType::StatusChecked,
+                &format!("{generation}/check/{n}"),
+                check.at,
+                executor.clone(),
+                json!({ "attempt": new.attempts, "answer": check.answer, "detail": check.detail }),
+            );
+        }
         let old_requeues = old.map_or(0, |o| o.execution.requeues);
         if new.requeues > old_requeues {
             self.push(
@@ -621,6 +636,42 @@ mod tests {
         assert_eq!(
             types(&events_for_change(Some(&retried), Some(&never), "p")),
             ["execution.failed"]
+        );
+    }
+
+    #[test]
+    fn each_status_query_is_an_event_before_what_it_led_to() {
+        let mut running = pending(1_000);
+        running.status = Status::Approved;
+        running.decision = Some(vote("alice", Outcome::Approved, 12));
+        running.execution.status = ExecutionStatus::Running;
+        running.execution.attempts = 1;
+        let check = |answer: &str| crate::domain::StatusCheck {
+            at: 20,
+            answer: answer.into(),
+            detail: None,
+        };
+        let mut waiting = running.clone();
+        waiting.execution.status_checks.push(check("pending"));
+        let events = events_for_change(Some(&running), Some(&waiting), "p");
+        assert_eq!(types(&events), ["execution.status_checked"]);
+        assert_eq!(events[0].data["answer"], "pending");
+        let mut done = waiting.clone();
+        done.execution.status_checks.push(check("succeeded"));
+        done.execution.status = ExecutionStatus::Succeeded;
+        let events = events_for_change(Some(&waiting), Some(&done), "p");
+        assert_eq!(
+            types(&events),
+            [
+                "execution.status_checked",
+                "execution.attempt_ended",
+                "execution.succeeded"
+            ]
+        );
+        assert_ne!(
+            events[0].id,
+            events_for_change(Some(&running), Some(&waiting), "p")[0].id,
+            "each query is its own event"
         );
     }
 

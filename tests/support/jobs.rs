@@ -24,6 +24,8 @@ struct Recorded {
     /// Keys whose effect happened (a target that dedupes applies each key once).
     effects: HashMap<String, u32>,
     arrivals: Vec<(String, Instant)>,
+    /// Status queries per key.
+    status_queries: HashMap<String, u32>,
 }
 
 /// The downstream: `/{behaviour}` answers
@@ -33,7 +35,14 @@ struct Recorded {
 /// - `slow-reject-once`: as `reject-once`, its 400 a second late (a test can act meanwhile);
 /// - `hang-once`: never answers the first call of a key (no effect), then as `ok`;
 /// - `always-503`: 503, always;
-/// - `see-other`: acts, then answers 303 See Other (post-redirect-get).
+/// - `see-other`: acts, then answers 303 See Other (post-redirect-get);
+/// - `bad-gateway-before`: 502 to the first call of a key without acting, then as `ok`;
+/// - `bad-gateway-after`: acts on the first call of a key, then answers 502, then as `ok`.
+///
+/// `GET /status/{mode}/{key}` is the targets' status URL (never counted as a call):
+/// - `truth`: `succeeded` once the key's effect happened, `not_found` before;
+/// - `pending-twice`: `pending` to the first two queries of a key, then as `truth`;
+/// - `down`: 503, always.
 #[derive(Clone, Default)]
 pub struct Downstream {
     recorded: Arc<Mutex<Recorded>>,
@@ -44,6 +53,7 @@ impl Downstream {
     pub async fn serve(&self) -> String {
         let router = Router::new()
             .route("/{behaviour}", post(answer))
+            .route("/status/{mode}/{key}", axum::routing::get(status))
             .with_state(self.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -64,6 +74,11 @@ impl Downstream {
             .iter()
             .filter(|(_, k, _)| k == key)
             .count()
+    }
+
+    /// Status queries received for this key.
+    pub fn status_queries(&self, key: &str) -> u32 {
+        self.lock().status_queries.get(key).copied().unwrap_or(0)
     }
 
     /// Effects applied for this key.
@@ -124,6 +139,11 @@ async fn answer(
             StatusCode::BAD_REQUEST
         }
         ("see-other", _) => StatusCode::SEE_OTHER,
+        ("bad-gateway-before", 0) => StatusCode::BAD_GATEWAY,
+        ("bad-gateway-after", 0) => {
+            downstream.lock().effects.insert(key.clone(), 1);
+            StatusCode::BAD_GATEWAY
+        }
         ("hang-once", 0) => {
             tokio::time::sleep(Duration::from_secs(600)).await;
             StatusCode::GATEWAY_TIMEOUT
@@ -139,6 +159,42 @@ async fn answer(
         }
     }
     status
+}
+
+async fn status(
+    State(downstream): State<Downstream>,
+    Path((mode, key)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> (StatusCode, axum::Json<Value>) {
+    let mut recorded = downstream.lock();
+    let header = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+    assert_eq!(
+        header,
+        Some(key.as_str()),
+        "the key in the path and the header"
+    );
+    let queries = recorded.status_queries.entry(key.clone()).or_insert(0);
+    *queries += 1;
+    let queries = *queries;
+    let truth = if recorded.effects.get(&key).is_some_and(|e| *e > 0) {
+        "succeeded"
+    } else {
+        "not_found"
+    };
+    match mode.as_str() {
+        "down" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(serde_json::json!({})),
+        ),
+        "pending-twice" if queries <= 2 => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"status": "pending"})),
+        ),
+        _ => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"status": truth})),
+        ),
+    }
 }
 
 pub struct JobsEnv {
@@ -190,6 +246,18 @@ impl TestApp {
             "unsafe_flaky": {"url": format!("{base}/flaky"), "idempotent": false},
             "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
             "unsafe_see_other": {"url": format!("{base}/see-other"), "idempotent": false},
+            "checked": {"url": format!("{base}/ok"), "idempotent": true,
+                        "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+            "unsafe_checked": {"url": format!("{base}/ok"), "idempotent": false,
+                               "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+            "unsafe_502_before": {"url": format!("{base}/bad-gateway-before"), "idempotent": false,
+                                  "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+            "unsafe_502_after": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
+                                 "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+            "unsafe_pending": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
+                               "status_url": format!("{base}/status/pending-twice/{{idempotency_key}}")},
+            "unsafe_status_down": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
+                                   "status_url": format!("{base}/status/down/{{idempotency_key}}")},
         })
         .to_string();
         let notifier = format!("{base}/notify");

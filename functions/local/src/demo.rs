@@ -1,5 +1,5 @@
 //! The demo's downstreams: an `echo` action target that dedupes by `Idempotency-Key` (as a
-//! well-behaved target does), a notifier that prints review links, and a callback receiver
+//! well-behaved target does) and can say what became of a key, a notifier that prints review links, and a callback receiver
 //! that verifies each lifecycle event's signature and prints it.
 
 use std::collections::HashSet;
@@ -19,6 +19,7 @@ type Performed = Arc<Mutex<HashSet<String>>>;
 pub fn router(callback_secret: Option<WebhookSecret>) -> Router {
     Router::new()
         .route("/_demo/echo", post(echo))
+        .route("/_demo/echo/status/{key}", axum::routing::get(echo_status))
         .route("/_demo/notify", post(notify))
         .with_state(Performed::default())
         .route(
@@ -79,6 +80,17 @@ async fn echo(
         println!("echo: {key} was already performed; not again");
     }
     Json(json!({"performed": first}))
+}
+
+/// The echo target's status URL: what became of a key (asked when a call's outcome is unknown).
+async fn echo_status(
+    State(performed): State<Performed>,
+    axum::extract::Path(key): axum::extract::Path<String>,
+) -> Json<Value> {
+    let done = performed.lock().map(|p| p.contains(&key)).unwrap_or(false);
+    let status = if done { "succeeded" } else { "not_found" };
+    println!("echo: asked what became of {key}: {status}");
+    Json(json!({ "status": status }))
 }
 
 async fn notify(Json(body): Json<Value>) -> Json<Value> {

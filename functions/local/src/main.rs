@@ -35,7 +35,8 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
                 {{"tenant": "demo", "principal": "bob@example.com", "roles": ["approver"], "key": "{DEMO_BOB_KEY}"}}]"#
         )),
         "ACTION_TARGETS" => Some(format!(
-            r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true}}}}"#
+            r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true,
+                          "status_url": "http://127.0.0.1:{port}/_demo/echo/status/{{idempotency_key}}"}}}}"#
         )),
         "WEBHOOK_SOURCES" => Some(format!(
             r#"{{"demo": {{"tenant": "demo", "secrets": ["{DEMO_WEBHOOK_SECRET}"]}}}}"#

@@ -177,6 +177,22 @@ pub struct Execution {
     /// How many times the reconciler re-queued this generation's execute job (one found stuck
     /// queued or running, its job lost). Not shown.
     pub requeues: u32,
+    /// Every question put to the target's status URL about an unknown outcome, and its answer.
+    pub status_checks: Vec<StatusCheck>,
+}
+
+/// One status query: when, what the target answered (`succeeded`, `failed`, `not_found`,
+/// `pending`, or `unknown` when it could not tell) and the detail (its reason, or why not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusCheck {
+    #[serde(serialize_with = "serialize_rfc3339")]
+    pub at: EpochSeconds,
+    pub answer: String,
+    pub detail: Option<String>,
+}
+
+fn serialize_rfc3339<S: serde::Serializer>(at: &EpochSeconds, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*at))
 }
 
 impl Execution {
@@ -191,6 +207,7 @@ impl Execution {
             retry_key: None,
             late_reports: Vec::new(),
             requeues: 0,
+            status_checks: Vec::new(),
         }
     }
 }
@@ -349,6 +366,7 @@ impl Approval {
                 updated_at: rfc3339(self.execution.updated_at),
                 note: self.execution.note.as_deref(),
                 late_reports: &self.execution.late_reports,
+                status_checks: &self.execution.status_checks,
             },
         }
     }
@@ -434,6 +452,8 @@ struct ExecutionView<'a> {
     note: Option<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     late_reports: &'a [String],
+    #[serde(skip_serializing_if = "<[StatusCheck]>::is_empty")]
+    status_checks: &'a [StatusCheck],
 }
 
 #[cfg(test)]

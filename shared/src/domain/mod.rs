@@ -10,7 +10,7 @@ mod policy;
 
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
-    Status,
+    Status, StatusCheck,
 };
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};

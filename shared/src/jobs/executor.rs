@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::job::{CallbackJob, Job};
-use crate::domain::{ApprovalId, Approver, TenantId, rfc3339};
+use crate::config::KEY_PLACEHOLDER;
+use crate::domain::{ApprovalId, Approver, StatusCheck, TenantId, rfc3339};
 use crate::review_token::TokenSecret;
 use crate::store::{Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
 use crate::{App, ConfigError};
@@ -79,6 +80,114 @@ enum CallOutcome {
     /// The request may have been received and acted on (timeout, connection lost).
     Unknown(String),
 }
+
+/// What a target's status URL said about a business key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StatusAnswer {
+    Succeeded,
+    /// It failed, in the target's words.
+    Failed(Option<String>),
+    /// It never took the request: calling again is safe.
+    NotFound,
+    Pending,
+    /// No usable answer (down, timeout, another status code, another body).
+    CouldNotTell(String),
+}
+
+impl StatusAnswer {
+    /// From the body of a 200: `{"status": "succeeded" | "failed" | "not_found" | "pending"}`,
+    /// with the target's reason for a failure (`reason` or `error`) if it gives one.
+    fn parse(body: &serde_json::Value) -> Self {
+        let reason = ["reason", "error"]
+            .iter()
+            .find_map(|k| body[*k].as_str())
+            .map(|r| r.chars().take(500).collect());
+        match body["status"].as_str() {
+            Some("succeeded") => Self::Succeeded,
+            Some("failed") => Self::Failed(reason),
+            Some("not_found") => Self::NotFound,
+            Some("pending") => Self::Pending,
+            _ => Self::CouldNotTell("status answer names no known status".to_owned()),
+        }
+    }
+
+    /// The question and its answer, as the execution records them.
+    fn check(&self, at: i64) -> StatusCheck {
+        let (answer, detail) = match self {
+            Self::Succeeded => ("succeeded", None),
+            Self::Failed(reason) => ("failed", reason.clone()),
+            Self::NotFound => ("not_found", None),
+            Self::Pending => ("pending", None),
+            Self::CouldNotTell(why) => ("unknown", Some(why.clone())),
+        };
+        StatusCheck {
+            at,
+            answer: answer.to_owned(),
+            detail,
+        }
+    }
+}
+
+/// What follows from the target's answer about an attempt whose outcome was unknown (`error`
+/// says why): the attempt's end, and what becomes of the message.
+fn after_status(
+    answer: &StatusAnswer,
+    error: &str,
+    idempotent: bool,
+    last_attempt: bool,
+) -> (Completion, Disposition) {
+    match answer {
+        StatusAnswer::Succeeded => (Completion::Succeeded, Disposition::Ack),
+        StatusAnswer::Failed(reason) => (
+            Completion::Failed(format!(
+                "{error}; the target says it failed: {}",
+                reason.as_deref().unwrap_or("no reason given")
+            )),
+            Disposition::Ack,
+        ),
+        StatusAnswer::NotFound if last_attempt => (
+            Completion::Failed(format!(
+                "{error}; the target says it never took the request (not_found) and the attempts are used up (retry is safe)"
+            )),
+            Disposition::Retry,
+        ),
+        StatusAnswer::NotFound => (
+            Completion::RetryWait(format!(
+                "{error}; the target says it never took the request (not_found): calling again"
+            )),
+            Disposition::Retry,
+        ),
+        StatusAnswer::Pending | StatusAnswer::CouldNotTell(_) => {
+            let said = match answer {
+                StatusAnswer::CouldNotTell(why) => why.clone(),
+                _ => "the target says it is pending".to_owned(),
+            };
+            match (last_attempt, idempotent) {
+                (false, _) => (
+                    Completion::Unknown(format!(
+                        "outcome unknown ({error}); {said}: asking again later"
+                    )),
+                    Disposition::Retry,
+                ),
+                (true, false) => (
+                    Completion::NeedsReconciliation(format!(
+                        "outcome unknown ({error}); {said}, and the attempts are used up; the target is not idempotent"
+                    )),
+                    Disposition::Ack,
+                ),
+                (true, true) => (
+                    Completion::Failed(format!(
+                        "outcome unknown ({error}); {said}, and the attempts are used up (retry is safe: same key)"
+                    )),
+                    Disposition::Retry,
+                ),
+            }
+        }
+    }
+}
+
+/// The longest a status query may take.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Executor {
     app: Arc<App>,
@@ -197,6 +306,16 @@ impl Executor {
                 return Ok(Disposition::Retry);
             }
         };
+        let status_url = match &job {
+            Job::Execute(j) => self
+                .app
+                .config
+                .action_targets
+                .get(j.action["type"].as_str().unwrap_or_default())
+                .and_then(|t| t.status_url.clone()),
+            _ => None,
+        };
+        let status_url = status_url.as_deref();
         let (url, idempotent) = match &job {
             Job::Notify(_) => (Some(self.notifier_url.clone()), true),
             // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
@@ -216,7 +335,9 @@ impl Executor {
             }
         };
         if message.receive_count > self.app.config.job_max_attempts {
-            return self.give_up(&job, message, idempotent).await;
+            return self
+                .give_up(&job, message, idempotent, status_url, deadline)
+                .await;
         }
 
         if let Job::Execute(_) = job {
@@ -245,12 +366,17 @@ impl Executor {
                 now,
                 now_ms,
                 now_ms + self.lease_ms,
-                idempotent,
+                // A target that can say what became of a key is asked instead of called again.
+                idempotent && status_url.is_none(),
             )
             .await?
         {
             Begin::Started => {}
-            Begin::Refused(entry) => return self.refused(&job, entry, idempotent).await,
+            Begin::Refused(entry) => {
+                return self
+                    .refused(&job, entry, idempotent, status_url, message, deadline)
+                    .await;
+            }
         }
 
         // Again after the begin, which a throttled store can make slow: the call must still end
@@ -279,6 +405,26 @@ impl Executor {
         }
 
         let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
+        // Whether it acted is not known: ask the target before anything else, where it can say.
+        if let (CallOutcome::Unknown(error), Some(status_url)) = (&outcome, status_url) {
+            let until_lease_end = lease_end.saturating_duration_since(Instant::now());
+            let budget = call_budget(self.call_timeout, remaining(), until_lease_end);
+            let answer = self.ask(&job, status_url, budget).await;
+            let (completion, disposition) = after_status(&answer, error, idempotent, last_attempt);
+            let check = answer.check(self.app.clock.now());
+            return self
+                .finish(
+                    &job,
+                    message,
+                    &token,
+                    completion,
+                    disposition,
+                    Some(check),
+                    lease_end,
+                    deadline,
+                )
+                .await;
+        }
         let (completion, disposition) = match outcome {
             CallOutcome::Succeeded => (Completion::Succeeded, Disposition::Ack),
             CallOutcome::Refused(error) => (Completion::Failed(error), Disposition::Ack),
@@ -302,8 +448,36 @@ impl Executor {
                 (Completion::RetryWait(error), Disposition::Retry)
             }
         };
+        self.finish(
+            &job,
+            message,
+            &token,
+            completion,
+            disposition,
+            None,
+            lease_end,
+            deadline,
+        )
+        .await
+    }
+
+    /// Records the attempt's end (with the status query that decided it, if any) and sets when
+    /// the message comes back.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        job: &Job,
+        message: &JobMessage,
+        token: &str,
+        completion: Completion,
+        disposition: Disposition,
+        check: Option<StatusCheck>,
+        lease_end: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Disposition, StoreError> {
+        let store = &self.app.store;
         if !self
-            .complete(&job, &token, &completion, lease_end, deadline)
+            .complete(job, token, &completion, check.as_ref(), lease_end, deadline)
             .await?
         {
             // Our lease ended and another worker took the job over: it completes it. What we
@@ -319,14 +493,14 @@ impl Executor {
                 report,
                 "attempt taken over before it completed"
             );
-            if let Err(e) = store.record_late_report(&job, &report).await {
+            if let Err(e) = store.record_late_report(job, &report).await {
                 tracing::warn!(job = job.id(), error = %e, "late report not recorded");
             }
             return Ok(Disposition::Retry);
         }
         tracing::info!(job = job.id(), attempt_outcome = ?completion, "job attempt completed");
         match completion {
-            Completion::RetryWait(_) => {
+            Completion::RetryWait(_) | Completion::Unknown(_) => {
                 self.set_visibility(message, backoff_seconds(message.receive_count))
                     .await
             }
@@ -355,6 +529,7 @@ impl Executor {
         job: &Job,
         token: &str,
         completion: &Completion,
+        check: Option<&StatusCheck>,
         lease_end: Instant,
         deadline: Option<Instant>,
     ) -> Result<bool, StoreError> {
@@ -362,7 +537,22 @@ impl Executor {
         let mut pause = END_WRITE_FIRST_PAUSE;
         loop {
             let now = self.app.clock.now();
-            let write = self.app.store.complete_job(job, token, completion, now);
+            let write = async {
+                match check {
+                    Some(check) => {
+                        self.app
+                            .store
+                            .complete_job_checked(job, token, completion, check, now)
+                            .await
+                    }
+                    None => {
+                        self.app
+                            .store
+                            .complete_job(job, token, completion, now)
+                            .await
+                    }
+                }
+            };
             let result = match hard_end {
                 None => write.await,
                 Some(end) => {
@@ -395,6 +585,9 @@ impl Executor {
         job: &Job,
         entry: Option<LedgerEntry>,
         idempotent: bool,
+        status_url: Option<&str>,
+        message: &JobMessage,
+        deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let Some(entry) = entry else {
             // The approval moved on to a newer execution generation: this job is stale.
@@ -409,6 +602,29 @@ impl Executor {
                 Ok(Disposition::Ack)
             }
             LedgerStatus::InProgress if entry.lease_until_ms > now_ms => Ok(Disposition::Retry),
+            // An attempt whose outcome nobody knows yet (its last answer was "pending", or its
+            // worker stopped after it may have called the target): ask the target.
+            LedgerStatus::Unknown | LedgerStatus::InProgress if status_url.is_some() => {
+                let error = match entry.status {
+                    LedgerStatus::Unknown => entry
+                        .last_error
+                        .clone()
+                        .unwrap_or_else(|| "outcome unknown".to_owned()),
+                    _ => "the worker stopped after calling the target".to_owned(),
+                };
+                let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
+                self.settle(
+                    job,
+                    &entry,
+                    &error,
+                    idempotent,
+                    status_url,
+                    last_attempt,
+                    message,
+                    deadline,
+                )
+                .await
+            }
             LedgerStatus::InProgress if !idempotent => {
                 // Its worker stopped after it may have called a target that does not dedupe:
                 // calling again could do the action twice. Hand it to an operator.
@@ -420,8 +636,96 @@ impl Executor {
                 Ok(Disposition::Ack)
             }
             // A takeover raced another worker's, or a retry is not due yet: come back later.
-            LedgerStatus::InProgress | LedgerStatus::RetryWait => Ok(Disposition::Retry),
+            LedgerStatus::InProgress | LedgerStatus::RetryWait | LedgerStatus::Unknown => {
+                Ok(Disposition::Retry)
+            }
         }
+    }
+
+    /// Settles an attempt whose outcome is unknown, found in the ledger (`entry`), by asking the
+    /// target's status URL; records the question, its answer and what follows in one write.
+    #[allow(clippy::too_many_arguments)]
+    async fn settle(
+        &self,
+        job: &Job,
+        entry: &LedgerEntry,
+        error: &str,
+        idempotent: bool,
+        status_url: Option<&str>,
+        last_attempt: bool,
+        message: &JobMessage,
+        deadline: Option<Instant>,
+    ) -> Result<Disposition, StoreError> {
+        let Some(status_url) = status_url else {
+            return Ok(Disposition::Retry);
+        };
+        let lease = Duration::from_millis(self.lease_ms as u64);
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let budget = call_budget(self.call_timeout, remaining, lease);
+        let answer = self.ask(job, status_url, budget).await;
+        let (completion, disposition) = after_status(&answer, error, idempotent, last_attempt);
+        let check = answer.check(self.app.clock.now());
+        let ended = self
+            .app
+            .store
+            .complete_job_checked(job, &entry.token, &completion, &check, self.app.clock.now())
+            .await?;
+        if !ended {
+            // Someone else settled it meanwhile: the next receive reads what they wrote.
+            return Ok(Disposition::Retry);
+        }
+        tracing::info!(job = job.id(), answer = ?answer, attempt_outcome = ?completion, "unknown outcome settled by the target's status");
+        match completion {
+            // Safe to call again (the target never took it): a new attempt, now.
+            Completion::RetryWait(_) => self.set_visibility(message, 0).await,
+            Completion::Unknown(_) => {
+                self.set_visibility(message, backoff_seconds(message.receive_count))
+                    .await
+            }
+            Completion::Failed(_) if disposition == Disposition::Retry => {
+                self.set_visibility(message, 0).await
+            }
+            _ => {}
+        }
+        Ok(disposition)
+    }
+
+    /// Asks the target's status URL what became of the job's business key. Never a call of the
+    /// action: a GET with its own short timeout.
+    async fn ask(&self, job: &Job, status_url: &str, budget: Option<Duration>) -> StatusAnswer {
+        let Some(budget) = budget else {
+            return StatusAnswer::CouldNotTell(
+                "not asked: too little of the invocation or the lease was left".to_owned(),
+            );
+        };
+        let key = job.business_key();
+        let encoded =
+            percent_encoding::utf8_percent_encode(&key, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let url = status_url.replace(KEY_PLACEHOLDER, &encoded);
+        let request = self
+            .http
+            .get(url)
+            .timeout(budget.min(STATUS_TIMEOUT))
+            .header("Idempotency-Key", &key);
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                return StatusAnswer::CouldNotTell(format!(
+                    "status query failed: {}",
+                    error_kind(&e)
+                ));
+            }
+        };
+        let code = response.status().as_u16();
+        if code != 200 {
+            return StatusAnswer::CouldNotTell(format!("status query answered HTTP {code}"));
+        }
+        let body: serde_json::Value = match response.json().await {
+            Ok(body) => body,
+            Err(_) => return StatusAnswer::CouldNotTell("status answer is not JSON".to_owned()),
+        };
+        StatusAnswer::parse(&body)
     }
 
     /// A message received more often than `JOB_MAX_ATTEMPTS` (the queue's redrive policy allows
@@ -434,6 +738,8 @@ impl Executor {
         job: &Job,
         message: &JobMessage,
         idempotent: bool,
+        status_url: Option<&str>,
+        deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let store = &self.app.store;
         let entry = store.ledger_entry(job).await?;
@@ -467,6 +773,19 @@ impl Executor {
         }
         let abandoned = entry.status == LedgerStatus::InProgress
             && entry.lease_until_ms <= self.app.clock.now_millis();
+        // The last chance to learn what became of an unknown outcome: ask the target.
+        if status_url.is_some() && (entry.status == LedgerStatus::Unknown || abandoned) {
+            let error = entry
+                .last_error
+                .clone()
+                .filter(|_| entry.status == LedgerStatus::Unknown)
+                .unwrap_or_else(|| "the worker stopped during the last allowed attempt".to_owned());
+            return self
+                .settle(
+                    job, &entry, &error, idempotent, status_url, true, message, deadline,
+                )
+                .await;
+        }
         let completion = match entry.status {
             LedgerStatus::InProgress if !abandoned => return Ok(Disposition::Retry),
             LedgerStatus::InProgress if !idempotent => Some(Completion::NeedsReconciliation(
@@ -475,6 +794,10 @@ impl Executor {
             LedgerStatus::InProgress => Some(Completion::Failed(
                 "the worker stopped during the last allowed attempt; its outcome is unknown (retry is safe: same key)".to_owned(),
             )),
+            LedgerStatus::Unknown => Some(Completion::NeedsReconciliation(format!(
+                "outcome unknown after the last allowed attempt: {}",
+                entry.last_error.as_deref().unwrap_or("unknown error")
+            ))),
             LedgerStatus::RetryWait => Some(Completion::Failed(format!(
                 "gave up after {} attempts: {}",
                 entry.attempts,
@@ -723,6 +1046,83 @@ mod tests {
             Some(Duration::from_millis(400))
         );
         assert_eq!(call_budget(short, None, Duration::from_millis(400)), None);
+    }
+
+    #[test]
+    fn a_status_answer_is_one_of_four_or_could_not_tell() {
+        use serde_json::json;
+        assert_eq!(
+            StatusAnswer::parse(&json!({"status": "succeeded"})),
+            StatusAnswer::Succeeded
+        );
+        assert_eq!(
+            StatusAnswer::parse(&json!({"status": "failed", "reason": "card declined"})),
+            StatusAnswer::Failed(Some("card declined".into()))
+        );
+        assert_eq!(
+            StatusAnswer::parse(&json!({"status": "not_found"})),
+            StatusAnswer::NotFound
+        );
+        assert_eq!(
+            StatusAnswer::parse(&json!({"status": "pending"})),
+            StatusAnswer::Pending
+        );
+        for other in [
+            json!({"status": "done"}),
+            json!({}),
+            json!([1]),
+            json!("succeeded"),
+        ] {
+            assert!(matches!(
+                StatusAnswer::parse(&other),
+                StatusAnswer::CouldNotTell(_)
+            ));
+        }
+        assert_eq!(StatusAnswer::NotFound.check(5).answer, "not_found");
+        assert_eq!(
+            StatusAnswer::CouldNotTell("HTTP 503".into())
+                .check(5)
+                .answer,
+            "unknown"
+        );
+    }
+
+    #[test]
+    fn an_unknown_outcome_follows_the_targets_answer_never_a_blind_call() {
+        let after = |answer, idempotent, last| after_status(&answer, "HTTP 502", idempotent, last);
+        assert_eq!(
+            after(StatusAnswer::Succeeded, false, false),
+            (Completion::Succeeded, Disposition::Ack)
+        );
+        assert!(matches!(
+            after(StatusAnswer::NotFound, false, false),
+            (Completion::RetryWait(_), Disposition::Retry)
+        ));
+        assert!(matches!(
+            after(StatusAnswer::NotFound, false, true),
+            (Completion::Failed(_), Disposition::Retry)
+        ));
+        assert!(matches!(
+            after(StatusAnswer::Failed(None), false, false),
+            (Completion::Failed(_), Disposition::Ack)
+        ));
+        for answer in [
+            StatusAnswer::Pending,
+            StatusAnswer::CouldNotTell("down".into()),
+        ] {
+            assert!(matches!(
+                after(answer.clone(), false, false),
+                (Completion::Unknown(_), Disposition::Retry)
+            ));
+            assert!(matches!(
+                after(answer.clone(), false, true),
+                (Completion::NeedsReconciliation(_), Disposition::Ack)
+            ));
+            assert!(matches!(
+                after(answer, true, true),
+                (Completion::Failed(_), Disposition::Retry)
+            ));
+        }
     }
 
     #[test]

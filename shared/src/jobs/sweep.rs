@@ -112,6 +112,11 @@ impl Sweeper {
                         e.attempts,
                         e.last_error.as_deref().unwrap_or("unknown error")
                     )),
+                    LedgerStatus::Unknown => Completion::NeedsReconciliation(format!(
+                        "the outcome of attempt {} is unknown ({}) and its job was lost (re-queued {tries} times)",
+                        e.attempts,
+                        e.last_error.as_deref().unwrap_or("no answer")
+                    )),
                     LedgerStatus::InProgress if e.lease_until_ms <= self.app.clock.now_millis() => {
                         Completion::NeedsReconciliation(format!(
                             "the worker of attempt {} stopped and its job was lost (re-queued {tries} times): outcome unknown",

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::StoreError;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, EpochSeconds, Execution,
-    ExecutionStatus, IdempotencyKey, Outcome, Policy, Rule, Status, TenantId,
+    ExecutionStatus, IdempotencyKey, Outcome, Policy, Rule, Status, StatusCheck, TenantId,
 };
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -229,6 +229,18 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if execution.requeues > 0 {
         map.insert("requeues".to_owned(), n(execution.requeues));
     }
+    if !execution.status_checks.is_empty() {
+        map.insert(
+            "status_checks".to_owned(),
+            AttributeValue::L(
+                execution
+                    .status_checks
+                    .iter()
+                    .map(status_check_to_attr)
+                    .collect(),
+            ),
+        );
+    }
     if !execution.late_reports.is_empty() {
         map.insert(
             "late_reports".to_owned(),
@@ -236,6 +248,37 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
         );
     }
     AttributeValue::M(map)
+}
+
+pub(crate) fn status_check_to_attr(check: &StatusCheck) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("at".to_owned(), n(check.at)),
+        ("answer".to_owned(), s(&check.answer)),
+    ]);
+    if let Some(detail) = &check.detail {
+        map.insert("detail".to_owned(), s(detail));
+    }
+    AttributeValue::M(map)
+}
+
+fn status_checks_from(value: Option<&AttributeValue>) -> Result<Vec<StatusCheck>, StoreError> {
+    const FIELD: &str = "execution.status_checks";
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    value
+        .as_l()
+        .map_err(|_| StoreError::corrupt(FIELD))?
+        .iter()
+        .map(|check| {
+            let map = check.as_m().map_err(|_| StoreError::corrupt(FIELD))?;
+            Ok(StatusCheck {
+                at: get_n(map, "at")?,
+                answer: get_s(map, "answer")?.to_owned(),
+                detail: opt_s(map, "detail"),
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
@@ -316,6 +359,7 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         note: opt_s(map, "note"),
         retry_key: opt_s(map, "retry_key"),
         requeues: get_n(map, "requeues").unwrap_or(0),
+        status_checks: status_checks_from(map.get("status_checks"))?,
         late_reports: match map.get("late_reports") {
             None => Vec::new(),
             Some(list) => list
@@ -440,6 +484,11 @@ mod tests {
                 retry_key: Some("retry-1".into()),
                 late_reports: vec!["an attempt learnt: succeeded".into()],
                 requeues: 2,
+                status_checks: vec![StatusCheck {
+                    at: 1_700_000_150,
+                    answer: "pending".into(),
+                    detail: None,
+                }],
             },
         };
         assert_eq!(

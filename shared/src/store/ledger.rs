@@ -10,9 +10,11 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::expr::names;
-use super::items::{DUE_EXECUTION, Item, approval_key, epoch, get_n, get_s, n, opt_s, s};
+use super::items::{
+    DUE_EXECUTION, Item, approval_key, epoch, get_n, get_s, n, opt_s, s, status_check_to_attr,
+};
 use super::{Store, StoreError, Transaction, condition_failed_item};
-use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
+use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, StatusCheck, TenantId};
 use crate::events::{Event, EventType};
 use crate::jobs::Job;
 use serde_json::json;
@@ -24,6 +26,9 @@ pub enum LedgerStatus {
     InProgress,
     /// The last attempt failed in a way worth retrying; the message comes back after a backoff.
     RetryWait,
+    /// Whether the last attempt acted is not known yet, and the target has a status URL: the
+    /// next receive asks it before anything else (never calls again blindly).
+    Unknown,
     Succeeded,
     Failed,
     NeedsReconciliation,
@@ -34,6 +39,7 @@ impl LedgerStatus {
         match self {
             Self::InProgress => "in_progress",
             Self::RetryWait => "retry_wait",
+            Self::Unknown => "unknown",
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::NeedsReconciliation => "needs_reconciliation",
@@ -44,6 +50,7 @@ impl LedgerStatus {
         [
             Self::InProgress,
             Self::RetryWait,
+            Self::Unknown,
             Self::Succeeded,
             Self::Failed,
             Self::NeedsReconciliation,
@@ -57,6 +64,8 @@ impl LedgerStatus {
         match self {
             Self::InProgress => ExecutionStatus::Running,
             Self::RetryWait => ExecutionStatus::Queued,
+            // The attempt is not over until the target says what became of it.
+            Self::Unknown => ExecutionStatus::Running,
             Self::Succeeded => ExecutionStatus::Succeeded,
             Self::Failed => ExecutionStatus::Failed,
             Self::NeedsReconciliation => ExecutionStatus::NeedsReconciliation,
@@ -106,6 +115,8 @@ pub enum Completion {
     Succeeded,
     Failed(String),
     RetryWait(String),
+    /// The outcome is unknown for now; the target's status URL is asked again later.
+    Unknown(String),
     NeedsReconciliation(String),
 }
 
@@ -123,6 +134,7 @@ impl Completion {
             Self::Succeeded => LedgerStatus::Succeeded,
             Self::Failed(_) => LedgerStatus::Failed,
             Self::RetryWait(_) => LedgerStatus::RetryWait,
+            Self::Unknown(_) => LedgerStatus::Unknown,
             Self::NeedsReconciliation(_) => LedgerStatus::NeedsReconciliation,
         }
     }
@@ -130,7 +142,10 @@ impl Completion {
     fn error(&self) -> Option<&str> {
         match self {
             Self::Succeeded => None,
-            Self::Failed(e) | Self::RetryWait(e) | Self::NeedsReconciliation(e) => Some(e),
+            Self::Failed(e)
+            | Self::RetryWait(e)
+            | Self::Unknown(e)
+            | Self::NeedsReconciliation(e) => Some(e),
         }
     }
 }
@@ -198,8 +213,9 @@ const FAIL_UNBEGUN: &str = "SET #status = :failed, #attempts = :zero, #generatio
      #updated_at = :now REMOVE #token, #lease_until";
 
 /// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
-/// its lease), and not ended yet (in progress, or waiting for its retry).
-const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait)";
+/// its lease), and not ended yet (in progress, waiting for its retry, or its outcome not known
+/// yet).
+const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait, :unknown)";
 
 const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
      #execution.#attempts = #execution.#attempts + :one, #execution.#updated_at = :now, \
@@ -466,6 +482,20 @@ impl Store {
         self.end_attempt(job, token, completion, now).await
     }
 
+    /// [`Store::complete_job`] for an outcome learnt from the target's status URL: the question
+    /// and its answer are recorded on the execution in the same write.
+    pub async fn complete_job_checked(
+        &self,
+        job: &Job,
+        token: &str,
+        completion: &Completion,
+        check: &StatusCheck,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        self.end_attempt_if(job, token, completion, now, None, Some(check))
+            .await
+    }
+
     /// The job's ledger entry, read for a job that has used up its attempts (the one path that
     /// reads the ledger before writing it).
     pub async fn ledger_entry(&self, job: &Job) -> Result<Option<LedgerEntry>, StoreError> {
@@ -517,7 +547,7 @@ impl Store {
         cutoff: EpochSeconds,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        self.end_attempt_if(job, token, completion, now, Some(cutoff))
+        self.end_attempt_if(job, token, completion, now, Some(cutoff), None)
             .await
     }
 
@@ -528,7 +558,8 @@ impl Store {
         completion: &Completion,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        self.end_attempt_if(job, owner, completion, now, None).await
+        self.end_attempt_if(job, owner, completion, now, None, None)
+            .await
     }
 
     async fn end_attempt_if(
@@ -538,6 +569,7 @@ impl Store {
         completion: &Completion,
         now: EpochSeconds,
         unchanged_since: Option<EpochSeconds>,
+        check: Option<&StatusCheck>,
     ) -> Result<bool, StoreError> {
         let status = completion.status();
         let ledger_update = match completion.error() {
@@ -549,7 +581,7 @@ impl Store {
         // Waiting for a retry, the execution is still due to end (the reconciler watches it);
         // ended, nothing is due.
         let (error, due) = match (completion.error(), status) {
-            (Some(_), LedgerStatus::RetryWait) => {
+            (Some(_), LedgerStatus::RetryWait | LedgerStatus::Unknown) => {
                 ("SET #execution.#last_error = :error,", "#due_at = :now")
             }
             (Some(_), _) => (
@@ -557,6 +589,15 @@ impl Store {
                 "REMOVE #due_kind, #due_at",
             ),
             (None, _) => ("SET", "REMOVE #execution.#last_error, #due_kind, #due_at"),
+        };
+        let checked = if check.is_some() {
+            "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check), "
+        } else {
+            ""
+        };
+        let error = match error {
+            "SET" => format!("SET {checked}"),
+            error => format!("{error} {checked}"),
         };
         let execution_update = match due.strip_prefix("REMOVE") {
             Some(removed) => format!(
@@ -571,6 +612,7 @@ impl Store {
             (":now", epoch(now)),
             (":in_progress", s(LedgerStatus::InProgress.as_str())),
             (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
+            (":unknown", s(LedgerStatus::Unknown.as_str())),
             (":token", s(owner)),
         ]);
         let mut execution_vals = values(&[
@@ -580,6 +622,13 @@ impl Store {
         if let Some(error) = completion.error() {
             ledger_vals.insert(":error".to_owned(), s(error));
             execution_vals.insert(":error".to_owned(), s(error));
+        }
+        if let Some(check) = check {
+            execution_vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
+            execution_vals.insert(
+                ":check".to_owned(),
+                AttributeValue::L(vec![status_check_to_attr(check)]),
+            );
         }
         let mut ledger_condition = ONLY_IF_OWNER.to_owned();
         let mut execution_condition = ONLY_IF_CURRENT_GENERATION.to_owned();
