@@ -2,7 +2,7 @@
 # virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
 # chromium-driver) and reuse it when present.
 
-.PHONY: run test lint venv browser package bench
+.PHONY: run test lint venv browser package deploy-check bench
 
 run:
 	infra/run-local.sh
@@ -23,6 +23,11 @@ browser:
 
 package:
 	infra/package.sh
+
+# Not part of `make test`: sam validate --lint and sam build, as the README's deploy section runs
+# them, and a check that every function was built for arm64. Offline, no AWS credentials.
+deploy-check:
+	infra/deploy-check.sh
 
 bench: venv
 	cargo build --release -p countersign-create -p countersign-decide -p countersign-webhook -p countersign-dispatch -p countersign-executor

@@ -5,22 +5,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+source infra/lib.sh
 "$root/infra/setup-venv.sh"
 venv="$root/.local/venv"
-stamp="$venv/.package-requirements"
-if ! cmp -s infra/requirements-package.txt "$stamp"; then
-  echo "Installing cargo-lambda and zig into $venv ..." >&2
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r infra/requirements-package.txt
-  cp infra/requirements-package.txt "$stamp"
-fi
+ensure_venv "$venv" .package-requirements "cargo-lambda and zig" infra/requirements-package.txt
 export PATH="$venv/bin:$PATH"
-
-if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
-  rustup target add aarch64-unknown-linux-gnu || {
-    echo "cannot install the aarch64-unknown-linux-gnu standard library (rustup target add): packaging for Lambda's arm64 needs it" >&2
-    exit 1
-  }
-fi
+ensure_aarch64_target
 
 functions=(create decide webhook dispatch executor sweeper reconciler)
 packages=()
