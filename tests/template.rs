@@ -245,12 +245,35 @@ fn every_route_of_the_api_is_declared() {
         "POST /approvals/{id}/execution/resolve",
         "POST /webhooks/{source}",
         "GET /health",
+        "GET /openapi.json",
     ]
     .into_iter()
     .map(str::to_owned)
     .collect();
     assert_eq!(routes, expected, "the template's routes");
     assert_eq!(router_routes(), expected, "the router's routes");
+    assert_eq!(
+        documented_routes(),
+        expected,
+        "docs/openapi.json's operations"
+    );
+}
+
+/// Every operation `docs/openapi.json` documents, as `METHOD /path`.
+fn documented_routes() -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("docs/openapi.json"))
+            .expect("docs/openapi.json is JSON");
+    let mut routes = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in ["get", "post", "put", "patch", "delete"] {
+            if item.get(method).is_some() {
+                routes.insert(format!("{} {path}", method.to_uppercase()));
+            }
+        }
+    }
+    routes
 }
 
 /// Every route the router serves, read from its source (`shared/src/http/mod.rs`): each

@@ -503,6 +503,16 @@ impl RequestLog {
             .filter(|(m, p)| m == method && p == path)
             .count()
     }
+
+    /// How many `method` requests reached a path ending with `suffix`.
+    pub fn count_ending(&self, method: &str, suffix: &str) -> usize {
+        self.0
+            .lock()
+            .expect("request log")
+            .iter()
+            .filter(|(m, p)| m == method && p.ends_with(suffix))
+            .count()
+    }
 }
 
 impl TestApp {

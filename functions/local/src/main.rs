@@ -3,7 +3,8 @@
 //! use it. Lambda-only concerns (API Gateway events) are the only thing it does not exercise.
 //!
 //! `countersign-local sign-webhook [--source NAME] BODY` prints a signed curl for a webhook
-//! delivery instead of serving.
+//! delivery instead of serving; `countersign-local openapi` prints the API's OpenAPI document
+//! (`docs/openapi.json` is its output).
 
 use std::net::SocketAddr;
 
@@ -74,8 +75,16 @@ fn config(port: u16) -> Result<Config, countersign::ConfigError> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("sign-webhook") {
-        return sign_webhook(&args[1..]);
+    match args.first().map(String::as_str) {
+        Some("sign-webhook") => return sign_webhook(&args[1..]),
+        Some("openapi") => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&countersign::http::openapi_document())?
+            );
+            return Ok(());
+        }
+        _ => {}
     }
 
     countersign::telemetry::init();

@@ -19,8 +19,8 @@ use crate::domain::{Approver, Status};
 use crate::store::ListQuery;
 
 /// Pages hold 1–100 items, 50 unless asked.
-const DEFAULT_LIMIT: i32 = 50;
-const MAX_LIMIT: i32 = 100;
+pub(super) const DEFAULT_LIMIT: i32 = 50;
+pub(super) const MAX_LIMIT: i32 = 100;
 
 /// The query string's parameters; a parameter named twice, or one not in `allowed`, is refused.
 pub(super) fn query_params(

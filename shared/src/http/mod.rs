@@ -3,6 +3,7 @@
 mod approvals;
 mod extract;
 mod lifecycle;
+mod openapi;
 mod operator;
 mod problem;
 mod review;
@@ -20,6 +21,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 pub use approvals::{CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+pub use openapi::document as openapi_document;
 pub use problem::ApiError;
 
 use crate::App;
@@ -80,6 +82,7 @@ fn webhook_routes() -> Router<Arc<App>> {
 fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
     routes
         .route("/health", get(health))
+        .route("/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn(request_context))
@@ -95,6 +98,11 @@ async fn health(State(app): State<Arc<App>>) -> Response {
             ApiError::Unavailable.into_response()
         }
     }
+}
+
+/// The API's OpenAPI document (no key needed: it describes, it does not reveal).
+async fn openapi_json() -> Response {
+    axum::Json(openapi::document()).into_response()
 }
 
 /// Gives every response an `x-request-id` and writes one JSON log line per request. Only the

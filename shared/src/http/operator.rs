@@ -23,7 +23,7 @@ use crate::auth::Role;
 use crate::domain::{DecideRequest, ExecutionStatus, FieldError};
 use crate::store::OperatorRefusal;
 
-const RESOLVE_BODY_LIMIT: usize = 16 * 1024;
+pub(super) const RESOLVE_BODY_LIMIT: usize = 16 * 1024;
 
 pub async fn retry(
     State(app): State<Arc<App>>,

@@ -121,6 +121,42 @@ impl ApiError {
         }
     }
 
+    /// Every code with its HTTP status, for the API document (`openapi.rs`); a test holds it to
+    /// `code()` and `status()` of every variant.
+    pub const CODES: &'static [(&'static str, u16)] = &[
+        ("unauthorized", 401),
+        ("invalid_signature", 401),
+        ("not_found", 404),
+        ("method_not_allowed", 405),
+        ("unsupported_media_type", 415),
+        ("payload_too_large", 413),
+        ("idempotency_key_missing", 400),
+        ("idempotency_key_invalid", 400),
+        ("invalid_request", 400),
+        ("unknown_action_type", 400),
+        ("idempotency_key_reused", 409),
+        ("already_decided", 409),
+        ("not_retryable", 409),
+        ("not_resolvable", 409),
+        ("approval_expired", 410),
+        ("not_an_approver", 403),
+        ("forbidden", 403),
+        ("self_approval_forbidden", 403),
+        ("policy_unsatisfiable", 400),
+        ("already_voted", 409),
+        ("invalid_cursor", 400),
+        ("unavailable", 503),
+        ("internal_error", 500),
+    ];
+
+    /// The status a code is answered with (500 for a code that is not one).
+    pub fn status_of(code: &str) -> u16 {
+        Self::CODES
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map_or(500, |(_, status)| *status)
+    }
+
     /// The stable, machine-readable code clients branch on.
     pub fn code(&self) -> &'static str {
         match self {
@@ -217,5 +253,93 @@ impl IntoResponse for ApiError {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One of every variant (keep it beside the exhaustive match in the test below).
+    fn every_kind() -> Vec<ApiError> {
+        let approval = json!({});
+        vec![
+            ApiError::Unauthorized,
+            ApiError::NotFound,
+            ApiError::NoRoute,
+            ApiError::UnknownSource,
+            ApiError::InvalidSignature,
+            ApiError::MethodNotAllowed,
+            ApiError::UnsupportedMediaType,
+            ApiError::PayloadTooLarge { limit: 1 },
+            ApiError::IdempotencyKeyMissing,
+            ApiError::IdempotencyKeyInvalid("x"),
+            ApiError::invalid(Vec::new()),
+            ApiError::UnknownActionType("x".into()),
+            ApiError::IdempotencyKeyReused,
+            ApiError::AlreadyDecided {
+                approval: approval.clone(),
+            },
+            ApiError::NotRetryable {
+                approval: approval.clone(),
+            },
+            ApiError::NotResolvable {
+                approval: approval.clone(),
+            },
+            ApiError::ApprovalExpired,
+            ApiError::NotAnApprover,
+            ApiError::Forbidden,
+            ApiError::SelfApprovalForbidden,
+            ApiError::PolicyUnsatisfiable { errors: Vec::new() },
+            ApiError::AlreadyVoted { approval },
+            ApiError::InvalidCursor,
+            ApiError::Unavailable,
+            ApiError::Internal(StoreError::Corrupt("x")),
+        ]
+    }
+
+    #[test]
+    fn the_code_table_is_every_variant_s_code_and_status() {
+        let kinds = every_kind();
+        let mut seen: Vec<(&str, u16)> = kinds
+            .iter()
+            .map(|e| (e.code(), e.status().as_u16()))
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        let mut table = ApiError::CODES.to_vec();
+        table.sort_unstable();
+        assert_eq!(seen, table);
+        for e in &kinds {
+            // The exhaustive match: a new variant fails to compile until it is listed above.
+            match e {
+                ApiError::Unauthorized
+                | ApiError::NotFound
+                | ApiError::NoRoute
+                | ApiError::UnknownSource
+                | ApiError::InvalidSignature
+                | ApiError::MethodNotAllowed
+                | ApiError::UnsupportedMediaType
+                | ApiError::PayloadTooLarge { .. }
+                | ApiError::IdempotencyKeyMissing
+                | ApiError::IdempotencyKeyInvalid(_)
+                | ApiError::InvalidRequest { .. }
+                | ApiError::UnknownActionType(_)
+                | ApiError::IdempotencyKeyReused
+                | ApiError::AlreadyDecided { .. }
+                | ApiError::NotRetryable { .. }
+                | ApiError::NotResolvable { .. }
+                | ApiError::ApprovalExpired
+                | ApiError::NotAnApprover
+                | ApiError::Forbidden
+                | ApiError::SelfApprovalForbidden
+                | ApiError::PolicyUnsatisfiable { .. }
+                | ApiError::AlreadyVoted { .. }
+                | ApiError::InvalidCursor
+                | ApiError::Unavailable
+                | ApiError::Internal(_) => {}
+            }
+            assert_eq!(ApiError::status_of(e.code()), e.status().as_u16());
+        }
     }
 }

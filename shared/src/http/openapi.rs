@@ -1,0 +1,748 @@
+//! The OpenAPI 3.1 document of the HTTP API, served at `GET /openapi.json` and committed as
+//! `docs/openapi.json` (a test keeps the two equal). Kept by hand beside the handlers, with every
+//! enumeration taken from the code that answers it: problem codes and their statuses from
+//! `ApiError`, event types from `EventType`, limits from the parsers' constants.
+
+use serde_json::{Map, Value, json};
+
+use super::approvals::{CANCEL_BODY_LIMIT, CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+use super::lifecycle::{DEFAULT_LIMIT, MAX_LIMIT};
+use super::operator::RESOLVE_BODY_LIMIT;
+use super::problem::ApiError;
+use crate::domain::{Approver, CreateRequest, DecideRequest, Policy};
+use crate::events::EventType;
+
+/// An approval id: `apr_` and a ULID (Crockford base 32); lower case is read as upper.
+const APPROVAL_ID_PATTERN: &str = "^apr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$";
+/// A string with something other than white space in it, and no control characters.
+const PRINTABLE_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$";
+/// An Idempotency-Key: 1–255 printable ASCII characters.
+const IDEMPOTENCY_KEY_PATTERN: &str = "^[\\u0020-\\u007e]{1,255}$";
+
+/// The whole document.
+pub fn document() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Countersign",
+            "version": env!("CARGO_PKG_VERSION"),
+            "summary": "A human approval in front of an action, executed exactly once.",
+            "description": "Create an approval for an action; approvers vote (API, review page or a signed webhook); once its policy is met the action is executed exactly once, and every step is in the approval's audit trail. Errors are RFC 9457 problem+json with a stable `code`.",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"apiKey": []}],
+        "tags": [
+            {"name": "approvals", "description": "Create, read, list, cancel."},
+            {"name": "decisions", "description": "Votes: the JSON API and the review page."},
+            {"name": "executions", "description": "The operator's hand on an execution."},
+            {"name": "webhooks", "description": "Decisions from a signed webhook (Standard Webhooks)."},
+            {"name": "service", "description": "Health and this document."}
+        ],
+        "paths": paths(),
+        "components": {
+            "securitySchemes": {
+                "apiKey": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key (`API_KEYS`): its tenant, principal and roles (requester, approver, decider, operator, reader)."
+                },
+                "reviewToken": {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "token",
+                    "description": "The signed review-link token of one approver for one approval (sent in its notification)."
+                },
+                "webhookSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "webhook-signature",
+                    "description": "Standard Webhooks: `v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">` with the source's secret, the timestamp within 5 minutes."
+                }
+            },
+            "schemas": schemas(),
+            "parameters": parameters(),
+            "headers": headers(),
+        }
+    })
+}
+
+fn paths() -> Value {
+    let approval_links = json!({
+        "GetApproval": {"operationId": "getApproval", "parameters": {"id": "$response.body#/id"}},
+        "ListApprovalEvents": {"operationId": "listApprovalEvents", "parameters": {"id": "$response.body#/id"}},
+        "DecideApproval": {
+            "operationId": "decideApproval",
+            "parameters": {"id": "$response.body#/id"},
+            "requestBody": {"approver": "$response.body#/approvers/0"},
+            "description": "A vote of the approval's first approver (through a decider key)."
+        },
+        "CancelApproval": {"operationId": "cancelApproval", "parameters": {"id": "$response.body#/id"}},
+        "RetryExecution": {"operationId": "retryExecution", "parameters": {"id": "$response.body#/id"}},
+        "ResolveExecution": {"operationId": "resolveExecution", "parameters": {"id": "$response.body#/id"}},
+    });
+    json!({
+        "/approvals": {
+            "post": {
+                "operationId": "createApproval",
+                "tags": ["approvals"],
+                "summary": "Create an approval (requester)",
+                "description": format!("Safe to retry: the same `Idempotency-Key` with the same body answers the first response again (`idempotent-replayed: true`); with another body, 409 `idempotency_key_reused`. Bodies over {CREATE_BODY_LIMIT} bytes are refused before they are read."),
+                "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyRequired"}],
+                "requestBody": json_body("CreateApproval", true),
+                "responses": responses(
+                    json!({"201": {
+                        "description": "Created (or the first response again, marked `idempotent-replayed`).",
+                        "headers": {
+                            "Location": {"$ref": "#/components/headers/Location"},
+                            "idempotent-replayed": {"$ref": "#/components/headers/IdempotentReplayed"}
+                        },
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Approval"}}},
+                        "links": approval_links
+                    }}),
+                    &[
+                        "idempotency_key_missing", "idempotency_key_invalid", "invalid_request",
+                        "unknown_action_type", "policy_unsatisfiable", "unauthorized", "forbidden",
+                        "idempotency_key_reused", "payload_too_large", "unsupported_media_type",
+                    ],
+                ),
+            },
+            "get": {
+                "operationId": "listApprovals",
+                "tags": ["approvals"],
+                "summary": "List the tenant's approvals, newest first (every role)",
+                "description": "Filtered by status, approver and requester (an approver's inbox: `status=pending&approver=me`). Pages carry a signed `next_cursor`, bound to the filters.",
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/ApprovalStatus"}},
+                    {"name": "approver", "in": "query", "description": "Approvals listing this approver (`me`: the caller's principal).", "schema": approver_schema()},
+                    {"name": "requested_by", "in": "query", "description": "Approvals this principal requested (`me`: the caller).", "schema": approver_schema()},
+                    {"$ref": "#/components/parameters/Limit"},
+                    {"$ref": "#/components/parameters/Cursor"}
+                ],
+                "responses": responses(
+                    json!({"200": {
+                        "description": "A page of approvals.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApprovalPage"}}}
+                    }}),
+                    &["invalid_request", "invalid_cursor", "unauthorized"],
+                ),
+            }
+        },
+        "/approvals/{id}": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "get": {
+                "operationId": "getApproval",
+                "tags": ["approvals"],
+                "summary": "Read an approval (every role)",
+                "responses": responses(
+                    json!({"200": approval_response("The approval.", false)}),
+                    &["unauthorized", "not_found"],
+                ),
+            }
+        },
+        "/approvals/{id}/events": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "get": {
+                "operationId": "listApprovalEvents",
+                "tags": ["approvals"],
+                "summary": "The approval's audit trail, oldest first (every role)",
+                "parameters": [
+                    {"$ref": "#/components/parameters/Limit"},
+                    {"$ref": "#/components/parameters/Cursor"}
+                ],
+                "responses": responses(
+                    json!({"200": {
+                        "description": "A page of events.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EventPage"}}}
+                    }}),
+                    &["invalid_request", "invalid_cursor", "unauthorized", "not_found"],
+                ),
+            }
+        },
+        "/approvals/{id}/cancel": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "cancelApproval",
+                "tags": ["approvals"],
+                "summary": "Cancel a pending approval (its requester, or an operator)",
+                "description": format!("A repeat answers 200 with `idempotent-replayed: true`. The body (at most {CANCEL_BODY_LIMIT} bytes) is optional."),
+                "requestBody": json_body("CancelApproval", false),
+                "responses": responses(
+                    json!({"200": approval_response("Cancelled (or cancelled already: a replay).", true)}),
+                    &[
+                        "invalid_request", "unauthorized", "forbidden", "not_found",
+                        "already_decided", "approval_expired", "payload_too_large",
+                        "unsupported_media_type",
+                    ],
+                ),
+            }
+        },
+        "/approvals/{id}/decision": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "decideApproval",
+                "tags": ["decisions"],
+                "summary": "Vote on an approval (approver as itself, decider for a listed approver; or the review page's form)",
+                "description": format!("JSON with an API key: 200 with the approval; repeating the same vote answers it again (`idempotent-replayed`). The review page's form post (`application/x-www-form-urlencoded`, authorised by its `token` field) answers 303 to the review page. Bodies over {DECIDE_BODY_LIMIT} bytes are refused."),
+                "security": [{"apiKey": []}, {}],
+                "requestBody": {
+                    "required": true,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Decide"}},
+                        "application/x-www-form-urlencoded": {"schema": {"$ref": "#/components/schemas/DecideForm"}}
+                    }
+                },
+                "responses": with_html(
+                    responses(
+                        json!({
+                            "200": approval_response("The vote is recorded (or was already: a replay).", true),
+                            "303": {
+                                "description": "Form post: back to the review page, whatever became of the vote.",
+                                "headers": {"Location": {"$ref": "#/components/headers/Location"}}
+                            }
+                        }),
+                        &[
+                            "invalid_request", "unauthorized", "forbidden", "not_an_approver",
+                            "self_approval_forbidden", "not_found", "already_decided",
+                            "already_voted", "approval_expired", "payload_too_large",
+                            "unsupported_media_type",
+                        ],
+                    ),
+                    &["400", "403", "503"],
+                ),
+            }
+        },
+        "/approvals/{id}/review": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "get": {
+                "operationId": "showReviewPage",
+                "tags": ["decisions"],
+                "summary": "The review page of one approver (HTML)",
+                "security": [{"reviewToken": []}],
+                "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
+                "responses": {
+                    "200": html("The approval, and the approver's buttons while it is pending."),
+                    "403": html("The link is not valid (wrong, expired or for another approval)."),
+                    "503": html("The store is not reachable; try again.")
+                }
+            }
+        },
+        "/approvals/{id}/execution/retry": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "retryExecution",
+                "tags": ["executions"],
+                "summary": "Run a failed or needs_reconciliation execution again (operator)",
+                "description": "With an `Idempotency-Key`, a repeat answers 202 again (`idempotent-replayed`).",
+                "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyOptional"}],
+                "responses": responses(
+                    json!({"202": approval_response("Queued again.", true)}),
+                    &["idempotency_key_invalid", "unauthorized", "forbidden", "not_found", "not_retryable"],
+                ),
+            }
+        },
+        "/approvals/{id}/execution/resolve": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "resolveExecution",
+                "tags": ["executions"],
+                "summary": "Record what became of a needs_reconciliation execution (operator)",
+                "description": format!("Bodies over {RESOLVE_BODY_LIMIT} bytes are refused."),
+                "requestBody": json_body("Resolve", true),
+                "responses": responses(
+                    json!({"200": approval_response("Resolved (or resolved so already: a replay).", true)}),
+                    &[
+                        "invalid_request", "unauthorized", "forbidden", "not_found",
+                        "not_resolvable", "payload_too_large", "unsupported_media_type",
+                    ],
+                ),
+            }
+        },
+        "/webhooks/{source}": {
+            "post": {
+                "operationId": "ingestWebhook",
+                "tags": ["webhooks"],
+                "summary": "A signed event from a webhook source (`WEBHOOK_SOURCES`)",
+                "description": "Verified (Standard Webhooks, any of the source's secrets) before it is parsed; recorded once per `webhook-id`: a redelivery answers `duplicate` with the first outcome.",
+                "security": [{"webhookSignature": []}],
+                "parameters": [
+                    {"name": "source", "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "webhook-id", "in": "header", "required": true, "description": "The event's id: a redelivery carries the same one.", "schema": {"type": "string", "pattern": "^[!-~]{1,256}$"}},
+                    {"name": "webhook-timestamp", "in": "header", "required": true, "description": "Unix seconds.", "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}
+                ],
+                "requestBody": json_body("WebhookEvent", true),
+                "responses": responses(
+                    json!({"200": {
+                        "description": "Recorded (or a redelivery of a recorded event).",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WebhookReceipt"}}}
+                    }}),
+                    &["invalid_signature", "invalid_request", "not_found", "payload_too_large"],
+                ),
+            }
+        },
+        "/health": {
+            "get": {
+                "operationId": "health",
+                "tags": ["service"],
+                "summary": "200 once the tables answer",
+                "security": [],
+                "responses": responses(
+                    json!({"200": {
+                        "description": "Healthy.",
+                        "content": {"application/json": {"schema": {
+                            "type": "object", "required": ["status"], "additionalProperties": false,
+                            "properties": {"status": {"const": "ok"}}
+                        }}}
+                    }}),
+                    &[],
+                ),
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "tags": ["service"],
+                "summary": "This document",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "The OpenAPI 3.1 document.",
+                        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+                        "content": {"application/json": {"schema": {"type": "object"}}}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `success` plus one problem response per status that `codes` answer with, plus the 503 every
+/// route that reads the store can answer, each listing its codes.
+fn responses(success: Value, codes: &[&str]) -> Value {
+    let mut out = success.as_object().cloned().unwrap_or_default();
+    let mut by_status: Vec<(u16, Vec<&str>)> = Vec::new();
+    for code in codes.iter().copied().chain(["unavailable"]) {
+        let status = ApiError::status_of(code);
+        match by_status.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, list)) => list.push(code),
+            None => by_status.push((status, vec![code])),
+        }
+    }
+    by_status.sort_by_key(|(s, _)| *s);
+    for (status, list) in by_status {
+        let mut headers = Map::new();
+        headers.insert(
+            "x-request-id".into(),
+            json!({"$ref": "#/components/headers/RequestId"}),
+        );
+        match status {
+            401 if list.contains(&"unauthorized") => {
+                headers.insert(
+                    "WWW-Authenticate".into(),
+                    json!({"$ref": "#/components/headers/WwwAuthenticate"}),
+                );
+            }
+            503 => {
+                headers.insert(
+                    "Retry-After".into(),
+                    json!({"$ref": "#/components/headers/RetryAfter"}),
+                );
+            }
+            _ => {}
+        }
+        out.insert(
+            status.to_string(),
+            json!({
+                "description": format!("Problem: {}.", list.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")),
+                "headers": headers,
+                "content": {"application/problem+json": {"schema": {
+                    "allOf": [{"$ref": "#/components/schemas/Problem"}],
+                    "properties": {"code": {"enum": list}, "status": {"const": status}}
+                }}}
+            }),
+        );
+    }
+    for response in out.values_mut() {
+        if let Some(headers) = response
+            .as_object_mut()
+            .map(|r| r.entry("headers").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            headers
+                .entry("x-request-id")
+                .or_insert_with(|| json!({"$ref": "#/components/headers/RequestId"}));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Adds `text/html` (the review form's pages) to the responses with these statuses.
+fn with_html(mut responses: Value, statuses: &[&str]) -> Value {
+    for status in statuses {
+        if let Some(content) = responses
+            .get_mut(*status)
+            .and_then(|r| r.get_mut("content"))
+            .and_then(Value::as_object_mut)
+        {
+            content.insert("text/html".into(), json!({"schema": {"type": "string"}}));
+        }
+    }
+    responses
+}
+
+fn html(description: &str) -> Value {
+    json!({
+        "description": description,
+        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+        "content": {"text/html": {"schema": {"type": "string"}}}
+    })
+}
+
+fn json_body(schema: &str, required: bool) -> Value {
+    json!({
+        "required": required,
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
+    })
+}
+
+fn approval_response(description: &str, replayable: bool) -> Value {
+    let mut response = json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Approval"}}}
+    });
+    if replayable {
+        response["headers"] =
+            json!({"idempotent-replayed": {"$ref": "#/components/headers/IdempotentReplayed"}});
+    }
+    response
+}
+
+fn approver_schema() -> Value {
+    json!({"type": "string", "minLength": 1, "maxLength": Approver::MAX_CHARS, "pattern": PRINTABLE_PATTERN})
+}
+
+fn nullable(schema: Value) -> Value {
+    json!({"oneOf": [schema, {"type": "null"}]})
+}
+
+fn timestamp() -> Value {
+    json!({"type": "string", "format": "date-time"})
+}
+
+fn schemas() -> Value {
+    let comment =
+        json!({"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS});
+    let approver = json!({"$ref": "#/components/schemas/Approver"});
+    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook"]});
+    json!({
+        "Approver": approver_schema(),
+        "ApprovalId": {"type": "string", "pattern": APPROVAL_ID_PATTERN},
+        "ApprovalStatus": {"type": "string", "enum": ["pending", "approved", "rejected", "expired", "cancelled"]},
+        "ExecutionStatus": {"type": "string", "enum": ["not_started", "queued", "running", "succeeded", "failed", "needs_reconciliation"]},
+        "CreateApproval": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["action", "approvers"],
+            "properties": {
+                "action": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["type"],
+                    "properties": {
+                        "type": {"type": "string", "minLength": 1, "description": "A configured action type (`ACTION_TARGETS`)."},
+                        "payload": {"type": "object", "description": "What the action target receives."}
+                    }
+                },
+                "approvers": {
+                    "type": "array", "minItems": 1, "maxItems": CreateRequest::MAX_APPROVERS,
+                    "uniqueItems": true, "items": approver
+                },
+                "context": {"type": "object", "description": "Shown to approvers; not sent to the target."},
+                "expires_in_seconds": {
+                    "type": "integer",
+                    "minimum": CreateRequest::MIN_EXPIRES_IN,
+                    "maximum": CreateRequest::MAX_EXPIRES_IN,
+                    "default": CreateRequest::DEFAULT_EXPIRES_IN
+                },
+                "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"}))
+            },
+            "description": format!("`payload` and `context` together take at most {} bytes once written out; numbers must be exact (integers within ±2^53).", CreateRequest::MAX_WRITTEN_BYTES),
+            "examples": [{"action": {"type": "deploy", "payload": {"service": "api", "build": 1042}}, "approvers": ["alice@example.com", "bob@example.com"]}]
+        },
+        "PolicyInput": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["rules"],
+            "description": "k-of-n quorums: every rule must be met; one reject decides. Without a policy, one approving vote decides.",
+            "properties": {"rules": {
+                "type": "array", "minItems": 1, "maxItems": Policy::MAX_RULES,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["name", "approvers", "min_approvals"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": Policy::MAX_NAME_CHARS, "pattern": PRINTABLE_PATTERN},
+                        "approvers": {"type": "array", "minItems": 1, "uniqueItems": true, "items": approver, "description": "Each listed in the approval's `approvers`."},
+                        "min_approvals": {"type": "integer", "minimum": 1, "maximum": u32::MAX}
+                    }
+                }
+            }}
+        },
+        "Decide": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["decision"],
+            "properties": {
+                "decision": {"type": "string", "enum": ["approve", "reject"]},
+                "approver": {"oneOf": [approver, {"type": "null"}], "description": "Required for a decider key; an approver key votes as itself (naming anyone else is 403)."},
+                "comment": comment
+            }
+        },
+        "DecideForm": {
+            "type": "object",
+            "required": ["token", "decision"],
+            "properties": {
+                "token": {"type": "string"},
+                "decision": {"type": "string", "enum": ["approve", "reject"]},
+                "comment": {"type": "string", "maxLength": DecideRequest::MAX_COMMENT_CHARS}
+            }
+        },
+        "CancelApproval": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {"reason": comment}
+        },
+        "Resolve": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["outcome", "note"],
+            "properties": {
+                "outcome": {"type": "string", "enum": ["succeeded", "failed"]},
+                "note": {"type": "string", "minLength": 1, "maxLength": DecideRequest::MAX_COMMENT_CHARS, "pattern": "\\S", "description": "What happened, and how you know."}
+            }
+        },
+        "WebhookEvent": {
+            "type": "object",
+            "required": ["type"],
+            "description": "`approval.decided` decides; other types are recorded and ignored.",
+            "properties": {
+                "type": {"type": "string", "minLength": 1, "maxLength": 200},
+                "data": {
+                    "type": "object",
+                    "properties": {
+                        "approval_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "decision": {"type": "string", "enum": ["approve", "reject"]},
+                        "approver": approver,
+                        "comment": comment
+                    }
+                }
+            }
+        },
+        "WebhookReceipt": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["status", "outcome"],
+            "properties": {
+                "status": {"type": "string", "enum": ["processed", "duplicate"]},
+                "outcome": {"type": "string", "enum": ["applied", "superseded", "not_an_approver", "unknown_approval", "ignored", "self_approval_forbidden"]}
+            }
+        },
+        "Vote": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["approver", "vote", "at", "channel", "comment", "webhook_event_id"],
+            "properties": {
+                "approver": {"type": "string"},
+                "vote": {"type": "string", "enum": ["approve", "reject"]},
+                "at": timestamp(),
+                "channel": channel,
+                "comment": {"type": ["string", "null"]},
+                "webhook_event_id": {"type": ["string", "null"]}
+            }
+        },
+        "Approval": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["id", "status", "requested_by", "action", "approvers", "policy", "context", "idempotency_key", "created_at", "expires_at", "votes", "decision", "execution"],
+            "properties": {
+                "id": {"$ref": "#/components/schemas/ApprovalId"},
+                "status": {"$ref": "#/components/schemas/ApprovalStatus"},
+                "requested_by": {"type": ["string", "null"]},
+                "action": {
+                    "type": "object", "additionalProperties": false, "required": ["type", "payload"],
+                    "properties": {"type": {"type": "string"}, "payload": {"type": "object"}}
+                },
+                "approvers": {"type": "array", "items": {"type": "string"}},
+                "policy": nullable(json!({
+                    "type": "object", "additionalProperties": false, "required": ["rules"],
+                    "properties": {"rules": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": false,
+                        "required": ["name", "approvers", "min_approvals", "approvals"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "approvers": {"type": "array", "items": {"type": "string"}},
+                            "min_approvals": {"type": "integer", "minimum": 1},
+                            "approvals": {"type": "integer", "minimum": 0, "description": "Approving votes counted so far."}
+                        }
+                    }}}
+                })),
+                "context": {"type": "object"},
+                "idempotency_key": {"type": "string"},
+                "created_at": timestamp(),
+                "expires_at": timestamp(),
+                "votes": {"type": "array", "items": {"$ref": "#/components/schemas/Vote"}},
+                "decision": nullable(json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["outcome", "approver", "decided_at", "channel", "comment", "webhook_event_id"],
+                    "properties": {
+                        "outcome": {"type": "string", "enum": ["approved", "rejected"]},
+                        "approver": {"type": "string"},
+                        "decided_at": timestamp(),
+                        "channel": channel,
+                        "comment": {"type": ["string", "null"]},
+                        "webhook_event_id": {"type": ["string", "null"]}
+                    }
+                })),
+                "cancellation": {
+                    "type": "object", "additionalProperties": false, "required": ["by", "at", "reason"],
+                    "description": "Only on a cancelled approval.",
+                    "properties": {"by": {"type": "string"}, "at": timestamp(), "reason": {"type": ["string", "null"]}}
+                },
+                "execution": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["status", "attempts", "last_error", "updated_at"],
+                    "properties": {
+                        "status": {"$ref": "#/components/schemas/ExecutionStatus"},
+                        "attempts": {"type": "integer", "minimum": 0},
+                        "last_error": {"type": ["string", "null"]},
+                        "updated_at": timestamp(),
+                        "note": {"type": "string", "description": "An operator's resolution note."},
+                        "late_reports": {"type": "array", "items": {"type": "string"}},
+                        "status_checks": {"type": "array", "items": {
+                            "type": "object", "additionalProperties": false, "required": ["at", "answer", "detail"],
+                            "properties": {"at": timestamp(), "answer": {"type": "string"}, "detail": {"type": ["string", "null"]}}
+                        }}
+                    }
+                }
+            }
+        },
+        "ApprovalPage": {
+            "type": "object", "additionalProperties": false, "required": ["approvals", "next_cursor"],
+            "properties": {
+                "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}},
+                "next_cursor": {"type": ["string", "null"]}
+            }
+        },
+        "Event": {
+            "type": "object", "additionalProperties": false, "required": ["id", "type", "at", "actor", "data"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^evt_[0-9a-f]{32}$", "description": "Stable: a redelivered callback carries the same id."},
+                "type": {"type": "string", "enum": EventType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>()},
+                "at": timestamp(),
+                "actor": {"type": ["object", "null"]},
+                "data": {"type": "object"}
+            }
+        },
+        "EventPage": {
+            "type": "object", "additionalProperties": false, "required": ["events", "next_cursor"],
+            "properties": {
+                "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+                "next_cursor": {"type": ["string", "null"]}
+            }
+        },
+        "FieldError": {
+            "type": "object", "additionalProperties": false, "required": ["field", "message"],
+            "properties": {
+                "field": {"type": "string", "description": "A path into the body (`policy.rules[0].name`), a query parameter, or empty for the whole body."},
+                "message": {"type": "string"}
+            }
+        },
+        "Problem": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["type", "title", "status", "detail", "code"],
+            "description": "RFC 9457. `code` is stable: branch on it.",
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "code": {"type": "string", "enum": ApiError::CODES.iter().map(|(c, _)| *c).collect::<Vec<_>>()},
+                "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}, "description": "`invalid_request` and `policy_unsatisfiable`: every field at fault."},
+                "approval": {"$ref": "#/components/schemas/Approval", "description": "`already_decided`, `already_voted`, `not_retryable`, `not_resolvable`: the approval as it is."}
+            }
+        }
+    })
+}
+
+fn parameters() -> Value {
+    let key = json!({"type": "string", "minLength": 1, "maxLength": 255, "pattern": IDEMPOTENCY_KEY_PATTERN});
+    json!({
+        "ApprovalId": {"name": "id", "in": "path", "required": true, "schema": {"$ref": "#/components/schemas/ApprovalId"}},
+        "IdempotencyKeyRequired": {"name": "Idempotency-Key", "in": "header", "required": true, "description": "The client's key for this request: a retry with the same key and body answers the first response.", "schema": key},
+        "IdempotencyKeyOptional": {"name": "Idempotency-Key", "in": "header", "required": false, "schema": key},
+        "Limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}},
+        "Cursor": {"name": "cursor", "in": "query", "description": "The previous page's `next_cursor`.", "schema": {"type": "string"}}
+    })
+}
+
+fn headers() -> Value {
+    json!({
+        "RequestId": {"required": true, "description": "This request's id, as logged.", "schema": {"type": "string", "pattern": "^req_[0-9A-Z]{26}$"}},
+        "Location": {"required": true, "schema": {"type": "string"}},
+        "IdempotentReplayed": {"description": "`true`: this answer repeats an earlier outcome; nothing new was done.", "schema": {"type": "string", "enum": ["true"]}},
+        "WwwAuthenticate": {"required": true, "schema": {"type": "string", "enum": ["Bearer"]}},
+        "RetryAfter": {"required": true, "description": "Seconds.", "schema": {"type": "string", "pattern": "^[0-9]+$"}}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_code_is_in_the_document_with_its_status() {
+        let doc = document();
+        let codes = doc["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+            .as_array()
+            .unwrap()
+            .clone();
+        for (code, _) in ApiError::CODES {
+            assert!(codes.contains(&json!(code)), "{code}");
+        }
+        // Every response's codes answer with the status it is documented under.
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let Some(responses) = operation["responses"].as_object() else {
+                    continue;
+                };
+                for (status, response) in responses {
+                    let schema = &response["content"]["application/problem+json"]["schema"];
+                    for code in schema["properties"]["code"]["enum"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        let code = code.as_str().unwrap();
+                        assert_eq!(
+                            ApiError::status_of(code).to_string(),
+                            *status,
+                            "{method} {path}: {code}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let doc = document();
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"").skip(1) {
+            let target = &reference[..reference.find('"').unwrap()];
+            let pointer = target.trim_start_matches('#');
+            assert!(doc.pointer(pointer).is_some(), "{target}");
+        }
+    }
+}
