@@ -102,11 +102,12 @@ async fn schemathesis_finds_no_5xx_and_no_answer_the_document_does_not_describe(
     .to_string();
     let t = TestApp::start_jobs(&[("API_KEYS", &keys)]).await;
     let schemathesis = schemathesis();
-    let document = t.url("/openapi.json");
+    let (base, document) = (t.base.clone(), t.url("/openapi.json"));
     let run = tokio::task::spawn_blocking(move || {
         Command::new(schemathesis)
             .current_dir(workspace_root().join("tests/schemathesis"))
             .args(["run", "--output-truncate", "true", &document])
+            .env("COUNTERSIGN_FUZZ_BASE_URL", base)
             .env("COUNTERSIGN_FUZZ_REQUESTER_KEY", REQUESTER)
             .env("COUNTERSIGN_FUZZ_DECIDER_KEY", DECIDER)
             .env("COUNTERSIGN_FUZZ_ACTION_TYPE", "deploy")

@@ -6,6 +6,7 @@ every invalid request is still one the server must refuse.
 - Creates name the deployment's configured action type and a policy whose rules list the
   approval's own approvers, and a new body gets a new Idempotency-Key (random types are only ever 400 `unknown_action_type`, random rules
   only 400 `invalid_request`), so the stateful phase reaches real approvals and their votes.
+- Votes name an approver the approval lists (read from the approval, as a portal would).
 - Webhook deliveries go to the configured source, signed with the source's secret (Standard Webhooks) over the exact bytes
   sent, so the fuzzer reaches the event parser and the inbox, not only 401 `invalid_signature`.
 """
@@ -15,10 +16,14 @@ import hashlib
 import json
 import os
 import re
+import urllib.parse
 
+import requests
 import schemathesis
 from standardwebhooks.webhooks import Webhook
 
+BASE_URL = os.environ["COUNTERSIGN_FUZZ_BASE_URL"]
+REQUESTER_KEY = os.environ["COUNTERSIGN_FUZZ_REQUESTER_KEY"]
 ACTION_TYPE = os.environ["COUNTERSIGN_FUZZ_ACTION_TYPE"]
 WEBHOOK_SOURCE = os.environ["COUNTERSIGN_FUZZ_WEBHOOK_SOURCE"]
 WEBHOOK_SECRET = os.environ["COUNTERSIGN_FUZZ_WEBHOOK_SECRET"]
@@ -55,6 +60,25 @@ def a_configured_create(ctx, case, **kwargs):
             {"name": f"rule-{i}", "approvers": approvers[: i + 1], "min_approvals": 1}
             for i in range(min(len(policy["rules"]), len(approvers)))
         ]
+
+
+@schemathesis.hook("before_call").apply_to(method="POST", path="/approvals/{id}/decision")
+def a_listed_approver(ctx, case, **kwargs):
+    # A decider votes for someone the approval lists: it reads the approval first, as a portal
+    # showing it to that person would.
+    body = case.body
+    if not positive(case) or not isinstance(body, dict) or case.media_type != "application/json":
+        return
+    approval_id = (case.path_parameters or {}).get("id")
+    if not isinstance(approval_id, str):
+        return
+    reply = requests.get(
+        f"{BASE_URL}/approvals/{urllib.parse.quote(approval_id, safe='')}",
+        headers={"Authorization": f"Bearer {REQUESTER_KEY}"},
+        timeout=10,
+    )
+    if reply.status_code == 200:
+        body["approver"] = reply.json()["approvers"][0]
 
 
 @schemathesis.hook("before_call").apply_to(method="POST", path_regex="^/webhooks/")
