@@ -282,3 +282,42 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
 fn urlencode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
+
+/// `approver=me` and `requested_by=me` name the caller's own principal: an approver's inbox and a
+/// requester's outbox without knowing how its key's principal is spelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn me_is_the_caller_s_own_principal() {
+    const ALICE: &str = "alice-key-0123456789abcdef";
+    let keys = json!([
+        {"tenant": TENANT_A, "principal": "ci-1@acme", "roles": ["requester"], "key": CI_1},
+        {"tenant": TENANT_A, "principal": "ci-2@acme", "roles": ["requester"], "key": CI_2},
+        {"tenant": TENANT_A, "principal": "Alice@Example.com", "roles": ["approver"], "key": ALICE},
+    ])
+    .to_string();
+    let t = TestApp::start_jobs(&[("API_KEYS", &keys)]).await;
+    let body = |approvers: &[&str]| {
+        json!({"action": {"type": "deploy", "payload": {}}, "approvers": approvers}).to_string()
+    };
+    let for_alice = t
+        .create_ok(CI_1, "me-1", &body(&["alice@example.com"]))
+        .await;
+    let not_for_alice = t.create_ok(CI_1, "me-2", &body(&["bob@example.com"])).await;
+    let by_ci_2 = t
+        .create_ok(CI_2, "me-3", &body(&["alice@example.com"]))
+        .await;
+    let ids = |page: &Value| -> BTreeSet<String> {
+        page["approvals"]
+            .as_array()
+            .expect("approvals")
+            .iter()
+            .map(|a| a["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let expected_inbox: BTreeSet<String> = [for_alice.clone(), by_ci_2.clone()].into();
+    let expected_outbox: BTreeSet<String> = [for_alice, not_for_alice].into();
+    eventually("alice's inbox and ci-1's outbox are listed", || async {
+        ids(&page(&t, ALICE, "status=pending&approver=me").await) == expected_inbox
+            && ids(&page(&t, CI_1, "requested_by=me").await) == expected_outbox
+    })
+    .await;
+}

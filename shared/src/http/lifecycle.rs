@@ -132,13 +132,15 @@ pub async fn list(
             })
         })
         .transpose()?;
+    // `me`: the caller's own principal (an approver's inbox without knowing its own name).
     let identity = |name: &str| {
         params
             .get(name)
-            .map(|raw| {
-                Approver::parse(raw)
+            .map(|raw| match raw.as_str() {
+                "me" => Ok(caller.0.principal.identity()),
+                _ => Approver::parse(raw)
                     .map(|a| a.identity())
-                    .map_err(|e| ApiError::invalid_query(name, &e.to_string()))
+                    .map_err(|e| ApiError::invalid_query(name, &e.to_string())),
             })
             .transpose()
     };
