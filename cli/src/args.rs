@@ -1,0 +1,242 @@
+//! The command line: global connection flags, one subcommand per thing a person or a pipeline
+//! does with approvals.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  done (request --wait: approved and the action executed, or approved with --no-execution)
+  1  request --wait: rejected
+  2  request --wait: expired or cancelled
+  3  request --wait: approved, but the execution failed or needs reconciliation
+  4  usage or transport error, an API error (its detail and code are shown), or --timeout ran out
+
+Configuration: COUNTERSIGN_URL and COUNTERSIGN_API_KEY (--url and --api-key override them).
+Keep the key in the environment (a CI secret), not on the command line.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "countersign",
+    version,
+    about = "Ask for, watch and decide Countersign approvals; gate a CI pipeline on one.",
+    after_help = EXIT_CODES,
+    // A flag given twice takes its last value: a pipeline may append to a base command.
+    args_override_self = true
+)]
+pub struct Cli {
+    /// The API's base URL, e.g. https://approvals.example.com
+    #[arg(
+        long,
+        env = "COUNTERSIGN_URL",
+        global = true,
+        value_name = "URL",
+        help_heading = "Global options"
+    )]
+    pub url: Option<String>,
+
+    /// The API key (prefer the environment variable: a flag shows in process listings)
+    #[arg(
+        long,
+        env = "COUNTERSIGN_API_KEY",
+        global = true,
+        hide_env_values = true,
+        value_name = "KEY",
+        help_heading = "Global options"
+    )]
+    pub api_key: Option<String>,
+
+    /// Print JSON for machines instead of text (errors too, on standard error)
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask for an approval; with --wait, wait for its outcome (the pipeline gate)
+    Request(RequestArgs),
+    /// List approvals, newest first
+    List(ListArgs),
+    /// Show one approval: status, votes, decision, execution
+    Show(IdArg),
+    /// Vote on an approval (approve or reject)
+    Vote(VoteArgs),
+    /// Show an approval's audit trail; --follow prints new events until it ends
+    Events(EventsArgs),
+    /// Withdraw a pending approval
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct RequestArgs {
+    /// The action type (one the service is configured with), e.g. deploy
+    #[arg(long = "type", value_name = "TYPE")]
+    pub action_type: String,
+
+    /// The action's payload: a JSON object, @FILE, or @- for standard input [default: {}]
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub payload: Option<String>,
+
+    /// Who may approve (repeat the flag, or separate with commas)
+    #[arg(
+        long = "approver",
+        value_name = "APPROVER",
+        required = true,
+        value_delimiter = ','
+    )]
+    pub approvers: Vec<String>,
+
+    /// How many of the approvers must approve [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_approvals: Option<u32>,
+
+    /// Context shown to the approvers: a JSON object, @FILE, or @-
+    #[arg(long, value_name = "JSON|@FILE")]
+    pub context: Option<String>,
+
+    /// How long the approval stays open, e.g. 2h [server default: 7 days; 60s to 30d]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub expires_in: Option<Duration>,
+
+    /// Makes a re-run attach to the approval the first run created (use the pipeline's id,
+    /// e.g. "$CI_PIPELINE_ID-deploy"); a random one when left out
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+
+    /// Wait for the outcome, and exit with its code (see below)
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Give up waiting after this long (e.g. 30m), with exit code 4 [default: no limit]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub timeout: Option<Duration>,
+
+    /// With --wait: exit 0 once approved, without waiting for the action to run
+    #[arg(long, requires = "wait")]
+    pub no_execution: bool,
+
+    #[command(flatten)]
+    pub polling: Polling,
+}
+
+/// How often a waiting command asks: from `poll_interval`, doubling while nothing changes, up
+/// to `max_poll_interval`. Hidden: the defaults suit people, the tests want them short.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Polling {
+    #[arg(long, hide = true, default_value = "1s", value_parser = duration::parse)]
+    pub poll_interval: Duration,
+
+    #[arg(long, hide = true, default_value = "15s", value_parser = duration::parse)]
+    pub max_poll_interval: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only approvals in this status
+    #[arg(long, value_enum)]
+    pub status: Option<StatusFilter>,
+
+    /// Only approvals this approver may decide; `me` is the API key's own principal
+    #[arg(long, value_name = "APPROVER|me")]
+    pub approver: Option<String>,
+
+    /// Only approvals this principal requested
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub requested_by: Option<String>,
+
+    /// Approvals per page (1–100)
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: u32,
+
+    /// The next page: the cursor printed under the previous one
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatusFilter {
+    Pending,
+    Approved,
+    Rejected,
+    Expired,
+    Cancelled,
+}
+
+impl StatusFilter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// The approval's id (apr_…)
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct VoteArgs {
+    /// The approval's id (apr_…)
+    pub id: String,
+
+    pub decision: VoteChoice,
+
+    /// A comment recorded with the vote
+    #[arg(long)]
+    pub comment: Option<String>,
+
+    /// Vote on behalf of this approver (a `decider` key only; an approver's key votes as itself)
+    #[arg(long = "as", value_name = "APPROVER")]
+    pub on_behalf_of: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum VoteChoice {
+    Approve,
+    Reject,
+}
+
+impl VoteChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Reject => "reject",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// The approval's id (apr_…)
+    pub id: String,
+
+    /// Keep printing new events until the approval reaches its final state (or Ctrl-C)
+    #[arg(long)]
+    pub follow: bool,
+
+    #[command(flatten)]
+    pub polling: Polling,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The approval's id (apr_…)
+    pub id: String,
+
+    /// Why it is withdrawn (recorded and shown to the approvers)
+    #[arg(long)]
+    pub reason: Option<String>,
+}

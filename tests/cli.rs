@@ -1,0 +1,724 @@
+//! The `countersign` CLI (`cli/`), run as the real binary against a test stack (the real router
+//! on a loopback port, the dispatcher and executor polling the local AWS, the test downstream
+//! as the action targets). The gate (`request --wait`) ends with each of its exit codes; a re-run
+//! with the same idempotency key attaches to the same approval; lost connections and 5xx on the
+//! way are ridden out; `--json` output parses; list, show, vote, events and cancel each run.
+//!
+//! The binary is `target/debug/countersign`: build it first (`cargo build --workspace --bins`;
+//! `make test` does).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use assert_cmd::assert::Assert;
+use countersign_tests::runtime_api::function_binary;
+use countersign_tests::{TENANT_A, TestApp, eventually};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const ALICE: &str = "alice@example.com";
+const BOB: &str = "bob@example.com";
+const CI_KEY: &str = "ci-key-0123456789abcdef";
+const ALICE_KEY: &str = "alice-key-0123456789abcdef";
+const BOB_KEY: &str = "bob-key-0123456789abcdef";
+
+fn api_keys() -> String {
+    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
+    json!([
+        key("ci@acme", &["requester", "operator"], CI_KEY),
+        key(ALICE, &["approver"], ALICE_KEY),
+        key(BOB, &["approver"], BOB_KEY),
+    ])
+    .to_string()
+}
+
+async fn start() -> TestApp {
+    TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await
+}
+
+/// `countersign ARGS` against `base` as `key`, configured by the environment as a pipeline
+/// would be. No run may outlast a minute.
+fn countersign_at(base: &str, key: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(function_binary("countersign", "debug"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("COUNTERSIGN_URL", base)
+        .env("COUNTERSIGN_API_KEY", key)
+        .args(args)
+        .timeout(Duration::from_secs(60));
+    command
+}
+
+fn countersign(t: &TestApp, key: &str, args: &[&str]) -> Command {
+    countersign_at(&t.base, key, args)
+}
+
+/// Runs to the end off the test's runtime, which keeps serving the app meanwhile.
+async fn run(command: Command) -> Assert {
+    background(command).await.expect("the countersign run")
+}
+
+fn background(mut command: Command) -> tokio::task::JoinHandle<Assert> {
+    tokio::task::spawn_blocking(move || command.assert())
+}
+
+fn stdout(assert: &Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).into_owned()
+}
+
+fn stderr(assert: &Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
+#[track_caller]
+fn assert_starts(text: &str, start: &str) {
+    assert!(text.starts_with(start), "{start:?} does not start:\n{text}");
+}
+
+fn stdout_json(assert: &Assert) -> Value {
+    serde_json::from_str(&stdout(assert))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(assert)))
+}
+
+/// A request for `action` (approver alice) under idempotency key `key`.
+fn request_args<'a>(action: &'a str, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "request",
+        "--type",
+        action,
+        "--payload",
+        r#"{"service": "api", "build": 1042}"#,
+        "--approver",
+        ALICE,
+        "--idempotency-key",
+        key,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The same as a gate, polling fast.
+fn gate_args<'a>(action: &'a str, key: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = request_args(
+        action,
+        key,
+        &[
+            "--wait",
+            "--timeout",
+            "50s",
+            "--poll-interval",
+            "100ms",
+            "--max-poll-interval",
+            "400ms",
+        ],
+    );
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The id of the one approval the test's gate created, once it exists.
+async fn created_id(t: &TestApp) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let request = t.http.get(t.url("/approvals")).bearer_auth(CI_KEY);
+        let page = t.send(request).await.json();
+        if let Some(id) = page["approvals"][0]["id"].as_str() {
+            return id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "the gate made no approval");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts a gate (see [`gate_args`]) in the background; returns the id of the approval it made.
+async fn gate(
+    t: &TestApp,
+    action: &str,
+    key: &str,
+    extra: &[&str],
+) -> (String, tokio::task::JoinHandle<Assert>) {
+    let gate = background(countersign(t, CI_KEY, &gate_args(action, key, extra)));
+    (created_id(t).await, gate)
+}
+
+/// A gate whose approval alice approves: how it ended.
+async fn approved_gate(t: &TestApp, action: &str, key: &str, extra: &[&str]) -> (String, Assert) {
+    let (id, gate) = gate(t, action, key, extra).await;
+    vote(t, ALICE_KEY, &id, "approve").await;
+    (id, gate.await.expect("gate"))
+}
+
+async fn vote(t: &TestApp, key: &str, id: &str, decision: &str) {
+    let reply = t.decide(key, id, json!({"decision": decision})).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn the_gate_exits_0_once_approved_and_executed() {
+    let t = start().await;
+    let (id, gate) = gate(&t, "deploy", "pipeline-1", &[]).await;
+
+    let voted = run(countersign(
+        &t,
+        ALICE_KEY,
+        &["vote", &id, "approve", "--comment", "lgtm"],
+    ))
+    .await
+    .code(0);
+    assert_has(&stderr(&voted), "approve recorded");
+    assert_has(&stdout(&voted), "vote:      alice@example.com approve");
+
+    let gate = gate.await.expect("gate").code(0);
+    let (out, err) = (stdout(&gate), stderr(&gate));
+    assert_starts(&out, &format!("{id}  approved by {ALICE}"));
+    assert_has(&out, "execution: succeeded (1 attempt)");
+    assert_has(&err, &format!("created {id}"));
+    // Not a terminal: one plain line per change, no carriage returns.
+    assert_has(&err, &format!("{id} pending · 0/1 approvals"));
+    assert!(!err.contains('\r'), "{err:?}");
+    assert_eq!(t.downstream().effects("tenant-a:pipeline-1"), 1);
+}
+
+#[tokio::test]
+async fn with_no_execution_the_gate_exits_0_once_approved() {
+    let t = start().await;
+    // A target that keeps failing: the execution does not succeed while the gate runs.
+    let (id, gate) = approved_gate(
+        &t,
+        "always_503",
+        "pipeline-2",
+        &["--no-execution", "--json"],
+    )
+    .await;
+    let gate = gate.code(0);
+    let approval = stdout_json(&gate);
+    assert_eq!(approval["id"], id.as_str());
+    assert_eq!(approval["status"], "approved");
+    assert_ne!(approval["execution"]["status"], "succeeded");
+}
+
+#[tokio::test]
+async fn the_gate_exits_1_when_rejected() {
+    let t = start().await;
+    let (id, gate) = gate(&t, "deploy", "pipeline-3", &[]).await;
+    let voted = run(countersign(
+        &t,
+        ALICE_KEY,
+        &["vote", &id, "reject", "--comment", "not today", "--json"],
+    ))
+    .await
+    .code(0);
+    assert_eq!(stdout_json(&voted)["status"], "rejected");
+
+    let gate = gate.await.expect("gate").code(1);
+    assert_starts(
+        &stdout(&gate),
+        &format!("{id}  rejected by {ALICE}: not today"),
+    );
+    assert_eq!(t.downstream().effects("tenant-a:pipeline-3"), 0);
+}
+
+#[tokio::test]
+async fn the_gate_exits_2_when_the_approval_expires() {
+    let t = start().await;
+    let (_, gate) = gate(&t, "deploy", "pipeline-4", &["--expires-in", "60s"]).await;
+    t.clock.advance(61);
+
+    let gate = gate.await.expect("gate").code(2);
+    assert_has(&stdout(&gate), "expired at");
+}
+
+#[tokio::test]
+async fn the_gate_exits_2_when_the_approval_is_cancelled() {
+    let t = start().await;
+    let (id, gate) = gate(&t, "deploy", "pipeline-5", &[]).await;
+    let cancelled = run(countersign(
+        &t,
+        CI_KEY,
+        &["cancel", &id, "--reason", "superseded"],
+    ))
+    .await
+    .code(0);
+    assert_starts(
+        &stdout(&cancelled),
+        &format!("{id}  cancelled by ci@acme: superseded"),
+    );
+
+    let gate = gate.await.expect("gate").code(2);
+    assert_has(&stdout(&gate), "cancelled: by ci@acme");
+}
+
+#[tokio::test]
+async fn the_gate_exits_3_when_the_execution_fails() {
+    let t = start().await;
+    // The target refuses the first call (400): the execution fails for good.
+    let (_, gate) = approved_gate(&t, "reject_once", "pipeline-6", &[]).await;
+    let gate = gate.code(3);
+    assert_has(&stdout(&gate), "execution: failed (1 attempt; last error:");
+}
+
+#[tokio::test]
+async fn the_gate_exits_3_when_the_execution_needs_reconciliation() {
+    let t = start().await;
+    // A target that is not idempotent answers 303 after acting: the outcome is an operator's.
+    let (_, gate) = approved_gate(&t, "unsafe_see_other", "pipeline-7", &["--json"]).await;
+    let gate = gate.code(3);
+    assert_eq!(
+        stdout_json(&gate)["execution"]["status"],
+        "needs_reconciliation"
+    );
+}
+
+#[tokio::test]
+async fn usage_and_api_errors_exit_4_with_the_problem() {
+    let t = start().await;
+    for args in [
+        &["request", "--approver", ALICE][..],
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--approver",
+            ALICE,
+            "--timeout",
+            "5x",
+        ],
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--approver",
+            ALICE,
+            "--no-execution",
+        ],
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--approver",
+            ALICE,
+            "--payload",
+            "[1]",
+        ],
+        &["vote", "apr_x", "maybe"],
+        &["--bogus"],
+        &[],
+    ] {
+        let refused = run(countersign(&t, CI_KEY, args)).await.code(4);
+        assert!(!stderr(&refused).is_empty(), "{args:?} says why");
+    }
+    let mut unconfigured = countersign(&t, CI_KEY, &["show", "apr_x"]);
+    unconfigured.env_remove("COUNTERSIGN_URL");
+    let unconfigured = run(unconfigured).await.code(4);
+    assert_has(&stderr(&unconfigured), "COUNTERSIGN_URL");
+    run(countersign(&t, CI_KEY, &["--help"])).await.code(0);
+
+    // The API's refusal: its detail and code, and each offending field.
+    let refused = run(countersign(
+        &t,
+        CI_KEY,
+        &[
+            "request",
+            "--type",
+            "launch_rockets",
+            "--approver",
+            ALICE,
+            "--wait",
+        ],
+    ))
+    .await
+    .code(4);
+    assert_has(&stderr(&refused), "(unknown_action_type, HTTP 400)");
+    let refused = run(countersign(
+        &t,
+        CI_KEY,
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--approver",
+            ALICE,
+            "--expires-in",
+            "5s",
+            "--json",
+        ],
+    ))
+    .await
+    .code(4);
+    let problem: Value = serde_json::from_str(stderr(&refused).trim()).expect("a JSON error");
+    assert_eq!(problem["code"], "invalid_request");
+    assert_eq!(problem["errors"][0]["field"], "expires_in_seconds");
+    let unknown = run(countersign(
+        &t,
+        ALICE_KEY,
+        &["show", "apr_01JD3ZZZZZZZZZZZZZZZZZZZZ0"],
+    ))
+    .await
+    .code(4);
+    assert_has(&stderr(&unknown), "(not_found, HTTP 404)");
+    assert_eq!(t.approval_count().await, 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_api_exits_4_when_the_timeout_runs_out() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let started = Instant::now();
+    let failed = run(countersign_at(
+        &format!("http://127.0.0.1:{port}"),
+        CI_KEY,
+        &gate_args("deploy", "pipeline-8", &["--timeout", "2s"]),
+    ))
+    .await
+    .code(4);
+    let err = stderr(&failed);
+    assert_has(&err, "cannot connect");
+    assert_has(&err, "retrying in");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_gate_whose_timeout_runs_out_while_pending_exits_4() {
+    let t = start().await;
+    let waited = run(countersign(
+        &t,
+        CI_KEY,
+        &gate_args("deploy", "pipeline-9", &["--timeout", "1500ms"]),
+    ))
+    .await
+    .code(4);
+    let err = stderr(&waited);
+    assert_has(&err, "error: timed out after ");
+    assert_has(&err, "waiting for apr_");
+    assert!(
+        err.trim_end().ends_with(": pending · 0/1 approvals"),
+        "{err}"
+    );
+    assert!(
+        stdout(&waited).is_empty(),
+        "no verdict, no approval printed"
+    );
+}
+
+#[tokio::test]
+async fn rerunning_the_gate_attaches_to_the_same_approval() {
+    let t = start().await;
+    // The pipeline's first run dies while waiting (here: asks without --wait).
+    let first = run(countersign(
+        &t,
+        CI_KEY,
+        &request_args("deploy", "pipeline-10", &["--json"]),
+    ))
+    .await
+    .code(0);
+    let id = stdout_json(&first)["id"].as_str().expect("id").to_owned();
+    assert_eq!(stdout_json(&first)["status"], "pending");
+
+    // The re-run of the same step attaches to it and waits for its outcome.
+    let gate = background(countersign(
+        &t,
+        CI_KEY,
+        &gate_args("deploy", "pipeline-10", &["--json"]),
+    ));
+    vote(&t, ALICE_KEY, &id, "approve").await;
+    let gate = gate.await.expect("gate").code(0);
+    assert_eq!(stdout_json(&gate)["id"], id.as_str());
+    assert_has(&stderr(&gate), &format!("attached to {id}"));
+
+    // And a re-run after the outcome passes at once, on the same approval.
+    let again = run(countersign(
+        &t,
+        CI_KEY,
+        &gate_args("deploy", "pipeline-10", &["--json"]),
+    ))
+    .await
+    .code(0);
+    assert_eq!(stdout_json(&again)["id"], id.as_str());
+    assert_eq!(t.approval_count().await, 1);
+    assert_eq!(t.downstream().effects("tenant-a:pipeline-10"), 1);
+}
+
+#[tokio::test]
+async fn the_gate_rides_out_lost_connections_and_5xx() {
+    let t = start().await;
+    let front = FlakyFront::start(&t.base).await;
+    // The create: a connection lost unanswered, a 503, then one whose answer is lost after the
+    // approval was made — the retry is a replay of it.
+    front.inject(&[Fault::Drop, Fault::Unavailable, Fault::LoseAnswer]);
+    let gate = background(countersign_at(
+        &front.base,
+        CI_KEY,
+        &gate_args("deploy", "pipeline-11", &[]),
+    ));
+    let id = created_id(&t).await;
+    // While it waits: its connection is cut, the next is lost, and the one after answers 503.
+    front.inject(&[Fault::Drop, Fault::Unavailable]);
+    eventually("the gate meets every fault", || async {
+        front.pending() == 0
+    })
+    .await;
+    vote(&t, ALICE_KEY, &id, "approve").await;
+
+    let gate = gate.await.expect("gate").code(0);
+    let err = stderr(&gate);
+    assert!(
+        err.matches("retrying in").count() >= 5,
+        "one retry per fault: {err}"
+    );
+    assert_has(&err, "injected by the test (unavailable, HTTP 503)");
+    assert_has(&err, &format!("attached to {id}"));
+    assert_eq!(t.approval_count().await, 1);
+    assert_eq!(t.downstream().effects("tenant-a:pipeline-11"), 1);
+}
+
+#[tokio::test]
+async fn list_show_and_events_read_what_the_gate_did() {
+    let t = start().await;
+    let created = run(countersign(
+        &t,
+        CI_KEY,
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--approver",
+            &format!("{ALICE},{BOB}"),
+            "--min-approvals",
+            "2",
+            "--context",
+            r#"{"summary": "Deploy api build 1042"}"#,
+            "--idempotency-key",
+            "pipeline-12",
+            "--json",
+        ],
+    ))
+    .await
+    .code(0);
+    let approval = stdout_json(&created);
+    let id = approval["id"].as_str().expect("id").to_owned();
+    assert_eq!(approval["policy"]["rules"][0]["min_approvals"], 2);
+    assert_eq!(approval["context"]["summary"], "Deploy api build 1042");
+
+    // Listing by approver reads an index that dispatch keeps from the stream.
+    eventually("alice's inbox lists it", || async {
+        let page = t
+            .send(
+                t.http
+                    .get(t.url(&format!("/approvals?approver={ALICE}")))
+                    .bearer_auth(ALICE_KEY),
+            )
+            .await
+            .json();
+        page["approvals"].as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    let listed = run(countersign(
+        &t,
+        ALICE_KEY,
+        &["list", "--status", "pending", "--approver", ALICE, "--json"],
+    ))
+    .await
+    .code(0);
+    let page = stdout_json(&listed);
+    assert_eq!(page["approvals"][0]["id"], id.as_str());
+    assert_eq!(page["next_cursor"], Value::Null);
+    let listed = run(countersign(&t, ALICE_KEY, &["list", "--status", "pending"]))
+        .await
+        .code(0);
+    assert_starts(&stdout(&listed), &format!("{id}  pending    deploy"));
+
+    let shown = run(countersign(&t, BOB_KEY, &["show", &id])).await.code(0);
+    let text = stdout(&shown);
+    assert!(
+        text.starts_with(&format!("{id}  pending · 0/2 approvals")),
+        "{text}"
+    );
+    assert!(text.contains("requested: by ci@acme"), "{text}");
+
+    // Follow the trail while the quorum completes and the action runs.
+    let follow = background(countersign(
+        &t,
+        CI_KEY,
+        &[
+            "events",
+            &id,
+            "--follow",
+            "--json",
+            "--poll-interval",
+            "100ms",
+            "--max-poll-interval",
+            "400ms",
+        ],
+    ));
+    vote(&t, ALICE_KEY, &id, "approve").await;
+    let shown = run(countersign(&t, BOB_KEY, &["show", &id, "--json"]))
+        .await
+        .code(0);
+    assert_eq!(stdout_json(&shown)["policy"]["rules"][0]["approvals"], 1);
+    vote(&t, BOB_KEY, &id, "approve").await;
+    let followed = follow.await.expect("events --follow").code(0);
+    let followed: Vec<Value> = stdout(&followed)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("one JSON event a line"))
+        .collect();
+    let types: Vec<&str> = followed.iter().filter_map(|e| e["type"].as_str()).collect();
+    for expected in [
+        "approval.created",
+        "approval.vote_recorded",
+        "approval.approved",
+        "execution.succeeded",
+    ] {
+        assert!(types.contains(&expected), "{expected} in {types:?}");
+    }
+    let mut ids: Vec<&str> = followed.iter().filter_map(|e| e["id"].as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), followed.len(), "each event once: {types:?}");
+
+    let events = run(countersign(&t, CI_KEY, &["events", &id])).await.code(0);
+    let text = stdout(&events);
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|l| l.contains("approval.created") && l.contains("ci@acme (api)")),
+        "{text}"
+    );
+    assert!(text.lines().count() >= followed.len(), "{text}");
+}
+
+/// What the front does to a new connection.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Reads the request and closes the connection unanswered.
+    Drop,
+    /// Answers 503 with a problem, as an overloaded API would.
+    Unavailable,
+    /// Forwards the request, then closes the connection as the answer begins: the request took
+    /// effect, its answer is lost.
+    LoseAnswer,
+}
+
+/// A TCP front for the API that relays connections, except new ones it was told to fault.
+struct FlakyFront {
+    base: String,
+    faults: Arc<Mutex<VecDeque<Fault>>>,
+    relays: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl FlakyFront {
+    async fn start(upstream: &str) -> Self {
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let faults: Arc<Mutex<VecDeque<Fault>>> = Arc::default();
+        let relays: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (queue, live) = (faults.clone(), relays.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let fault = queue.lock().expect("faults").pop_front();
+                let task = tokio::spawn(connection(client, upstream.clone(), fault));
+                if fault.is_none() {
+                    live.lock().expect("relays").push(task.abort_handle());
+                }
+            }
+        });
+        Self {
+            base,
+            faults,
+            relays,
+        }
+    }
+
+    /// Faults for the next new connections; the connections open now are cut, so that the
+    /// client's next request needs a new one.
+    fn inject(&self, faults: &[Fault]) {
+        self.faults.lock().expect("faults").extend(faults);
+        for relay in self.relays.lock().expect("relays").drain(..) {
+            relay.abort();
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.faults.lock().expect("faults").len()
+    }
+}
+
+async fn connection(mut client: TcpStream, upstream: String, fault: Option<Fault>) {
+    match fault {
+        Some(Fault::Drop) => {
+            read_request(&mut client).await;
+        }
+        Some(Fault::Unavailable) => {
+            read_request(&mut client).await;
+            let body = json!({"type": "about:blank", "title": "Service unavailable", "status": 503,
+                              "detail": "injected by the test", "code": "unavailable"})
+            .to_string();
+            let response = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.write_all(response.as_bytes()).await;
+            let _ = client.shutdown().await;
+        }
+        Some(Fault::LoseAnswer) => {
+            let Ok(server) = TcpStream::connect(&upstream).await else {
+                return;
+            };
+            let (mut from_client, _to_client) = client.into_split();
+            let (mut from_server, mut to_server) = server.into_split();
+            let forward =
+                tokio::spawn(
+                    async move { tokio::io::copy(&mut from_client, &mut to_server).await },
+                );
+            let mut first = [0u8; 1];
+            let _ = from_server.read(&mut first).await;
+            forward.abort();
+            // Both halves drop here: the client sees its connection close mid-answer.
+        }
+        None => {
+            if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            }
+        }
+    }
+}
+
+/// Reads one request (head and `content-length` body), so that closing the connection after it
+/// is not a reset of unread data.
+async fn read_request(client: &mut TcpStream) {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if buffer.len() >= end + 4 + length {
+                return;
+            }
+        }
+        match client.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
