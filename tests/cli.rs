@@ -530,13 +530,25 @@ async fn list_show_and_events_read_what_the_gate_did() {
     let listed = run(countersign(
         &t,
         ALICE_KEY,
-        &["list", "--status", "pending", "--approver", ALICE, "--json"],
+        &["list", "--status", "pending", "--approver", "me", "--json"],
     ))
     .await
     .code(0);
     let page = stdout_json(&listed);
-    assert_eq!(page["approvals"][0]["id"], id.as_str());
+    assert_eq!(page["approvals"][0]["id"], id.as_str(), "alice's inbox");
     assert_eq!(page["next_cursor"], Value::Null);
+    let listed = run(countersign(
+        &t,
+        CI_KEY,
+        &["list", "--approver", "me", "--json"],
+    ))
+    .await
+    .code(0);
+    assert_eq!(
+        stdout_json(&listed)["approvals"],
+        json!([]),
+        "ci approves nothing"
+    );
     let listed = run(countersign(&t, ALICE_KEY, &["list", "--status", "pending"]))
         .await
         .code(0);

@@ -147,8 +147,8 @@ pub struct ListArgs {
     #[arg(long, value_name = "APPROVER|me")]
     pub approver: Option<String>,
 
-    /// Only approvals this principal requested
-    #[arg(long, value_name = "PRINCIPAL")]
+    /// Only approvals this principal requested; `me` is the API key's own principal
+    #[arg(long, value_name = "PRINCIPAL|me")]
     pub requested_by: Option<String>,
 
     /// Approvals per page (1–100)

@@ -50,7 +50,8 @@ pub async fn show(api: &Api, out: Output, id: &str) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// `approver=me` is passed on as it is: the API resolves it to the key's own principal.
+/// `me` (as `--approver` or `--requested-by`) is passed on as it is: the API reads it as the
+/// key's own principal.
 pub async fn list(api: &Api, out: Output, args: ListArgs) -> Result<u8, CliError> {
     let limit = args.limit.to_string();
     let mut query = vec![("limit", limit.as_str())];
