@@ -1,4 +1,5 @@
-"""Fixes to moto 5.2.5 that the local stack needs to stay live and fast under real use.
+"""Fixes to moto 5.2.5 that the local stack needs to stay live and fast under real use, and to
+refuse what AWS refuses where our code depends on it.
 
 1. A transaction rollback that keeps the tables. moto's `transact_write_items` deep-copies
    every table a transaction touches (items, indexes, the stream shard with every record) before
@@ -25,19 +26,98 @@
    patterns twice per request (about a millisecond, under the lock), though its answer for a
    host never changes.
 
+5. BatchWriteItem refuses two requests for one item. AWS rejects the whole batch with
+   `ValidationException` "Provided list of item keys contains duplicates" when, for one table, two
+   requests name the same primary key: two PutRequests, or a PutRequest and a DeleteRequest, of
+   one key, whatever their other attributes (BatchWriteItem API reference, "DynamoDB rejects the
+   entire batch write operation", https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/
+   API_BatchWriteItem.html). moto compares whole items, puts apart from deletes and across tables:
+   two puts of one key with different attributes were both applied (the last one winning), a put
+   and a delete of one key too, and one key put in two tables was refused. Here each table's keys
+   are compared (its hash and range key, as moto's own `DynamoType`s, so `{"N": "1"}` and
+   `{"N": "1.0"}` are one key). The page's other whole-batch rules are kept or added: more than 25
+   requests (moto took any number), and an item over 400 KB (moto refused it, but only after
+   writing the requests before it). Every request is checked before the first write, and the
+   writes go through the journal of patch 1, so a refused batch writes nothing.
+
+6. SQS refuses the characters XML does not allow. A message body may contain only
+   `#x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF`; SendMessage
+   answers anything else with `InvalidMessageContents` (SendMessage API reference, "MessageBody",
+   https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html;
+   for a while those pages said SQS replaced such characters with U+FFFD, the current ones say it
+   refuses them, as LocalStack's AWS-validated `test_send_message_with_invalid_payload_characters`
+   found). moto checked no character at all. In a SendMessageBatch AWS refuses only the entry: it
+   comes back in `Failed` with code `InvalidMessageContents` and SenderFault, and the batch's other
+   entries are sent (SendMessageBatch API reference: "The result of sending each message is
+   reported individually", and its error list has no InvalidMessageContents,
+   https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html;
+   LocalStack's AWS-validated `test_batch_send_with_invalid_char_should_succeed` sends nine good
+   bodies and one U+0001 and gets nine sent and that one Failed with this code). A String message
+   attribute's value is held to the same characters and refused with `InvalidParameterValue`, as
+   AWS does (LocalStack's AWS-validated
+   `test_invalid_string_attributes_cause_invalid_parameter_value_error`); in a batch, per entry.
+
+7. SQS sizes in bytes, at 256 KiB. A message's size is the UTF-8 bytes of its body and of its
+   attributes' names, types and values (Amazon SQS message quotas,
+   https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html);
+   moto counted the body's characters. AWS raised its limit from 256 KiB to 1 MiB in August 2025
+   (a queue's `MaximumMessageSize` is its own limit), but our dispatch is built for the 256 KiB
+   that queues had until then, so here new queues get `MaximumMessageSize` 262,144 (one may still
+   be set up to 1 MiB); a message over its queue's limit is refused with `InvalidParameterValue`,
+   and a SendMessageBatch whose entries together exceed 262,144 bytes with
+   `AWS.SimpleQueueService.BatchRequestTooLong` (stricter than today's AWS, which takes 1 MiB).
+   More than 10 entries stays moto's `AWS.SimpleQueueService.TooManyEntriesInBatchRequest`, as on
+   AWS (SendMessageBatch API reference).
+
+8. TransactWriteItems keeps its ClientRequestToken. A token is valid for 10 minutes after the
+   first request using it completes; the same request again with it within that window succeeds
+   without being applied again, and a request with the same token but other parameters is refused
+   with `IdempotentParameterMismatchException` (TransactWriteItems API reference,
+   "ClientRequestToken", https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/
+   API_TransactWriteItems.html; developer guide, "Idempotency", https://docs.aws.amazon.com/
+   amazondynamodb/latest/developerguide/transaction-apis.html). moto ignored the token: an SDK
+   retry of a committed transaction applied it again (an ADD counted twice). Here each token keeps
+   a fingerprint of its TransactItems as sent (canonical JSON, so member order does not matter, as
+   LocalStack's AWS-validated `test_dynamodb_idempotent_writing` shows; ReturnConsumedCapacity and
+   ReturnItemCollectionMetrics left out) and when its first request completed. What AWS does when
+   that request was *cancelled* is not documented. The identical request is evaluated again: the
+   cancelled one applied nothing, and the one account found says so ("If it failed the first time,
+   DynamoDB will apply the writes in the request", Alex DeBrie, "DynamoDB Transactions: Use Cases
+   and Examples", https://www.alexdebrie.com/posts/dynamodb-transactions/); if it commits, the
+   window counts from that commit. What a *different* request with a cancelled one's token gets
+   could not be established: IdempotentParameterMismatchException, as after a commit (the API
+   reference states the rule without exception; the stricter choice, and what `Store::transact`
+   assumes in giving each try after a cancellation a token of its own). A request refused before
+   it ran (a ValidationException) leaves no trace; a token over the 36 characters AWS allows is
+   itself refused with `ValidationException`.
+
+9. A transaction's items may not exceed 4 MB together (TransactWriteItems API reference, "The
+   aggregate size of the items in the transaction cannot exceed 4 MB"); moto took any size. The
+   sizes are moto's own (attribute names and values) of each Put's item and each other action's
+   key; a larger transaction is refused with `ValidationException` before anything is applied.
+
 Written against moto 5.2.5 (the transaction below is its own, with the rollback replaced):
 `install()` refuses any other version, loudly, rather than patch code it has not read.
 """
 
+import base64
+import binascii
 import copy
+import json
+import os
+import re
 import time
+from collections import OrderedDict
 from typing import Any
 
 import moto
+import moto.sqs.models
 from moto.core.exceptions import JsonRESTError
+from moto.core.responses import ActionResult
 from moto.dynamodb.comparisons import get_filter_expression
 from moto.dynamodb.exceptions import (
     ConditionalCheckFailed,
+    DynamodbException,
     MockValidationException,
     MultipleTransactionsException,
     TooManyTransactionsException,
@@ -45,12 +125,35 @@ from moto.dynamodb.exceptions import (
     TransactWriteSingleOpException,
 )
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.utilities import bytesize
+from moto.dynamodb.responses import DynamoHandler, validate_put_has_empty_keys
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.sqs.exceptions import (
+    BatchEntryIdsNotDistinct,
+    EmptyBatchRequest,
+    InvalidBatchEntryId,
+    InvalidParameterValue,
+    SQSException,
+    TooManyEntriesInBatchRequest,
+)
 from moto.sqs.models import Message, SQSBackend
+from moto.sqs.responses import SQSResponse
+from moto.sqs.utils import validate_message_attributes
 
 MOTO_VERSION = "5.2.5"
 ITERATOR_LIFETIME_SECONDS = 15 * 60
+BATCH_WRITE_MAX_REQUESTS = 25
+TRANSACTION_MAX_BYTES = 4 * 1024 * 1024
+# How long a ClientRequestToken is remembered. install() reads MOTO_TOKEN_WINDOW_SECONDS (not for
+# use outside infra/tests, which start a server with a short window to see a token expire).
+TOKEN_WINDOW_SECONDS: float = 10 * 60
+TOKEN_MAX_LENGTH = 36
+# The limit of every SQS queue made before August 2025 (AWS now allows up to 1 MiB).
+SQS_MESSAGE_MAX_BYTES = 256 * 1024
+# Anything but #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF.
+SQS_REFUSED_CHARACTER = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class Journal:
@@ -91,6 +194,11 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
     """moto 5.2.5's `DynamoDBBackend.transact_write_items`, rolled back by a journal."""
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
+    if sum(_action_size(item) for item in transact_items) > TRANSACTION_MAX_BYTES:
+        raise MockValidationException(
+            "Collection size of items exceeded, which can also be caused by the aggregate size "
+            "of the items in the transaction exceeding the 4MB limit"
+        )
     journal = Journal()
     target_items: set[tuple[str, str]] = set()
 
@@ -185,6 +293,307 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         raise TransactionCanceledException(errors)
 
 
+def _attributes_size(attributes: dict[str, Any]) -> int:
+    # moto's measure of an item: UTF-8 names plus values as `DynamoType.size` counts them.
+    return sum(bytesize(name) + DynamoType(value).size() for name, value in attributes.items())
+
+
+def _action_size(action: dict[str, Any]) -> int:
+    """What one TransactWriteItems action weighs: a Put its item, the others their key."""
+    op_type, op = next(iter(action.items()), ("", {}))
+    if not isinstance(op, dict):
+        return 0
+    attributes = op.get("Item") if op_type == "Put" else op.get("Key")
+    return _attributes_size(attributes) if isinstance(attributes, dict) else 0
+
+
+# moto's own message for an empty key attribute in a BatchWriteItem.
+EMPTY_KEY_MESSAGE = (
+    "One or more parameter values are not valid. The AttributeValue for a key attribute cannot "
+    "contain an empty string value. Key: {}"
+)
+
+
+def batch_write_item(self: DynamoHandler) -> ActionResult:
+    """moto 5.2.5's `DynamoHandler.batch_write_item`, with AWS's checks, and all or nothing."""
+    table_batches: dict[str, list[dict[str, Any]]] = self.body["RequestItems"]
+    for table_requests in table_batches.values():
+        if len(table_requests) > BATCH_WRITE_MAX_REQUESTS:
+            raise MockValidationException(
+                "1 validation error detected: Value at 'requestItems' failed to satisfy "
+                "constraint: Map value must satisfy constraint: [Member must have length less "
+                "than or equal to 25, Member must have length greater than or equal to 1]"
+            )
+    if sum(len(requests) for requests in table_batches.values()) > BATCH_WRITE_MAX_REQUESTS:
+        raise MockValidationException("Too many items requested for the BatchWriteItem call")
+
+    backend = self.dynamodb_backend
+    # (table name, table, the key as moto stores it, the item to put or the key to delete, put?).
+    writes: list[tuple[str, Any, tuple[DynamoType, DynamoType | None], dict[str, Any], bool]] = []
+    for table_name, table_requests in table_batches.items():
+        table = backend.get_table(table_name)
+        keys: set[tuple[DynamoType, DynamoType | None]] = set()
+        for table_request in table_requests:
+            request_type, request = next(iter(table_request.items()))
+            put = request_type == "PutRequest"
+            attrs: dict[str, Any] = request["Item"] if put else request["Key"]
+            if put:
+                validate_put_has_empty_keys(attrs, table, custom_error_msg=EMPTY_KEY_MESSAGE)
+            key = backend.get_keys_value(table, attrs)
+            # The key, not the item: a put and a delete, or two puts, of one key are duplicates.
+            if key in keys:
+                raise MockValidationException("Provided list of item keys contains duplicates")
+            keys.add(key)
+            if put:
+                Item(key[0], key[1], attrs)  # raises ItemSizeTooLarge before anything is written
+            writes.append((table_name, table, key, attrs, put))
+
+    journal = Journal()
+    try:
+        for table_name, table, (hash_key, range_key), attrs, put in writes:
+            journal.remember(table, hash_key, range_key, table.get_item(hash_key, range_key))
+            if put:
+                backend.put_item(table_name, attrs)
+            else:
+                backend.delete_item(table_name, attrs)
+    except Exception:
+        journal.roll_back()
+        raise
+
+    response = {
+        "ConsumedCapacity": [
+            {
+                "TableName": table_name,
+                "CapacityUnits": 1.0,
+                "Table": {"CapacityUnits": 1.0},
+            }
+            for table_name in table_batches
+        ],
+        "ItemCollectionMetrics": {},
+        "UnprocessedItems": {},
+    }
+    return ActionResult(response)
+
+
+class IdempotentParameterMismatchException(DynamodbException):
+    def __init__(self) -> None:
+        super().__init__(
+            "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+            "The request uses the same client token as a previous, but non-identical request. "
+            "Do not reuse a client token with different requests, unless the requests are "
+            "identical.",
+        )
+
+
+class TokenUse:
+    """What a ClientRequestToken was first used for, and how that ended."""
+
+    def __init__(self, fingerprint: str, committed: bool) -> None:
+        self.fingerprint = fingerprint
+        self.committed = committed
+        self.completed_at = time.monotonic()
+
+
+_stock_transact_write_items_response = DynamoHandler.transact_write_items
+
+
+def _bytes_text(value: Any) -> str:
+    """Binary attribute values (moto decodes `B` to bytes) in a request's fingerprint."""
+    if isinstance(value, (bytes, bytearray)):
+        return "b64:" + base64.b64encode(bytes(value)).decode()
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def transact_write_items_once(self: DynamoHandler) -> ActionResult:
+    """`DynamoHandler.transact_write_items`, applied at most once per ClientRequestToken."""
+    token = self.body.get("ClientRequestToken")
+    if token is None:
+        return _stock_transact_write_items_response(self)
+    if not isinstance(token, str) or not 1 <= len(token) <= TOKEN_MAX_LENGTH:
+        raise MockValidationException(
+            f"1 validation error detected: Value '{token}' at 'clientRequestToken' failed to "
+            f"satisfy constraint: Member must have length less than or equal to {TOKEN_MAX_LENGTH}"
+        )
+    # Kept in completion order, so the expired ones are at the front.
+    uses: OrderedDict[str, TokenUse] = self.dynamodb_backend.__dict__.setdefault(
+        "_token_uses", OrderedDict()
+    )
+    deadline = time.monotonic() - TOKEN_WINDOW_SECONDS
+    while uses and next(iter(uses.values())).completed_at <= deadline:
+        uses.popitem(last=False)
+
+    fingerprint = json.dumps(
+        self.body.get("TransactItems"), sort_keys=True, separators=(",", ":"), default=_bytes_text
+    )
+    used = uses.get(token)
+    if used is not None:
+        if used.fingerprint != fingerprint:
+            raise IdempotentParameterMismatchException()
+        if used.committed:
+            # Already applied: the answer, without applying it again.
+            return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})
+    try:
+        result = _stock_transact_write_items_response(self)
+    except TransactionCanceledException:
+        # A cancellation completes the request too; an identical retry is evaluated again.
+        if used is None:
+            uses[token] = TokenUse(fingerprint, committed=False)
+        raise
+    # Committed (after a cancellation, the window counts from the commit).
+    uses.pop(token, None)
+    uses[token] = TokenUse(fingerprint, committed=True)
+    return result
+
+
+def _invalid_message_contents() -> SQSException:
+    # An SQSException itself, not a subclass: moto finds an error's service by its class's module.
+    return SQSException(
+        "InvalidMessageContents",
+        "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to "
+        "#xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+    )
+
+
+def _refused_attribute(attributes: dict[str, Any]) -> str | None:
+    """The name of a String message attribute whose value SQS refuses, if any."""
+    for name, value in (attributes or {}).items():
+        text = value.get("StringValue") if isinstance(value, dict) else None
+        if isinstance(text, str) and SQS_REFUSED_CHARACTER.search(text):
+            return name
+    return None
+
+
+def _invalid_attribute(name: str) -> InvalidParameterValue:
+    return InvalidParameterValue(
+        f"Message (user) attribute '{name}' has a value with characters that are not allowed. "
+        "Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | "
+        "#x10000 to #x10FFFF"
+    )
+
+
+def _encoded_size(value: Any) -> int:
+    if isinstance(value, bytes):
+        return len(value)
+    return len(str(value).encode("utf-8", "surrogatepass"))
+
+
+def _message_size(body: Any, attributes: dict[str, Any] | None) -> int:
+    """A message's size as SQS counts it: its body and its attributes' names, types and values."""
+    size = _encoded_size(body or "")
+    for name, value in (attributes or {}).items():
+        size += _encoded_size(name)
+        if not isinstance(value, dict):
+            continue
+        size += _encoded_size(value.get("DataType", ""))
+        if value.get("StringValue") is not None:
+            size += _encoded_size(value["StringValue"])
+        binary = value.get("BinaryValue")
+        if isinstance(binary, str):
+            try:
+                binary = base64.b64decode(binary, validate=True)
+            except (binascii.Error, ValueError):
+                pass
+        if binary is not None:
+            size += _encoded_size(binary)
+    return size
+
+
+def _too_long(limit: int) -> InvalidParameterValue:
+    return InvalidParameterValue(
+        f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes."
+    )
+
+
+_stock_send_message = SQSResponse.send_message
+
+
+def send_message(self: SQSResponse) -> ActionResult:
+    """moto's `SQSResponse.send_message`, refusing the characters and sizes AWS refuses."""
+    body = self._get_param("MessageBody")
+    attributes = self._get_param("MessageAttributes", {})
+    if isinstance(body, str) and SQS_REFUSED_CHARACTER.search(body):
+        raise _invalid_message_contents()
+    refused = _refused_attribute(attributes)
+    if refused is not None:
+        raise _invalid_attribute(refused)
+    queue = self.sqs_backend.get_queue(self._get_queue_name())
+    limit = int(queue.maximum_message_size)  # type: ignore[arg-type]
+    if _message_size(body, attributes) > limit:
+        raise _too_long(limit)
+    return _stock_send_message(self)
+
+
+def send_message_batch(self: SQSResponse) -> ActionResult:
+    """moto 5.2.5's `SQSResponse.send_message_batch`: an entry SQS refuses fails alone."""
+    queue_name = self._get_queue_name()
+    queue = self.sqs_backend.get_queue(queue_name)
+    listed = self._get_param("Entries", [])
+    if not listed:
+        raise EmptyBatchRequest()
+    # What refuses the whole request, checked on every entry before any is sent.
+    if len(listed) > 10:
+        raise TooManyEntriesInBatchRequest(len(listed))
+    if any(not re.match(r"^[\w-]{1,80}$", str(entry.get("Id", ""))) for entry in listed):
+        raise InvalidBatchEntryId()
+    ids: set[str] = set()
+    for entry in listed:
+        if entry["Id"] in ids:
+            raise BatchEntryIdsNotDistinct(entry["Id"])
+        ids.add(entry["Id"])
+    total = sum(_message_size(e.get("MessageBody"), e.get("MessageAttributes")) for e in listed)
+    if total > SQS_MESSAGE_MAX_BYTES:
+        raise SQSException(
+            "BatchRequestTooLong",
+            f"Batch requests cannot be longer than {SQS_MESSAGE_MAX_BYTES} bytes. "
+            f"You have sent {total} bytes.",
+        )
+
+    entries: dict[str, dict[str, Any]] = {}
+    failed: list[dict[str, Any]] = []
+    limit = int(queue.maximum_message_size)  # type: ignore[arg-type]
+    for idx, entry in enumerate(listed):
+        if "MessageAttributes" in entry:
+            validate_message_attributes(entry["MessageAttributes"])
+        else:
+            entry["MessageAttributes"] = {}
+        if "DelaySeconds" not in entry:
+            entry["DelaySeconds"] = None
+        body = entry.get("MessageBody")
+        refused = _refused_attribute(entry["MessageAttributes"])
+        error: SQSException | None = None
+        if isinstance(body, str) and SQS_REFUSED_CHARACTER.search(body):
+            error = _invalid_message_contents()
+        elif refused is not None:
+            error = _invalid_attribute(refused)
+        elif _message_size(body, entry["MessageAttributes"]) > limit:
+            error = _too_long(limit)
+        if error is not None:
+            failed.append(
+                {"Id": entry["Id"], "SenderFault": True, "Code": error.code, "Message": str(error)}
+            )
+        else:
+            entries[str(idx)] = entry
+
+    messages: list[Message] = []
+    if entries:
+        messages, backend_failed = self.sqs_backend.send_message_batch(queue_name, entries)
+        failed.extend(backend_failed)
+
+    resp: dict[str, Any] = {"Successful": [], "Failed": failed}
+    for msg in messages:
+        msg_dict = {
+            "Id": msg.user_id,  # type: ignore[attr-defined]
+            "MessageId": msg.id,
+            "MD5OfMessageBody": msg.body_md5,
+        }
+        if len(msg.message_attributes) > 0:
+            msg_dict["MD5OfMessageAttributes"] = msg.attribute_md5
+        if queue.fifo_queue:
+            msg_dict["SequenceNumber"] = msg.sequence_number
+        resp["Successful"].append(msg_dict)
+    return ActionResult(resp)
+
+
 class ExpiredIteratorException(JsonRESTError):
     def __init__(self) -> None:
         super().__init__(
@@ -256,6 +665,7 @@ def get_backend_for_host(self: DomainDispatcherApplication, host: str | None) ->
 
 def install() -> None:
     """Patches moto in this process. Refuses any moto but the one this was written against."""
+    global TOKEN_WINDOW_SECONDS
     if moto.__version__ != MOTO_VERSION:
         raise SystemExit(
             f"infra/moto_patches.py is written against moto {MOTO_VERSION}, but moto "
@@ -272,3 +682,10 @@ def install() -> None:
     Message.visible = property(_visible)  # type: ignore[method-assign,assignment]
     Message.delayed = property(_delayed)  # type: ignore[method-assign,assignment]
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+    DynamoHandler.batch_write_item = batch_write_item  # type: ignore[method-assign]
+    TOKEN_WINDOW_SECONDS = float(os.environ.get("MOTO_TOKEN_WINDOW_SECONDS", TOKEN_WINDOW_SECONDS))
+    DynamoHandler.transact_write_items = transact_write_items_once  # type: ignore[method-assign]
+    SQSResponse.send_message = send_message  # type: ignore[method-assign]
+    SQSResponse.send_message_batch = send_message_batch  # type: ignore[method-assign]
+    # The default MaximumMessageSize of a new queue (moto reads it when creating one).
+    moto.sqs.models.MAXIMUM_MESSAGE_LENGTH = SQS_MESSAGE_MAX_BYTES  # type: ignore[misc]

@@ -5,62 +5,25 @@ iterators working, and a transaction's cost does not grow with the table.
 Run: .local/venv/bin/python -m unittest discover -s infra/tests -v   (make test runs it)
 """
 
-import os
-import socket
-import subprocess
-import sys
 import time
 import unittest
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
-INFRA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, INFRA)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from moto_process import MotoServer
 
 
 class PatchedMoto(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
-        port = free_port()
-        cls.server = subprocess.Popen(
-            [sys.executable, os.path.join(INFRA, "moto_server.py"), str(port), "--exit-with-stdin"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if cls.server.poll() is not None:
-                    raise RuntimeError(f"moto_server.py exited: {cls.server.returncode}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError("moto_server.py did not start within 60 s")
-                time.sleep(0.05)
-        kwargs = dict(
-            endpoint_url=f"http://127.0.0.1:{port}",
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-            config=Config(retries={"max_attempts": 1}),
-        )
-        cls.db = boto3.client("dynamodb", **kwargs)
-        cls.streams = boto3.client("dynamodbstreams", **kwargs)
+        cls.moto = MotoServer()
+        cls.db = cls.moto.client("dynamodb")
+        cls.streams = cls.moto.client("dynamodbstreams")
         cls.tables = 0
 
     @classmethod
     def tearDownClass(cls) -> None:
-        cls.server.stdin.close()
-        cls.server.wait(timeout=10)
+        cls.moto.stop()
 
     def table(self) -> tuple[str, str]:
         """A fresh table with a NEW_AND_OLD_IMAGES stream: (name, stream ARN)."""
