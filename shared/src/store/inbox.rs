@@ -94,8 +94,12 @@ impl Store {
         decision: &Decision,
         now: EpochSeconds,
     ) -> Result<Ingested, StoreError> {
-        let mut write = votes::first(approval_id, decision, now);
+        let mut write = votes::first(approval_id, decision, None, now);
+        // Each write of the vote (the counted one, then the completing one) is another request:
+        // DynamoDB refuses a client token sent with two different transactions.
+        let mut writes = 0;
         let old = loop {
+            writes += 1;
             let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Applied)?;
             let vote = Update::builder()
                 .table_name(&self.tables.approvals)
@@ -113,7 +117,8 @@ impl Store {
                 TransactWriteItem::builder().put(inbox).build(),
                 TransactWriteItem::builder().update(vote).build(),
             ];
-            let reasons = match self.transact(items, &record.request_id).await? {
+            let token = format!("{}.{writes}", record.request_id);
+            let reasons = match self.transact(items, &token).await? {
                 Transaction::Committed => {
                     return Ok(Ingested::Processed(WebhookOutcome::Applied));
                 }
@@ -126,7 +131,7 @@ impl Store {
                 .map(approval_from_item)
                 .transpose()?;
             // The approve that completes a quorum is written again, as the completing vote.
-            match votes::next(write.kind, old.as_ref(), decision, now) {
+            match votes::next(write.kind, old.as_ref(), decision, None, now) {
                 Some(next) => write = next,
                 None => break old,
             }
@@ -136,6 +141,7 @@ impl Store {
             outcome: decision.outcome,
             approver: decision.approver.clone(),
             comment: None,
+            sent_by: None,
         };
         let outcome = WebhookOutcome::from_refusal(&classify_refusal(old, &request, now)).ok_or(
             StoreError::Corrupt("the decision condition refused a decidable approval"),

@@ -9,6 +9,7 @@ mod items;
 mod ledger;
 mod listing;
 pub mod schema;
+pub mod size;
 mod votes;
 
 use std::time::Duration;
@@ -32,7 +33,10 @@ pub fn items_to_approval(
 ) -> Result<crate::domain::Approval, StoreError> {
     items::approval_from_item(item)
 }
-pub use ledger::{Begin, Completion, LedgerEntry, LedgerStatus};
+pub use ledger::{
+    AttemptEnd, Begin, Completion, LedgerEntry, LedgerStatus, MAX_LATE_REPORTS, MAX_REPORT_CHARS,
+    MAX_STATUS_CHECKS,
+};
 
 use crate::config::Tables;
 
@@ -202,19 +206,26 @@ impl Store {
     /// transaction on the same items in flight) is retried with jitter: once the other commits,
     /// the retry meets its result in a condition, which is answered from the returned item.
     ///
-    /// `token` (at most 36 characters, unique per request) makes the SDK's own retries of a
-    /// transaction that did commit, but whose answer was lost, come back as committed.
+    /// `token` names this one write (at most 32 characters; a caller that sends a different
+    /// write, such as the completing write of a vote after its counted write, passes another
+    /// token). It makes the SDK's own retries of a transaction that did commit, but whose answer
+    /// was lost, come back as committed. DynamoDB keeps a token for 10 minutes and refuses any
+    /// other request with it (`IdempotentParameterMismatchException`), so each try after a
+    /// cancellation — a new request, since the last one was answered — gets a token of its own
+    /// ([`try_token`]); only a try still in progress is asked again with the same one.
     pub(crate) async fn transact(
         &self,
         items: Vec<TransactWriteItem>,
         token: &str,
     ) -> Result<Transaction, StoreError> {
-        for attempt in 1..=TRANSACTION_TRIES {
+        let mut tries = 1;
+        let mut in_progress_waits = 0;
+        loop {
             let result = self
                 .client
                 .transact_write_items()
                 .set_transact_items(Some(items.clone()))
-                .client_request_token(token)
+                .client_request_token(try_token(token, tries))
                 .send()
                 .await;
             let cancelled = match result {
@@ -227,9 +238,10 @@ impl Store {
                     // The same token's earlier try is still being applied (the SDK retried a
                     // request whose answer was lost): ask again shortly, with the same token.
                     TransactWriteItemsError::TransactionInProgressException(_)
-                        if attempt < TRANSACTION_TRIES =>
+                        if in_progress_waits < TRANSACTION_TRIES =>
                     {
-                        tokio::time::sleep(conflict_backoff(attempt)).await;
+                        in_progress_waits += 1;
+                        tokio::time::sleep(conflict_backoff(in_progress_waits)).await;
                         continue;
                     }
                     other => return Err(StoreError::from_service("TransactWriteItems", other)),
@@ -260,11 +272,24 @@ impl Store {
             {
                 return Err(StoreError::dynamo("TransactWriteItems", cancelled));
             }
-            if attempt < TRANSACTION_TRIES {
-                tokio::time::sleep(conflict_backoff(attempt)).await;
+            if tries == TRANSACTION_TRIES {
+                return Err(StoreError::Contention("TransactWriteItems"));
             }
+            tokio::time::sleep(conflict_backoff(tries)).await;
+            tries += 1;
         }
-        Err(StoreError::Contention("TransactWriteItems"))
+    }
+}
+
+/// The client token of the `tries`th try of the write `token` names: the first try uses it as
+/// it is, each later one (a new request after a cancellation) adds its number, so no token is
+/// ever sent with two requests. At most 36 characters, as DynamoDB requires.
+pub(crate) fn try_token(token: &str, tries: u32) -> String {
+    debug_assert!(token.len() <= 32, "a client token of {} bytes", token.len());
+    if tries <= 1 {
+        token.to_owned()
+    } else {
+        format!("{token}~{tries}")
     }
 }
 
@@ -275,4 +300,21 @@ const TRANSACTION_TRIES: u32 = 5;
 fn conflict_backoff(attempt: u32) -> Duration {
     let base = 10u64 << attempt.min(4);
     Duration::from_millis(base + rand::random_range(0..base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_try_of_a_write_has_its_own_token_within_36_characters() {
+        let write = "req_01JD3ZZZZZZZZZZZZZZZZZZZZZ.2";
+        let tokens: Vec<String> = (1..=TRANSACTION_TRIES)
+            .map(|t| try_token(write, t))
+            .collect();
+        assert_eq!(tokens[0], write);
+        let distinct: std::collections::HashSet<_> = tokens.iter().collect();
+        assert_eq!(distinct.len(), tokens.len());
+        assert!(tokens.iter().all(|t| t.len() <= 36), "{tokens:?}");
+    }
 }
