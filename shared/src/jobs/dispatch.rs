@@ -186,8 +186,10 @@ impl Dispatcher {
             .await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
-            bodies
-                .push(serde_json::to_string(job).map_err(|e| DispatchError::Send(e.to_string()))?);
+            bodies.push(
+                job.to_body()
+                    .map_err(|e| DispatchError::Send(e.to_string()))?,
+            );
         }
         let mut start = 0;
         for size in batch_sizes(&bodies) {

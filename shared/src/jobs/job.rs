@@ -59,7 +59,36 @@ pub struct ExecuteJob {
     pub decision: Value,
 }
 
+/// Whether SQS accepts `c` in a message body: `#x9 | #xA | #xD | #x20–#xD7FF | #xE000–#xFFFD |
+/// #x10000–#x10FFFF` (SendMessage, "MessageBody"); anything else refuses the whole request with
+/// `InvalidMessageContents`.
+pub fn sqs_allows(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
 impl Job {
+    /// The job as an SQS message body: its JSON with every character SQS refuses written as a
+    /// `\uXXXX` escape. serde_json writes U+FFFE and U+FFFF (legal JSON, from any string the
+    /// API accepts) raw; one such body would refuse its whole batch, stall the stream shard
+    /// behind it and never execute the approval. Outside strings JSON is ASCII, so escaping a
+    /// character wherever it occurs changes no value: the body parses back to the same job.
+    pub fn to_body(&self) -> Result<String, serde_json::Error> {
+        let json = serde_json::to_string(self)?;
+        if json.chars().all(sqs_allows) {
+            return Ok(json);
+        }
+        let mut body = String::with_capacity(json.len() + 16);
+        for c in json.chars() {
+            if sqs_allows(c) {
+                body.push(c);
+            } else {
+                // Only BMP characters are refused (every supplementary one is allowed).
+                body.push_str(&format!("\\u{:04x}", c as u32));
+            }
+        }
+        Ok(body)
+    }
+
     /// The job's deduplication identity.
     pub fn id(&self) -> String {
         match self {
@@ -83,7 +112,10 @@ impl Job {
     pub fn business_key(&self) -> String {
         match self {
             Self::Notify(j) => format!("{}:notify:{}", j.approval_id, j.approver),
-            Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key),
+            // With the approval id: a create key may be used again once its record expired,
+            // for another approval, whose execution must never meet the first one's stored
+            // result at a target that dedupes.
+            Self::Execute(j) => format!("{}:{}:{}", j.tenant, j.idempotency_key, j.approval_id),
             // The receiver dedupes by `webhook-id`, the event id.
             Self::Callback(j) => j.event_id.clone(),
         }
@@ -267,7 +299,7 @@ mod tests {
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
         assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
-        assert_eq!(jobs[0].business_key(), "acme:k");
+        assert_eq!(jobs[0].business_key(), format!("acme:k:{}", new.id));
         let Job::Execute(job) = &jobs[0] else {
             panic!("not an execute job")
         };
@@ -361,6 +393,114 @@ mod tests {
             panic!()
         };
         assert!(j.body["data"].get("approval_truncated").is_none());
+    }
+
+    mod sqs_bodies {
+        use proptest::prelude::*;
+
+        use super::*;
+        use crate::config::Subscription;
+        use crate::events::events_for_change;
+
+        /// Any character a JSON string may hold, the ones SQS refuses and the edges of its
+        /// ranges much more often than chance would pick them.
+        fn any_char() -> impl Strategy<Value = char> {
+            prop_oneof![
+                3 => any::<char>(),
+                2 => prop::sample::select(vec![
+                    '\u{0}', '\u{1}', '\u{8}', '\u{b}', '\u{1f}', '\t', '\n', '\r', '"', '\\',
+                    '\u{7f}', '\u{d7ff}', '\u{e000}', '\u{fffd}', '\u{fffe}', '\u{ffff}',
+                    '\u{10000}', '\u{10ffff}',
+                ]),
+            ]
+        }
+
+        fn any_text() -> impl Strategy<Value = String> {
+            prop::collection::vec(any_char(), 0..12).prop_map(|c| c.into_iter().collect())
+        }
+
+        /// A name `Approver::parse` accepts (no control characters, not blank).
+        fn any_name() -> impl Strategy<Value = Approver> {
+            any_text().prop_filter_map("an approver name", |raw| {
+                Approver::parse(&format!("a{raw}")).ok()
+            })
+        }
+
+        fn subscription() -> Subscription {
+            Subscription {
+                url: "http://x".into(),
+                secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+                types: None,
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Every job dispatch makes — notifications, the execution, callbacks — is a body SQS
+            /// accepts, whatever the payload, context, approver names and comments hold, and it
+            /// reads back as the same job: the payload reaches the target value for value.
+            #[test]
+            fn every_job_body_is_sqs_legal_and_reads_back_as_the_job(
+                payload in prop::collection::btree_map(any_text(), any_text(), 0..4),
+                context in prop::collection::btree_map(any_text(), any_text(), 0..4),
+                approver in any_name(),
+                comment in any_text(),
+            ) {
+                let mut new = pending(1_000);
+                new.payload = payload.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                new.context = context.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+                new.approvers = vec![approver.clone()];
+                let created = events_for_change(None, Some(&new), "p1");
+                let mut jobs = jobs_for_change(None, Some(&new), "p1");
+                jobs.extend(callback_jobs(&new, &created, Some(&subscription())));
+
+                let mut approved = new.clone();
+                approved.status = Status::Approved;
+                let vote = Decision {
+                    outcome: Outcome::Approved,
+                    approver: approver.clone(),
+                    decided_at: 5,
+                    channel: Channel::Api,
+                    comment: Some(comment),
+                    webhook_event_id: None,
+                };
+                approved.votes = vec![vote.clone()];
+                approved.decision = Some(vote);
+                approved.execution.status = ExecutionStatus::Queued;
+                let decided = events_for_change(Some(&new), Some(&approved), "p2");
+                jobs.extend(jobs_for_change(Some(&new), Some(&approved), "p2"));
+                jobs.extend(callback_jobs(&approved, &decided, Some(&subscription())));
+                prop_assert!(jobs.iter().any(|j| matches!(j, Job::Execute(_))));
+
+                for job in &jobs {
+                    let body = job.to_body().unwrap();
+                    prop_assert!(body.chars().all(sqs_allows), "{body:?}");
+                    prop_assert_eq!(&serde_json::from_str::<Job>(&body).unwrap(), job);
+                    if let Job::Execute(j) = job {
+                        prop_assert_eq!(&j.action["payload"], &Value::Object(new.payload.clone()));
+                        prop_assert_eq!(&j.context, &Value::Object(new.context.clone()));
+                        prop_assert_eq!(&j.decision["approver"], &Value::String(approver.as_str().to_owned()));
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn a_body_escapes_only_what_sqs_refuses() {
+            let mut new = pending(1_000);
+            new.payload.insert(
+                "say".into(),
+                Value::String("a\u{ffff}b\u{fffe}\u{10000}é".into()),
+            );
+            let body = jobs_for_change(None, Some(&new), "")[0].to_body().unwrap();
+            assert!(body.contains("a\\uffffb\\ufffe\u{10000}é"), "{body}");
+            let plain = jobs_for_change(None, Some(&pending(1_000)), "")[0].clone();
+            assert_eq!(
+                plain.to_body().unwrap(),
+                serde_json::to_string(&plain).unwrap()
+            );
+        }
     }
 
     #[test]
