@@ -66,6 +66,21 @@ pub struct ActionTarget {
     /// (`{idempotency_key}` is replaced by the URL-encoded key).
     #[serde(default)]
     pub status_url: Option<String>,
+    /// How long after a call whose outcome is unknown the status URL is asked, in seconds: a
+    /// gateway can answer 504 (or a connection drop end the call) while the target still works
+    /// on the request and has not recorded its key, so an earlier `not_found` proves nothing.
+    #[serde(default = "ActionTarget::default_status_delay")]
+    pub status_delay_seconds: i64,
+}
+
+impl ActionTarget {
+    pub const DEFAULT_STATUS_DELAY_SECONDS: i64 = 10;
+    /// At most the 15 minutes an SQS message may be delayed by itself.
+    pub const MAX_STATUS_DELAY_SECONDS: i64 = 900;
+
+    fn default_status_delay() -> i64 {
+        Self::DEFAULT_STATUS_DELAY_SECONDS
+    }
 }
 
 /// The placeholder a status URL must hold.
@@ -205,6 +220,16 @@ impl Config {
                     return Err(problem(format!("must contain {KEY_PLACEHOLDER}")));
                 }
                 http_url(&status_url.replace(KEY_PLACEHOLDER, "k")).map_err(problem)?;
+            }
+            if !(1..=ActionTarget::MAX_STATUS_DELAY_SECONDS).contains(&target.status_delay_seconds)
+            {
+                return Err(ConfigError::new(
+                    "ACTION_TARGETS",
+                    format!(
+                        "{kind}: status_delay_seconds must be from 1 to {}",
+                        ActionTarget::MAX_STATUS_DELAY_SECONDS
+                    ),
+                ));
             }
         }
 
@@ -543,6 +568,25 @@ mod tests {
                 .variable,
             "NOTIFIER_URL"
         );
+    }
+
+    #[test]
+    fn the_status_delay_defaults_to_ten_seconds_and_is_at_least_one() {
+        let target = |delay: &str| {
+            format!(
+                r#"{{"pay": {{"url": "https://pay.example.com/charge", "status_url": "https://pay.example.com/s/{{idempotency_key}}"{delay}}}}}"#
+            )
+        };
+        let default = config(&[KEYS, ("ACTION_TARGETS", &target(""))]).unwrap();
+        assert_eq!(default.action_targets["pay"].status_delay_seconds, 10);
+        let set = target(r#", "status_delay_seconds": 3"#);
+        let set = config(&[KEYS, ("ACTION_TARGETS", &set)]).unwrap();
+        assert_eq!(set.action_targets["pay"].status_delay_seconds, 3);
+        for bad in ["0", "-1", "901", "1.5", "\"10\""] {
+            let raw = target(&format!(r#", "status_delay_seconds": {bad}"#));
+            let err = config(&[KEYS, ("ACTION_TARGETS", &raw)]).unwrap_err();
+            assert_eq!(err.variable, "ACTION_TARGETS", "{bad}");
+        }
     }
 
     #[test]

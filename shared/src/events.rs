@@ -55,6 +55,8 @@ pub enum EventType {
     StatusChecked,
     #[serde(rename = "notification.sent")]
     NotificationSent,
+    #[serde(rename = "notification.failed")]
+    NotificationFailed,
     #[serde(rename = "callback.delivered")]
     CallbackDelivered,
     #[serde(rename = "callback.failed")]
@@ -62,7 +64,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -79,6 +81,7 @@ impl EventType {
         Self::Resolved,
         Self::StatusChecked,
         Self::NotificationSent,
+        Self::NotificationFailed,
         Self::CallbackDelivered,
         Self::CallbackFailed,
     ];
@@ -101,6 +104,7 @@ impl EventType {
             Self::Resolved => "execution.resolved",
             Self::StatusChecked => "execution.status_checked",
             Self::NotificationSent => "notification.sent",
+            Self::NotificationFailed => "notification.failed",
             Self::CallbackDelivered => "callback.delivered",
             Self::CallbackFailed => "callback.failed",
         }
@@ -112,12 +116,16 @@ impl EventType {
 
     /// Whether a subscription may receive it: only the events the stream derives (the
     /// dispatcher makes callbacks). A callback's own outcome is never delivered as a callback
-    /// (each delivery would make another event to deliver), and `notification.sent` is recorded
-    /// by the executor, with no stream change to make a callback from.
+    /// (each delivery would make another event to deliver), and `notification.sent` /
+    /// `notification.failed` are recorded by the executor, with no stream change to make a
+    /// callback from.
     pub fn is_deliverable(self) -> bool {
         !matches!(
             self,
-            Self::CallbackDelivered | Self::CallbackFailed | Self::NotificationSent
+            Self::CallbackDelivered
+                | Self::CallbackFailed
+                | Self::NotificationSent
+                | Self::NotificationFailed
         )
     }
 }
@@ -176,7 +184,9 @@ impl Event {
 
 fn order_suffix(kind: EventType, discriminator: &str) -> String {
     match kind {
-        EventType::NotificationSent => format!("n#{discriminator}"),
+        EventType::NotificationSent | EventType::NotificationFailed => {
+            format!("n#{discriminator}")
+        }
         _ => "c".to_owned(),
     }
 }

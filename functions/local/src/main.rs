@@ -37,7 +37,8 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         )),
         "ACTION_TARGETS" => Some(format!(
             r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true,
-                          "status_url": "http://127.0.0.1:{port}/_demo/echo/status/{{idempotency_key}}"}}}}"#
+                          "status_url": "http://127.0.0.1:{port}/_demo/echo/status/{{idempotency_key}}",
+                          "status_delay_seconds": 2}}}}"#
         )),
         "WEBHOOK_SOURCES" => Some(format!(
             r#"{{"demo": {{"tenant": "demo", "secrets": ["{DEMO_WEBHOOK_SECRET}"]}}}}"#

@@ -12,7 +12,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sweeper = &Sweeper::new(app);
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<serde_json::Value>| async move {
-            let report = sweeper.reconcile().await?;
+            // An error once every candidate was tried, if any failed: the Errors alarm sees it.
+            let report = sweeper.reconcile().await?.into_result()?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
                 "requeued": report.requeued,
                 "ended": report.ended,

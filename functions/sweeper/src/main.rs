@@ -11,8 +11,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sweeper = &Sweeper::new(app);
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<serde_json::Value>| async move {
-            let expired = sweeper.expire().await?;
-            Ok::<_, lambda_runtime::Error>(serde_json::json!({ "expired": expired }))
+            // An error once every candidate was tried, if any failed: the Errors alarm sees it.
+            let report = sweeper.expire().await?.into_result()?;
+            Ok::<_, lambda_runtime::Error>(serde_json::json!({ "expired": report.expired }))
         },
     ))
     .await

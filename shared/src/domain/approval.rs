@@ -171,6 +171,8 @@ pub struct Execution {
     /// The identity of the operator request that made the latest resume (its `Idempotency-Key`,
     /// or a token of its own): a repeat of that request recognises its own change. Not shown.
     pub retry_key: Option<String>,
+    /// Every operator request that resumed it, oldest first. Not shown.
+    pub retry_keys: Vec<String>,
     /// What workers learnt after their attempt was taken over (their lease ended mid-call): the
     /// target's answer they could no longer record, kept for whoever reconciles the execution.
     pub late_reports: Vec<String>,
@@ -205,6 +207,7 @@ impl Execution {
             generation: 0,
             note: None,
             retry_key: None,
+            retry_keys: Vec::new(),
             late_reports: Vec::new(),
             requeues: 0,
             status_checks: Vec::new(),

@@ -10,6 +10,9 @@ pub struct DecideRequest {
     pub outcome: Outcome,
     pub approver: Approver,
     pub comment: Option<String>,
+    /// Who sent it, when that is not the approver: the principal of the key a trusted backend
+    /// decides with. The requester never decides its own approval, under any name.
+    pub sent_by: Option<Approver>,
 }
 
 impl DecideRequest {
@@ -58,6 +61,7 @@ impl DecideRequest {
                 outcome,
                 approver,
                 comment,
+                sent_by: None,
             }),
             _ => Err(errors),
         }
@@ -102,7 +106,8 @@ pub enum DecideRefusal {
     AlreadyVoted(Box<Approval>),
     Expired,
     NotAnApprover,
-    /// The approver is the approval's requester (separation of duties).
+    /// The approver, or the principal that sent the vote, is the approval's requester
+    /// (separation of duties).
     SelfApproval,
     /// A pending quorum approval that this approve completes: the counted-vote write refused
     /// it for exactly that reason, and the store writes it again as the completing vote.
@@ -123,6 +128,11 @@ pub fn classify_refusal(
     let Some(old) = old else {
         return DecideRefusal::NotFound;
     };
+    // The requester's own key decides nothing, whoever it names and whatever state it finds.
+    let requester = old.requested_by.as_ref().map(Approver::identity);
+    if requester.is_some() && request.sent_by.as_ref().map(Approver::identity) == requester {
+        return DecideRefusal::SelfApproval;
+    }
     let status = old.status_at(now);
     if let Some(vote) = old.vote_of(&request.approver) {
         return match status {
@@ -168,6 +178,7 @@ mod tests {
             outcome,
             approver: Approver::parse(approver).unwrap(),
             comment: None,
+            sent_by: None,
         }
     }
 
@@ -274,6 +285,28 @@ mod tests {
             50,
         );
         assert_eq!(got, DecideRefusal::NotAnApprover);
+    }
+
+    #[test]
+    fn a_vote_sent_by_the_requesters_key_is_a_self_approval_whoever_it_names() {
+        let mut approval = pending(100);
+        approval.requested_by = Some(Approver::parse("CI@acme").unwrap());
+        let mut sent = request(Outcome::Approved, "alice");
+        sent.sent_by = Some(Approver::parse(" ci@ACME").unwrap());
+        assert_eq!(
+            classify_refusal(Some(approval.clone()), &sent, 50),
+            DecideRefusal::SelfApproval
+        );
+        sent.approver = Approver::parse("nobody-listed").unwrap();
+        assert_eq!(
+            classify_refusal(Some(approval.clone()), &sent, 50),
+            DecideRefusal::SelfApproval
+        );
+        sent.sent_by = Some(Approver::parse("portal@acme").unwrap());
+        assert_eq!(
+            classify_refusal(Some(approval), &sent, 50),
+            DecideRefusal::NotAnApprover
+        );
     }
 
     #[test]

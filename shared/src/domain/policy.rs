@@ -146,7 +146,12 @@ impl Policy {
                 }
             };
             if let (Some(name), Some(min)) = (name, min) {
-                let others = members.iter().filter(|a| *a != requester).count();
+                // By identity, as the decision's condition compares them: `CI@acme` listed by
+                // `ci@acme` is the requester, and its vote never counts.
+                let others = members
+                    .iter()
+                    .filter(|a| a.identity() != requester.identity())
+                    .count();
                 if min as usize > members.len() {
                     errors.push(invalid(
                         at("min_approvals"),
@@ -297,6 +302,21 @@ mod tests {
             Policy::parse(&self_only, &approvers, &ci),
             Err(PolicyRefusal::Unsatisfiable(_))
         ));
+    }
+
+    #[test]
+    fn the_requester_is_known_in_any_spelling() {
+        // The requester `ci@acme` listed as `CI@acme`: its vote is refused by the decision's
+        // condition (identities compared), so a rule that needs it can never be met.
+        let approvers = people(&["CI@acme", "alice"]);
+        let requester = Approver::parse("ci@acme").unwrap();
+        let needs_ci = json!({"rules": [{"name": "a", "approvers": ["CI@acme", "alice"], "min_approvals": 2}]});
+        assert!(matches!(
+            Policy::parse(&needs_ci, &approvers, &requester),
+            Err(PolicyRefusal::Unsatisfiable(_))
+        ));
+        let alice_suffices = json!({"rules": [{"name": "a", "approvers": ["CI@acme", "alice"], "min_approvals": 1}]});
+        assert!(Policy::parse(&alice_suffices, &approvers, &requester).is_ok());
     }
 
     /// The reference: recount from every vote so far, the way a person would.

@@ -19,7 +19,7 @@ use crate::domain::{
     DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status, classify_refusal,
     fingerprint, inexact_numbers,
 };
-use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError};
+use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError, size};
 
 /// Create bodies above this are refused before parsing.
 pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
@@ -72,6 +72,19 @@ pub async fn create(
 
     let now = app.clock.now();
     let approval = request.into_approval(caller.tenant, caller.principal, policy, key.clone(), now);
+    // Refused now rather than stuck later: an item DynamoDB would not let grow (see
+    // `store::size`).
+    let largest = size::largest_item_bytes(&approval);
+    if largest > size::APPROVAL_BUDGET_BYTES {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "action.payload",
+            format!(
+                "with every approver's vote (comments of up to {} characters) and what an execution records, this approval could grow to {largest} bytes, past the {} DynamoDB keeps in one item: send less in payload and context, or list fewer approvers",
+                DecideRequest::MAX_COMMENT_CHARS,
+                size::APPROVAL_BUDGET_BYTES
+            ),
+        )]));
+    }
     let record = IdempotencyRecord {
         key,
         fingerprint: fingerprint(&value),
@@ -178,7 +191,8 @@ pub async fn decide(
             Some(_) => {}
         }
     }
-    let request = DecideRequest::parse_json(&value).map_err(ApiError::invalid)?;
+    let mut request = DecideRequest::parse_json(&value).map_err(ApiError::invalid)?;
+    request.sent_by = Some(caller.principal.clone());
     let tenant = caller.tenant;
     let id = approval_id(id)?;
 
@@ -191,7 +205,11 @@ pub async fn decide(
         comment: request.comment.clone(),
         webhook_event_id: None,
     };
-    match app.store.decide(&tenant, &id, &decision, now).await? {
+    match app
+        .store
+        .decide(&tenant, &id, &decision, request.sent_by.as_ref(), now)
+        .await?
+    {
         DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
         DecideOutcome::Refused(old) => match classify_refusal(old.map(|a| *a), &request, now) {
             DecideRefusal::Repeat(approval) => Ok(replayed(&approval, now)),

@@ -49,8 +49,11 @@ pub async fn retry(
     {
         Ok(approval) => Ok((StatusCode::ACCEPTED, Json(approval.view(now))).into_response()),
         Err(OperatorRefusal::NotFound) => Err(ApiError::NotFound),
+        // This request resumed it before (the latest retry, or a late duplicate of an older
+        // one): answered as it was, never a resume of a newer generation.
         Err(OperatorRefusal::WrongState(approval))
-            if approval.execution.retry_key.as_deref() == Some(retry_key.as_str()) =>
+            if approval.execution.retry_key.as_deref() == Some(retry_key.as_str())
+                || approval.execution.retry_keys.contains(&retry_key) =>
         {
             Ok(replayed(StatusCode::ACCEPTED, json!(approval.view(now))))
         }

@@ -40,7 +40,7 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("the approval was already decided")]
     AlreadyDecided { approval: Value },
-    #[error("only a failed or needs_reconciliation execution can be retried")]
+    #[error("only a failed or needs_reconciliation execution can be retried, at most 20 times")]
     NotRetryable { approval: Value },
     #[error("only a needs_reconciliation execution can be resolved")]
     NotResolvable { approval: Value },

@@ -218,6 +218,7 @@ pub async fn decide_form(
         outcome,
         approver: grant.approver.clone(),
         comment,
+        sent_by: None,
     };
     let decision = Decision {
         outcome,
@@ -227,7 +228,11 @@ pub async fn decide_form(
         comment: request.comment.clone(),
         webhook_event_id: None,
     };
-    match app.store.decide(&grant.tenant, &id, &decision, now).await {
+    match app
+        .store
+        .decide(&grant.tenant, &id, &decision, None, now)
+        .await
+    {
         Ok(DecideOutcome::Won(_)) => {}
         Ok(DecideOutcome::Refused(old)) => match classify_refusal(old.map(|a| *a), &request, now) {
             // The page shows the one outcome, and this approver's vote.

@@ -12,7 +12,7 @@ use super::job::{CallbackJob, Job};
 use crate::config::KEY_PLACEHOLDER;
 use crate::domain::{ApprovalId, Approver, StatusCheck, TenantId, rfc3339};
 use crate::review_token::TokenSecret;
-use crate::store::{Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
+use crate::store::{AttemptEnd, Begin, Completion, LedgerEntry, LedgerStatus, StoreError};
 use crate::{App, ConfigError};
 
 /// An SQS message, from Lambda's event or from the local runner's `ReceiveMessage`.
@@ -129,13 +129,27 @@ impl StatusAnswer {
 }
 
 /// What follows from the target's answer about an attempt whose outcome was unknown (`error`
-/// says why): the attempt's end, and what becomes of the message.
+/// says why): the attempt's end, and what becomes of the message. `not_found_believed`: asked at
+/// least the target's status delay after the call ended — before that, a `not_found` may only
+/// mean the target has not recorded the key yet, and it counts as `pending`.
 fn after_status(
     answer: &StatusAnswer,
     error: &str,
     idempotent: bool,
     last_attempt: bool,
+    not_found_believed: bool,
 ) -> (Completion, Disposition) {
+    if *answer == StatusAnswer::NotFound && !not_found_believed {
+        return after_status(
+            &StatusAnswer::CouldNotTell(
+                "not_found, asked before the target's status delay had passed".to_owned(),
+            ),
+            error,
+            idempotent,
+            last_attempt,
+            true,
+        );
+    }
     match answer {
         StatusAnswer::Succeeded => (Completion::Succeeded, Disposition::Ack),
         StatusAnswer::Failed(reason) => (
@@ -188,6 +202,40 @@ fn after_status(
 
 /// The longest a status query may take.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a job's call goes.
+struct Target {
+    /// `None`: the action type is not configured (the job fails without a call).
+    url: Option<String>,
+    idempotent: bool,
+    status: Option<StatusQuery>,
+}
+
+/// A target's status URL and how long after a doubtful call it is asked.
+struct StatusQuery {
+    url: String,
+    delay_ms: i64,
+}
+
+/// When a message whose attempt ended with `completion` comes back (seconds from now): after a
+/// backoff for a retry or a status query, at once for one going on to the DLQ; `None` leaves it
+/// to the queue.
+fn comes_back(
+    completion: &Completion,
+    disposition: Disposition,
+    receive_count: u32,
+) -> Option<i32> {
+    match completion {
+        Completion::RetryWait(_) | Completion::Unknown(_) => Some(backoff_seconds(receive_count)),
+        Completion::Failed(_) if disposition == Disposition::Retry => Some(0),
+        _ => None,
+    }
+}
+
+/// Whole seconds, rounded up, for a visibility timeout (at most SQS's 12 hours).
+fn seconds_from_ms(ms: i64) -> i32 {
+    ((ms.max(0) + 999) / 1000).min(43_200) as i32
+}
 
 pub struct Executor {
     app: Arc<App>,
@@ -292,6 +340,44 @@ impl Executor {
             .collect()
     }
 
+    /// Where the job's call goes, and how a doubt about it is settled.
+    fn target_of(&self, job: &Job) -> Target {
+        match job {
+            Job::Notify(_) => Target {
+                url: Some(self.notifier_url.clone()),
+                idempotent: true,
+                status: None,
+            },
+            // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
+            Job::Callback(j) => Target {
+                url: TenantId::parse(&j.tenant)
+                    .ok()
+                    .and_then(|t| self.app.config.event_subscriptions.get(&t))
+                    .map(|s| s.url.clone()),
+                idempotent: true,
+                status: None,
+            },
+            Job::Execute(j) => {
+                let kind = j.action["type"].as_str().unwrap_or_default();
+                match self.app.config.action_targets.get(kind) {
+                    Some(target) => Target {
+                        url: Some(target.url.clone()),
+                        idempotent: target.idempotent,
+                        status: target.status_url.clone().map(|url| StatusQuery {
+                            url,
+                            delay_ms: target.status_delay_seconds * 1000,
+                        }),
+                    },
+                    None => Target {
+                        url: None,
+                        idempotent: true,
+                        status: None,
+                    },
+                }
+            }
+        }
+    }
+
     async fn handle(
         &self,
         message: &JobMessage,
@@ -306,38 +392,9 @@ impl Executor {
                 return Ok(Disposition::Retry);
             }
         };
-        let status_url = match &job {
-            Job::Execute(j) => self
-                .app
-                .config
-                .action_targets
-                .get(j.action["type"].as_str().unwrap_or_default())
-                .and_then(|t| t.status_url.clone()),
-            _ => None,
-        };
-        let status_url = status_url.as_deref();
-        let (url, idempotent) = match &job {
-            Job::Notify(_) => (Some(self.notifier_url.clone()), true),
-            // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
-            Job::Callback(j) => (
-                TenantId::parse(&j.tenant)
-                    .ok()
-                    .and_then(|t| self.app.config.event_subscriptions.get(&t))
-                    .map(|s| s.url.clone()),
-                true,
-            ),
-            Job::Execute(j) => {
-                let kind = j.action["type"].as_str().unwrap_or_default();
-                match self.app.config.action_targets.get(kind) {
-                    Some(target) => (Some(target.url.clone()), target.idempotent),
-                    None => (None, true),
-                }
-            }
-        };
+        let target = self.target_of(&job);
         if message.receive_count > self.app.config.job_max_attempts {
-            return self
-                .give_up(&job, message, idempotent, status_url, deadline)
-                .await;
+            return self.give_up(&job, message, &target, deadline).await;
         }
 
         if let Job::Execute(_) = job {
@@ -367,15 +424,13 @@ impl Executor {
                 now_ms,
                 now_ms + self.lease_ms,
                 // A target that can say what became of a key is asked instead of called again.
-                idempotent && status_url.is_none(),
+                target.idempotent && target.status.is_none(),
             )
             .await?
         {
             Begin::Started => {}
             Begin::Refused(entry) => {
-                return self
-                    .refused(&job, entry, idempotent, status_url, message, deadline)
-                    .await;
+                return self.refused(&job, entry, &target, message, deadline).await;
             }
         }
 
@@ -383,12 +438,12 @@ impl Executor {
         // before the invocation and the lease do, or the attempt's end could not be written.
         let until_lease_end = lease_end.saturating_duration_since(Instant::now());
         let budget = call_budget(self.call_timeout, remaining(), until_lease_end);
-        let outcome = match (url, budget) {
+        let outcome = match (&target.url, budget) {
             (Some(_), None) => CallOutcome::Retryable(
                 "not sent: too little of the invocation or the lease was left after the begin"
                     .to_owned(),
             ),
-            (Some(url), Some(budget)) => self.call(&job, &url, idempotent, budget).await,
+            (Some(url), Some(budget)) => self.call(&job, url, target.idempotent, budget).await,
             (None, _) => CallOutcome::Refused(format!(
                 "action type {:?} is not configured",
                 job_action_type(&job)
@@ -405,30 +460,44 @@ impl Executor {
         }
 
         let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
-        // Whether it acted is not known: ask the target before anything else, where it can say.
-        if let (CallOutcome::Unknown(error), Some(status_url)) = (&outcome, status_url) {
-            let until_lease_end = lease_end.saturating_duration_since(Instant::now());
-            let budget = call_budget(self.call_timeout, remaining(), until_lease_end);
-            let answer = self.ask(&job, status_url, budget).await;
-            let (completion, disposition) = after_status(&answer, error, idempotent, last_attempt);
-            let check = answer.check(self.app.clock.now());
+        // Whether it acted is not known, and the target can say: ask it — not now, but once it
+        // has had its status delay to record the key (a gateway's 504 can come while the target
+        // still works on the request, and its `not_found` would then be wrong). The message
+        // comes back after the delay; other jobs go on meanwhile.
+        if let (CallOutcome::Unknown(error), Some(status)) = (&outcome, &target.status) {
+            let completion = Completion::Unknown(format!(
+                "outcome unknown ({error}); the target's status URL is asked from {} s after the call",
+                status.delay_ms / 1000
+            ));
+            let end = AttemptEnd {
+                call_ended_ms: Some(self.app.clock.now_millis()),
+                ..AttemptEnd::by_owner(&completion, &token)
+            };
+            let back = Some(seconds_from_ms(status.delay_ms));
             return self
                 .finish(
                     &job,
                     message,
                     &token,
-                    completion,
-                    disposition,
-                    Some(check),
+                    &end,
+                    Disposition::Retry,
+                    back,
                     lease_end,
                     deadline,
                 )
                 .await;
         }
+        let notice = matches!(job, Job::Notify(_) | Job::Callback(_));
         let (completion, disposition) = match outcome {
             CallOutcome::Succeeded => (Completion::Succeeded, Disposition::Ack),
+            // A notification or callback its receiver refuses is lost to its reader: recorded
+            // (`notification.failed` / `callback.failed`) and sent on to the DLQ, whose alarm
+            // someone watches.
+            CallOutcome::Refused(error) if notice => {
+                (Completion::Failed(error), Disposition::Retry)
+            }
             CallOutcome::Refused(error) => (Completion::Failed(error), Disposition::Ack),
-            CallOutcome::Unknown(error) if !idempotent => (
+            CallOutcome::Unknown(error) if !target.idempotent => (
                 Completion::NeedsReconciliation(format!(
                     "outcome unknown ({error}); the target is not idempotent"
                 )),
@@ -448,67 +517,65 @@ impl Executor {
                 (Completion::RetryWait(error), Disposition::Retry)
             }
         };
+        let end = AttemptEnd::by_owner(&completion, &token);
+        let back = comes_back(&completion, disposition, message.receive_count);
         self.finish(
             &job,
             message,
             &token,
-            completion,
+            &end,
             disposition,
-            None,
+            back,
             lease_end,
             deadline,
         )
         .await
     }
 
-    /// Records the attempt's end (with the status query that decided it, if any) and sets when
-    /// the message comes back.
+    /// Records the end of this worker's attempt `token`, then makes the message come back in
+    /// `back` seconds (if set). When the attempt was taken over first, what it learnt is kept
+    /// as a late report and the message comes back as it would (the other attempt completes the
+    /// job).
     #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
         job: &Job,
         message: &JobMessage,
         token: &str,
-        completion: Completion,
+        end: &AttemptEnd<'_>,
         disposition: Disposition,
-        check: Option<StatusCheck>,
+        back: Option<i32>,
         lease_end: Instant,
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let store = &self.app.store;
-        if !self
-            .complete(job, token, &completion, check.as_ref(), lease_end, deadline)
-            .await?
-        {
-            // Our lease ended and another worker took the job over: it completes it. What we
-            // learnt is still worth keeping: if the other attempt ends unknown, this may be the
-            // only word on whether the action ran.
+        if !self.complete(job, token, end, lease_end, deadline).await? {
+            // Our lease ended and another worker took the job over (or ended it): it completes
+            // it. What we learnt is still worth keeping: if the other attempt ends unknown, this
+            // may be the only word on whether the action ran.
             let report = format!(
                 "an attempt whose lease was taken over learnt, at {}: {}",
                 rfc3339(self.app.clock.now()),
-                completion.describe()
+                end.completion.describe()
             );
             tracing::warn!(
                 job = job.id(),
                 report,
                 "attempt taken over before it completed"
             );
-            if let Err(e) = store.record_late_report(job, &report).await {
-                tracing::warn!(job = job.id(), error = %e, "late report not recorded");
+            match store.record_late_report(job, &report).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
+                    job = job.id(),
+                    "late report not kept: the execution holds the most it keeps"
+                ),
+                Err(e) => tracing::warn!(job = job.id(), error = %e, "late report not recorded"),
             }
             return Ok(Disposition::Retry);
         }
-        tracing::info!(job = job.id(), attempt_outcome = ?completion, "job attempt completed");
-        match completion {
-            Completion::RetryWait(_) | Completion::Unknown(_) => {
-                self.set_visibility(message, backoff_seconds(message.receive_count))
-                    .await
-            }
-            // On to the DLQ without waiting out the visibility timeout.
-            Completion::Failed(_) if disposition == Disposition::Retry => {
-                self.set_visibility(message, 0).await
-            }
-            _ => {}
+        tracing::info!(job = job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        if let Some(seconds) = back {
+            self.set_visibility(message, seconds).await;
         }
         Ok(disposition)
     }
@@ -528,31 +595,17 @@ impl Executor {
         &self,
         job: &Job,
         token: &str,
-        completion: &Completion,
-        check: Option<&StatusCheck>,
+        end: &AttemptEnd<'_>,
         lease_end: Instant,
         deadline: Option<Instant>,
     ) -> Result<bool, StoreError> {
         let hard_end = deadline.map(|d| d.checked_sub(ANSWER_MARGIN).unwrap_or(d));
         let mut pause = END_WRITE_FIRST_PAUSE;
         loop {
-            let now = self.app.clock.now();
-            let write = async {
-                match check {
-                    Some(check) => {
-                        self.app
-                            .store
-                            .complete_job_checked(job, token, completion, check, now)
-                            .await
-                    }
-                    None => {
-                        self.app
-                            .store
-                            .complete_job(job, token, completion, now)
-                            .await
-                    }
-                }
-            };
+            let write = self
+                .app
+                .store
+                .end_attempt(job, token, end, self.app.clock.now());
             let result = match hard_end {
                 None => write.await,
                 Some(end) => {
@@ -584,8 +637,7 @@ impl Executor {
         &self,
         job: &Job,
         entry: Option<LedgerEntry>,
-        idempotent: bool,
-        status_url: Option<&str>,
+        target: &Target,
         message: &JobMessage,
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
@@ -598,13 +650,20 @@ impl Executor {
         }
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
         match entry.status {
+            // A notification or callback that failed for good goes on to the DLQ (its alarm),
+            // however many copies of its job come back.
+            LedgerStatus::Failed if matches!(job, Job::Notify(_) | Job::Callback(_)) => {
+                self.set_visibility(message, 0).await;
+                Ok(Disposition::Retry)
+            }
             LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => {
                 Ok(Disposition::Ack)
             }
             LedgerStatus::InProgress if entry.lease_until_ms > now_ms => Ok(Disposition::Retry),
-            // An attempt whose outcome nobody knows yet (its last answer was "pending", or its
-            // worker stopped after it may have called the target): ask the target.
-            LedgerStatus::Unknown | LedgerStatus::InProgress if status_url.is_some() => {
+            // An attempt whose outcome nobody knows yet (its call ended in doubt, or its last
+            // answer was "pending", or its worker stopped after it may have called the target):
+            // ask the target.
+            LedgerStatus::Unknown | LedgerStatus::InProgress if target.status.is_some() => {
                 let error = match entry.status {
                     LedgerStatus::Unknown => entry
                         .last_error
@@ -613,25 +672,21 @@ impl Executor {
                     _ => "the worker stopped after calling the target".to_owned(),
                 };
                 let last_attempt = message.receive_count >= self.app.config.job_max_attempts;
-                self.settle(
-                    job,
-                    &entry,
-                    &error,
-                    idempotent,
-                    status_url,
-                    last_attempt,
-                    message,
-                    deadline,
-                )
-                .await
+                self.settle(job, &entry, &error, target, last_attempt, message, deadline)
+                    .await
             }
-            LedgerStatus::InProgress if !idempotent => {
+            LedgerStatus::InProgress if !target.idempotent => {
                 // Its worker stopped after it may have called a target that does not dedupe:
                 // calling again could do the action twice. Hand it to an operator.
-                let reason = "the worker stopped after calling the target, which is not idempotent: outcome unknown";
+                let completion = Completion::NeedsReconciliation(
+                    "the worker stopped after calling the target, which is not idempotent: outcome unknown"
+                        .to_owned(),
+                );
+                let ender = ulid::Ulid::new().to_string();
+                let end = AttemptEnd::by_owner(&completion, &ender);
                 self.app
                     .store
-                    .abandon_job(job, &entry.token, reason, now)
+                    .end_attempt(job, &entry.token, &end, now)
                     .await?;
                 Ok(Disposition::Ack)
             }
@@ -644,48 +699,67 @@ impl Executor {
 
     /// Settles an attempt whose outcome is unknown, found in the ledger (`entry`), by asking the
     /// target's status URL; records the question, its answer and what follows in one write.
+    /// Not before the target's status delay has passed since the call ended (for an attempt
+    /// whose worker stopped, since its lease ended, before which the call had to end): until
+    /// then the message comes back when it has, and nothing is asked.
     #[allow(clippy::too_many_arguments)]
     async fn settle(
         &self,
         job: &Job,
         entry: &LedgerEntry,
         error: &str,
-        idempotent: bool,
-        status_url: Option<&str>,
+        target: &Target,
         last_attempt: bool,
         message: &JobMessage,
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
-        let Some(status_url) = status_url else {
+        let Some(status) = &target.status else {
             return Ok(Disposition::Retry);
         };
+        let call_ended_ms = match entry.status {
+            LedgerStatus::InProgress => entry.lease_until_ms,
+            _ => entry.call_ended_ms.unwrap_or(0),
+        };
+        let ask_from_ms = call_ended_ms + status.delay_ms;
+        let now_ms = self.app.clock.now_millis();
+        if now_ms < ask_from_ms {
+            self.set_visibility(message, seconds_from_ms(ask_from_ms - now_ms))
+                .await;
+            return Ok(Disposition::Retry);
+        }
         let lease = Duration::from_millis(self.lease_ms as u64);
         let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let budget = call_budget(self.call_timeout, remaining, lease);
-        let answer = self.ask(job, status_url, budget).await;
-        let (completion, disposition) = after_status(&answer, error, idempotent, last_attempt);
+        let answer = self.ask(job, &status.url, budget).await;
+        // A `not_found` asked too soon proves nothing (the clock of another worker may differ).
+        let believed = self.app.clock.now_millis() >= ask_from_ms;
+        let (completion, disposition) =
+            after_status(&answer, error, target.idempotent, last_attempt, believed);
         let check = answer.check(self.app.clock.now());
+        let ender = ulid::Ulid::new().to_string();
+        let end = AttemptEnd {
+            check: Some(&check),
+            // Still the call that ended in doubt, if the target is asked again.
+            call_ended_ms: entry.call_ended_ms.or(Some(call_ended_ms)),
+            ..AttemptEnd::by_owner(&completion, &ender)
+        };
         let ended = self
             .app
             .store
-            .complete_job_checked(job, &entry.token, &completion, &check, self.app.clock.now())
+            .end_attempt(job, &entry.token, &end, self.app.clock.now())
             .await?;
         if !ended {
             // Someone else settled it meanwhile: the next receive reads what they wrote.
             return Ok(Disposition::Retry);
         }
         tracing::info!(job = job.id(), answer = ?answer, attempt_outcome = ?completion, "unknown outcome settled by the target's status");
-        match completion {
+        let back = match completion {
             // Safe to call again (the target never took it): a new attempt, now.
-            Completion::RetryWait(_) => self.set_visibility(message, 0).await,
-            Completion::Unknown(_) => {
-                self.set_visibility(message, backoff_seconds(message.receive_count))
-                    .await
-            }
-            Completion::Failed(_) if disposition == Disposition::Retry => {
-                self.set_visibility(message, 0).await
-            }
-            _ => {}
+            Completion::RetryWait(_) => Some(0),
+            _ => comes_back(&completion, disposition, message.receive_count),
+        };
+        if let Some(seconds) = back {
+            self.set_visibility(message, seconds).await;
         }
         Ok(disposition)
     }
@@ -737,8 +811,7 @@ impl Executor {
         &self,
         job: &Job,
         message: &JobMessage,
-        idempotent: bool,
-        status_url: Option<&str>,
+        target: &Target,
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let store = &self.app.store;
@@ -774,21 +847,19 @@ impl Executor {
         let abandoned = entry.status == LedgerStatus::InProgress
             && entry.lease_until_ms <= self.app.clock.now_millis();
         // The last chance to learn what became of an unknown outcome: ask the target.
-        if status_url.is_some() && (entry.status == LedgerStatus::Unknown || abandoned) {
+        if target.status.is_some() && (entry.status == LedgerStatus::Unknown || abandoned) {
             let error = entry
                 .last_error
                 .clone()
                 .filter(|_| entry.status == LedgerStatus::Unknown)
                 .unwrap_or_else(|| "the worker stopped during the last allowed attempt".to_owned());
             return self
-                .settle(
-                    job, &entry, &error, idempotent, status_url, true, message, deadline,
-                )
+                .settle(job, &entry, &error, target, true, message, deadline)
                 .await;
         }
         let completion = match entry.status {
             LedgerStatus::InProgress if !abandoned => return Ok(Disposition::Retry),
-            LedgerStatus::InProgress if !idempotent => Some(Completion::NeedsReconciliation(
+            LedgerStatus::InProgress if !target.idempotent => Some(Completion::NeedsReconciliation(
                 "the worker stopped during the last allowed attempt, after it may have called the target, which is not idempotent: outcome unknown".to_owned(),
             )),
             LedgerStatus::InProgress => Some(Completion::Failed(
@@ -806,8 +877,14 @@ impl Executor {
             LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => None,
         };
         if let Some(completion) = completion {
+            let ender = ulid::Ulid::new().to_string();
             store
-                .end_job(job, &entry.token, &completion, self.app.clock.now())
+                .end_attempt(
+                    job,
+                    &entry.token,
+                    &AttemptEnd::by_owner(&completion, &ender),
+                    self.app.clock.now(),
+                )
                 .await?;
             tracing::warn!(job = job.id(), attempt_outcome = ?completion, "job out of attempts");
         }
@@ -1089,7 +1166,8 @@ mod tests {
 
     #[test]
     fn an_unknown_outcome_follows_the_targets_answer_never_a_blind_call() {
-        let after = |answer, idempotent, last| after_status(&answer, "HTTP 502", idempotent, last);
+        let after =
+            |answer, idempotent, last| after_status(&answer, "HTTP 502", idempotent, last, true);
         assert_eq!(
             after(StatusAnswer::Succeeded, false, false),
             (Completion::Succeeded, Disposition::Ack)
@@ -1123,6 +1201,28 @@ mod tests {
                 (Completion::Failed(_), Disposition::Retry)
             ));
         }
+    }
+
+    #[test]
+    fn a_not_found_asked_too_soon_is_not_believed() {
+        let early = |last| after_status(&StatusAnswer::NotFound, "HTTP 504", false, last, false);
+        assert!(matches!(
+            early(false),
+            (Completion::Unknown(_), Disposition::Retry)
+        ));
+        assert!(matches!(
+            early(true),
+            (Completion::NeedsReconciliation(_), Disposition::Ack)
+        ));
+        // What the target says it did is believed whenever it comes.
+        assert_eq!(
+            after_status(&StatusAnswer::Succeeded, "HTTP 504", false, false, false),
+            (Completion::Succeeded, Disposition::Ack)
+        );
+        assert!(matches!(
+            after_status(&StatusAnswer::Failed(None), "HTTP 504", false, false, false),
+            (Completion::Failed(_), Disposition::Ack)
+        ));
     }
 
     #[test]

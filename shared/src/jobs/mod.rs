@@ -10,4 +10,4 @@ mod sweep;
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
 pub use job::{CallbackJob, ExecuteJob, Job, NotifyJob, execute_job, jobs_for_change};
-pub use sweep::{REQUEUE_LIMIT, SweepReport, Sweeper};
+pub use sweep::{REQUEUE_LIMIT, SweepFailed, SweepReport, Sweeper};

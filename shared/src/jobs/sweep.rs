@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::job::execute_job;
 use crate::App;
 use crate::domain::{Approval, TenantId};
-use crate::store::{Completion, LedgerStatus, Requeue, StoreError};
+use crate::store::{AttemptEnd, Completion, LedgerStatus, Requeue, StoreError};
 
 /// How often one execution generation is re-queued before the reconciler ends it.
 pub const REQUEUE_LIMIT: u32 = 3;
@@ -21,7 +21,27 @@ pub struct SweepReport {
     pub expired: usize,
     pub requeued: usize,
     pub ended: usize,
+    /// Candidates whose handling failed (logged with their id): the others were handled all
+    /// the same, and a failed one is a candidate again next run.
+    pub failures: usize,
 }
+
+impl SweepReport {
+    /// The scheduled function's answer: an error when any candidate failed, so the function's
+    /// `Errors` metric (and its alarm) sees it, after every other candidate was handled.
+    pub fn into_result(self) -> Result<Self, SweepFailed> {
+        if self.failures == 0 {
+            Ok(self)
+        } else {
+            Err(SweepFailed(self))
+        }
+    }
+}
+
+/// A run in which some candidates failed (see [`SweepReport::into_result`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{} candidates failed ({} expired, {} re-queued, {} ended)", .0.failures, .0.expired, .0.requeued, .0.ended)]
+pub struct SweepFailed(pub SweepReport);
 
 pub struct Sweeper {
     app: Arc<App>,
@@ -32,40 +52,57 @@ impl Sweeper {
         Self { app }
     }
 
-    /// Moves every pending approval past its expiry to `expired`.
-    pub async fn expire(&self) -> Result<usize, StoreError> {
+    /// Moves every pending approval past its expiry to `expired`. Each candidate on its own:
+    /// one that cannot be expired (an item this version cannot read, a refused write) is logged
+    /// and counted, and the others are expired all the same. Only finding the candidates (one
+    /// index query) fails the run.
+    pub async fn expire(&self) -> Result<SweepReport, StoreError> {
         let now = self.app.clock.now();
-        let mut expired = 0;
+        let mut report = SweepReport::default();
         for (tenant, id) in self.app.store.expired_candidates(now).await? {
-            if self.app.store.expire(&tenant, &id, now).await? {
-                tracing::info!(tenant = %tenant, approval_id = %id, "approval expired");
-                expired += 1;
+            match self.app.store.expire(&tenant, &id, now).await {
+                Ok(true) => {
+                    tracing::info!(tenant = %tenant, approval_id = %id, "approval expired");
+                    report.expired += 1;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "approval not expired; the others go on");
+                    report.failures += 1;
+                }
             }
         }
-        Ok(expired)
+        Ok(report)
     }
 
-    /// Re-queues, or ends, every execution stuck past `STUCK_EXECUTION_SECONDS`.
+    /// Re-queues, or ends, every execution stuck past `STUCK_EXECUTION_SECONDS`, each on its own
+    /// (as [`Sweeper::expire`]).
     pub async fn reconcile(&self) -> Result<SweepReport, StoreError> {
         let now = self.app.clock.now();
         let cutoff = now - self.app.config.stuck_execution_seconds;
         let store = &self.app.store;
         let mut report = SweepReport::default();
         for (tenant, id) in store.stuck_candidates(cutoff).await? {
-            match store
+            let handled = match store
                 .requeue_execution(&tenant, &id, cutoff, REQUEUE_LIMIT, now)
-                .await?
+                .await
             {
-                Requeue::Requeued => {
+                Ok(Requeue::Requeued) => {
                     tracing::warn!(tenant = %tenant, approval_id = %id, "stuck execution re-queued");
                     report.requeued += 1;
+                    Ok(())
                 }
-                Requeue::Exhausted(approval) => {
-                    if self.end(&tenant, &approval, cutoff).await? {
-                        report.ended += 1;
-                    }
+                Ok(Requeue::Exhausted(approval)) => {
+                    self.end(&tenant, &approval, cutoff).await.map(|ended| {
+                        report.ended += usize::from(ended);
+                    })
                 }
-                Requeue::NotStuck => {}
+                Ok(Requeue::NotStuck) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = handled {
+                tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "stuck execution not handled; the others go on");
+                report.failures += 1;
             }
         }
         Ok(report)
@@ -75,7 +112,8 @@ impl Sweeper {
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
         let expired = self.expire().await?;
         let mut report = self.reconcile().await?;
-        report.expired = expired;
+        report.expired = expired.expired;
+        report.failures += expired.failures;
         Ok(report)
     }
 
@@ -125,8 +163,15 @@ impl Sweeper {
                     }
                     _ => return Ok(false),
                 };
+                let ender = ulid::Ulid::new().to_string();
                 store
-                    .end_stuck_attempt(&job, &e.token, &completion, cutoff, now)
+                    .end_stuck_attempt(
+                        &job,
+                        &e.token,
+                        &AttemptEnd::by_owner(&completion, &ender),
+                        cutoff,
+                        now,
+                    )
                     .await?
             }
         };

@@ -15,8 +15,8 @@ use super::items::{
 };
 use super::{Store, StoreError, Transaction, condition_failed_item, votes};
 use crate::domain::{
-    Approval, ApprovalId, Cancellation, Decision, EpochSeconds, ExecutionStatus, IdempotencyKey,
-    Status, TenantId,
+    Approval, ApprovalId, Approver, Cancellation, Decision, EpochSeconds, ExecutionStatus,
+    IdempotencyKey, Status, TenantId,
 };
 
 /// What the first response to an `Idempotency-Key` was, kept to answer its replays byte for byte.
@@ -62,10 +62,13 @@ pub enum DecideOutcome {
 /// only_if_pending_unexpired_listed_and_not_the_requester: the one condition that makes a
 /// decision terminal, whatever channel it comes through. A missing item fails it too (it has no
 /// status), so a decision can never create an approval. Separation of duties is part of it, so
-/// no channel can skip it: the approval's requester never decides it (an approval from before
-/// `requested_by` existed has none to compare).
+/// no channel can skip it: the approval's requester never decides it, neither as the approver
+/// named nor as the principal whose key sent the vote (`:sender_id`, the approver's own
+/// identity on channels without a key) — an approval from before `requested_by` existed has
+/// none to compare.
 pub(crate) const ONLY_IF_DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-     AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id)";
+     AND (attribute_not_exists(#requested_by_id) \
+          OR (#requested_by_id <> :approver_id AND #requested_by_id <> :sender_id))";
 
 /// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a
 /// cancel and a decision racing each other cannot both apply.
@@ -161,14 +164,16 @@ impl Store {
     /// Records a vote (see [`super::votes`]): one conditional update, and a second only for
     /// the approve that completes a quorum (or after an id's wrong hint). Every vote that is not
     /// counted gets the item as it was.
+    /// `sent_by`: the principal of the key that sent the vote, when it is not the approver's.
     pub async fn decide(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
         vote: &Decision,
+        sent_by: Option<&Approver>,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
-        let mut write = votes::first(id, vote, now);
+        let mut write = votes::first(id, vote, sent_by, now);
         loop {
             let outcome = self
                 .update_approval(
@@ -186,7 +191,7 @@ impl Store {
             };
             // The vote that completes a quorum is written again as the completing write (and a
             // wrong hint gets the right kind); each kind once, so this ends.
-            match votes::next(write.kind, old.as_ref(), vote, now) {
+            match votes::next(write.kind, old.as_ref(), vote, sent_by, now) {
                 Some(next) => write = next,
                 None => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
@@ -294,13 +299,24 @@ pub enum OperatorRefusal {
 
 /// only_if_retryable: only a failed or unreconciled execution resumes, and only on an approved
 /// approval; each resume is a new generation, which the dispatcher turns into one execute job.
-/// ... and not by this very request again: a repeat of a retry that resumed an execution which
-/// has since failed again must not resume it a second time (it is answered as a replay).
+/// ... and not by a request that resumed it before: a repeat of a retry — the latest, or a late
+/// duplicate of an older one — must not resume an execution that has since failed again (it is
+/// answered as a replay). Every retry key is kept (`retry_keys`; `retry_key` is the latest, as
+/// items from before the list hold it).
+/// ... and at most [`MAX_RETRIES`] times: what an approval item keeps per resume stays bounded.
 const ONLY_IF_RETRYABLE: &str = "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation) \
-     AND (attribute_not_exists(#execution.#retry_key) OR #execution.#retry_key <> :retry_key)";
+     AND (attribute_not_exists(#execution.#retry_key) OR #execution.#retry_key <> :retry_key) \
+     AND NOT contains(#execution.#retry_keys, :retry_key) AND #execution.#generation < :max_retries";
+/// A resumed generation starts afresh: the reconciler's re-queue budget and the status queries
+/// are its own (the trail keeps the earlier ones).
 const RESUME: &str = "SET #execution.#status = :queued, #execution.#generation = #execution.#generation + :one, \
      #execution.#updated_at = :now, #execution.#retry_key = :retry_key, \
-     #due_kind = :execution_due, #due_at = :now REMOVE #execution.#note";
+     #execution.#retry_keys = list_append(if_not_exists(#execution.#retry_keys, :no_keys), :retry_key_list), \
+     #execution.#requeues = :zero, #due_kind = :execution_due, #due_at = :now \
+     REMOVE #execution.#note, #execution.#status_checks";
+
+/// How many times an operator may resume one approval's execution.
+pub const MAX_RETRIES: u32 = 20;
 
 /// only_if_unreconciled: an operator records the real outcome of an unknown one, once.
 const ONLY_IF_UNRECONCILED: &str = "#execution.#status = :needs_reconciliation";
@@ -328,6 +344,13 @@ impl Store {
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
             (":retry_key".to_owned(), s(retry_key)),
+            (":no_keys".to_owned(), AttributeValue::L(Vec::new())),
+            (
+                ":retry_key_list".to_owned(),
+                AttributeValue::L(vec![s(retry_key)]),
+            ),
+            (":zero".to_owned(), n(0)),
+            (":max_retries".to_owned(), n(MAX_RETRIES)),
             (":execution_due".to_owned(), s(DUE_EXECUTION)),
         ]);
         self.operator_update(tenant, id, RESUME, ONLY_IF_RETRYABLE, values)

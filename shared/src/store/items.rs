@@ -223,6 +223,12 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(note) = &execution.note {
         map.insert("note".to_owned(), s(note));
     }
+    if !execution.retry_keys.is_empty() {
+        map.insert(
+            "retry_keys".to_owned(),
+            AttributeValue::L(execution.retry_keys.iter().map(s).collect()),
+        );
+    }
     if let Some(key) = &execution.retry_key {
         map.insert("retry_key".to_owned(), s(key));
     }
@@ -358,19 +364,28 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         generation: get_n(map, "generation")?,
         note: opt_s(map, "note"),
         retry_key: opt_s(map, "retry_key"),
+        retry_keys: strings_from(map.get("retry_keys"), "execution.retry_keys")?,
         requeues: get_n(map, "requeues").unwrap_or(0),
         status_checks: status_checks_from(map.get("status_checks"))?,
-        late_reports: match map.get("late_reports") {
-            None => Vec::new(),
-            Some(list) => list
-                .as_l()
-                .map_err(|_| StoreError::corrupt("execution.late_reports"))?
-                .iter()
-                .map(|v| v.as_s().cloned())
-                .collect::<Result<_, _>>()
-                .map_err(|_| StoreError::corrupt("execution.late_reports"))?,
-        },
+        late_reports: strings_from(map.get("late_reports"), "execution.late_reports")?,
     })
+}
+
+/// A list of strings (absent: empty).
+fn strings_from(
+    value: Option<&AttributeValue>,
+    field: &'static str,
+) -> Result<Vec<String>, StoreError> {
+    match value {
+        None => Ok(Vec::new()),
+        Some(list) => list
+            .as_l()
+            .map_err(|_| StoreError::corrupt(field))?
+            .iter()
+            .map(|v| v.as_s().cloned())
+            .collect::<Result<_, _>>()
+            .map_err(|_| StoreError::corrupt(field)),
+    }
 }
 
 pub(crate) fn get_s<'a>(item: &'a Item, name: &'static str) -> Result<&'a str, StoreError> {
@@ -482,6 +497,7 @@ mod tests {
                 generation: 2,
                 note: Some("done by hand".into()),
                 retry_key: Some("retry-1".into()),
+                retry_keys: vec!["retry-0".into(), "retry-1".into()],
                 late_reports: vec!["an attempt learnt: succeeded".into()],
                 requeues: 2,
                 status_checks: vec![StatusCheck {

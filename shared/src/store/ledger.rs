@@ -13,6 +13,7 @@ use super::expr::names;
 use super::items::{
     DUE_EXECUTION, Item, approval_key, epoch, get_n, get_s, n, opt_s, s, status_check_to_attr,
 };
+use super::size::{MAX_CHECK_DETAIL_CHARS, MAX_ERROR_CHARS, cut};
 use super::{Store, StoreError, Transaction, condition_failed_item};
 use crate::domain::{ApprovalId, EpochSeconds, ExecutionStatus, Status, StatusCheck, TenantId};
 use crate::events::{Event, EventType};
@@ -83,6 +84,8 @@ pub struct LedgerEntry {
     pub lease_until_ms: i64,
     pub attempts: u32,
     pub last_error: Option<String>,
+    /// When the call whose outcome is unknown ended (epoch ms), for an attempt left `unknown`.
+    pub call_ended_ms: Option<i64>,
 }
 
 impl LedgerEntry {
@@ -95,6 +98,7 @@ impl LedgerEntry {
             lease_until_ms: get_n(item, "lease_until").unwrap_or(0),
             attempts: get_n(item, "attempts")?,
             last_error: opt_s(item, "last_error"),
+            call_ended_ms: get_n(item, "call_ended_at").ok(),
         })
     }
 }
@@ -139,6 +143,18 @@ impl Completion {
         }
     }
 
+    /// The same completion with its error replaced by `error` (where it has one).
+    fn with_error(&self, error: Option<String>) -> Self {
+        let error = error.unwrap_or_default();
+        match self {
+            Self::Succeeded => Self::Succeeded,
+            Self::Failed(_) => Self::Failed(error),
+            Self::RetryWait(_) => Self::RetryWait(error),
+            Self::Unknown(_) => Self::Unknown(error),
+            Self::NeedsReconciliation(_) => Self::NeedsReconciliation(error),
+        }
+    }
+
     fn error(&self) -> Option<&str> {
         match self {
             Self::Succeeded => None,
@@ -159,6 +175,13 @@ fn ledger_event(job: &Job, completion: &Completion, now: EpochSeconds) -> Option
             EventType::NotificationSent,
             j.approver.trim().to_lowercase(),
             json!({ "approver": j.approver }),
+        ),
+        // Refused by the notifier, or out of attempts: no review link reached the approver.
+        (Job::Notify(j), Completion::Failed(error)) => (
+            &j.after,
+            EventType::NotificationFailed,
+            j.approver.trim().to_lowercase(),
+            json!({ "approver": j.approver, "error": error }),
         ),
         (Job::Callback(j), Completion::Succeeded) => (
             &j.event_order,
@@ -201,7 +224,8 @@ const ONLY_IF_STARTABLE_OR_ABANDONED: &str = "attribute_not_exists(#pk) \
 
 const BEGIN_ATTEMPT: &str = "SET #status = :in_progress, #attempts = if_not_exists(#attempts, :zero) + :one, \
      #generation = :generation, #token = :token, #lease_until = :lease_until, #kind = :kind, \
-     #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now";
+     #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now \
+     REMOVE #ended_by, #call_ended_at";
 
 /// only_if_not_begun: no attempt of this job's generation ever began (the item is absent, or
 /// still an older generation's end). A begin that wins the race first makes this refuse.
@@ -225,6 +249,48 @@ const SHOW_RUNNING: &str = "SET #execution.#status = :running, \
 /// nothing.
 const ONLY_IF_CURRENT_GENERATION: &str =
     "#status = :approved AND #execution.#generation = :generation";
+
+/// ... and, for a write that records a status query, while the execution holds fewer than
+/// [`MAX_STATUS_CHECKS`] of them: what grows on an approval item is bounded, so it never
+/// passes DynamoDB's 400 KB.
+const ONLY_IF_ROOM_FOR_A_CHECK: &str = "(attribute_not_exists(#execution.#status_checks) \
+     OR size(#execution.#status_checks) < :max_checks)";
+
+/// The status queries one execution generation keeps on the approval (an operator's retry
+/// starts a new list); one asked beyond them still decides the attempt, and is logged.
+pub const MAX_STATUS_CHECKS: usize = 20;
+/// Reports of attempts taken over that an approval keeps, and the characters of each.
+pub const MAX_LATE_REPORTS: usize = 10;
+pub const MAX_REPORT_CHARS: usize = 1_000;
+
+/// How an attempt ends, as one write records it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptEnd<'a> {
+    pub completion: &'a Completion,
+    /// The status query that decided it, recorded on the execution.
+    pub check: Option<&'a StatusCheck>,
+    /// Who writes the end: the attempt's own token when its worker ends it, a token of the
+    /// writer's otherwise (a worker settling, abandoning or giving up another's attempt; the
+    /// reconciler). A write that finds the attempt already ended takes it for its own (an SDK
+    /// retry that met its first try) only when this matches, so a stalled worker never mistakes
+    /// an end another wrote for its own and drops what it learnt.
+    pub ended_by: &'a str,
+    /// When the call whose outcome is unknown ended (epoch ms), for an `unknown` end that
+    /// follows a call: `not_found` is believed only the target's status delay after it.
+    pub call_ended_ms: Option<i64>,
+}
+
+impl<'a> AttemptEnd<'a> {
+    /// An end written by the attempt's own worker (`token`).
+    pub fn by_owner(completion: &'a Completion, token: &'a str) -> Self {
+        Self {
+            completion,
+            check: None,
+            ended_by: token,
+            call_ended_ms: None,
+        }
+    }
+}
 
 fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
     pairs
@@ -434,8 +500,10 @@ impl Store {
 
     /// Keeps what a worker learnt after its attempt was taken over, where whoever reconciles the
     /// execution sees it: the approval's `execution.late_reports` (the ledger item, for a
-    /// notification). Unconditional: it owns nothing any more, it only adds a report.
-    pub async fn record_late_report(&self, job: &Job, report: &str) -> Result<(), StoreError> {
+    /// notification). It owns nothing any more, it only adds a report — at most
+    /// [`MAX_LATE_REPORTS`] of them, each cut to [`MAX_REPORT_CHARS`], so the item stays bounded.
+    /// Returns false when the report was not kept (the list is full, or nothing to add it to).
+    pub async fn record_late_report(&self, job: &Job, report: &str) -> Result<bool, StoreError> {
         let (table, key, list) = match job {
             Job::Execute(_) => {
                 let tenant =
@@ -455,45 +523,33 @@ impl Store {
             ),
         };
         let update = format!("SET {list} = list_append(if_not_exists({list}, :none), :report)");
-        self.client
+        let condition = format!(
+            "attribute_exists(#pk) AND (attribute_not_exists({list}) OR size({list}) < :max)"
+        );
+        let report = cut(report, MAX_REPORT_CHARS);
+        let result = self
+            .client
             .update_item()
             .table_name(table)
             .key("pk", key)
             .update_expression(&update)
-            .condition_expression("attribute_exists(#pk)")
-            .set_expression_attribute_names(Some(names(&[&update, "#pk"])))
+            .condition_expression(&condition)
+            .set_expression_attribute_names(Some(names(&[&update, &condition])))
             .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
             .expression_attribute_values(":report", AttributeValue::L(vec![s(report)]))
+            .expression_attribute_values(":max", n(MAX_LATE_REPORTS))
             .send()
-            .await
-            .map_err(|e| StoreError::dynamo("UpdateItem", e))?;
-        Ok(())
-    }
-
-    /// Records how the attempt `token` ended, if this worker still owns it. Returns false when
-    /// it no longer does (its lease ended and another worker took over the job).
-    pub async fn complete_job(
-        &self,
-        job: &Job,
-        token: &str,
-        completion: &Completion,
-        now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
-        self.end_attempt(job, token, completion, now).await
-    }
-
-    /// [`Store::complete_job`] for an outcome learnt from the target's status URL: the question
-    /// and its answer are recorded on the execution in the same write.
-    pub async fn complete_job_checked(
-        &self,
-        job: &Job,
-        token: &str,
-        completion: &Completion,
-        check: &StatusCheck,
-        now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
-        self.end_attempt_if(job, token, completion, now, None, Some(check))
-            .await
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if super::is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
+            Err(e) => match e.into_service_error() {
+                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => {
+                    Ok(false)
+                }
+                other => Err(StoreError::dynamo("UpdateItem", other)),
+            },
+        }
     }
 
     /// The job's ledger entry, read for a job that has used up its attempts (the one path that
@@ -507,58 +563,35 @@ impl Store {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| StoreError::dynamo("GetItem", e))?;
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
         output.item().map(LedgerEntry::from_item).transpose()
     }
 
-    /// Ends the attempt `token` with `completion` (see [`Store::complete_job`]), for a worker
-    /// that found the attempt abandoned or waiting after the job's last allowed receive.
-    pub async fn end_job(
+    /// Records how the attempt `token` ended, while it is still that attempt and not ended:
+    /// by its own worker, or by one that found it abandoned or waiting for a status query
+    /// (`end.ended_by` says which). Returns false when the attempt was no longer there to end
+    /// (another worker took it over, or ended it first).
+    pub async fn end_attempt(
         &self,
         job: &Job,
         token: &str,
-        completion: &Completion,
+        end: &AttemptEnd<'_>,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        self.end_attempt(job, token, completion, now).await
+        self.end_attempt_if(job, token, end, now, None).await
     }
 
-    /// Records that the attempt `abandoned_token`, whose worker stopped after it may have called
-    /// a target that does not dedupe, has an unknown outcome: an operator must reconcile it.
-    pub async fn abandon_job(
-        &self,
-        job: &Job,
-        abandoned_token: &str,
-        reason: &str,
-        now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
-        let completion = Completion::NeedsReconciliation(reason.to_owned());
-        self.end_attempt(job, abandoned_token, &completion, now)
-            .await
-    }
-
-    /// Ends a stuck execution's attempt `token` (the reconciler): as [`Store::end_job`], and
+    /// Ends a stuck execution's attempt `token` (the reconciler): as [`Store::end_attempt`], and
     /// only while neither the attempt nor the execution changed since `cutoff`.
     pub async fn end_stuck_attempt(
         &self,
         job: &Job,
         token: &str,
-        completion: &Completion,
+        end: &AttemptEnd<'_>,
         cutoff: EpochSeconds,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        self.end_attempt_if(job, token, completion, now, Some(cutoff), None)
-            .await
-    }
-
-    async fn end_attempt(
-        &self,
-        job: &Job,
-        owner: &str,
-        completion: &Completion,
-        now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
-        self.end_attempt_if(job, owner, completion, now, None, None)
+        self.end_attempt_if(job, token, end, now, Some(cutoff))
             .await
     }
 
@@ -566,47 +599,27 @@ impl Store {
         &self,
         job: &Job,
         owner: &str,
-        completion: &Completion,
+        end: &AttemptEnd<'_>,
         now: EpochSeconds,
         unchanged_since: Option<EpochSeconds>,
-        check: Option<&StatusCheck>,
     ) -> Result<bool, StoreError> {
+        // What grows on the items is bounded: an error (which may quote the one before it, and
+        // a target's reason) is kept to its first characters.
+        let cut_error = end.completion.error().map(|e| cut(e, MAX_ERROR_CHARS));
+        let completion = &end.completion.with_error(cut_error);
         let status = completion.status();
-        let ledger_update = match completion.error() {
-            Some(_) => {
-                "SET #status = :status, #last_error = :error, #updated_at = :now REMOVE #lease_until"
-            }
-            None => "SET #status = :status, #updated_at = :now REMOVE #lease_until, #last_error",
+        let mut ledger_update = match completion.error() {
+            Some(_) => "SET #status = :status, #last_error = :error, #updated_at = :now, #ended_by = :ended_by"
+                .to_owned(),
+            None => "SET #status = :status, #updated_at = :now, #ended_by = :ended_by".to_owned(),
         };
-        // Waiting for a retry, the execution is still due to end (the reconciler watches it);
-        // ended, nothing is due.
-        let (error, due) = match (completion.error(), status) {
-            (Some(_), LedgerStatus::RetryWait | LedgerStatus::Unknown) => {
-                ("SET #execution.#last_error = :error,", "#due_at = :now")
-            }
-            (Some(_), _) => (
-                "SET #execution.#last_error = :error,",
-                "REMOVE #due_kind, #due_at",
-            ),
-            (None, _) => ("SET", "REMOVE #execution.#last_error, #due_kind, #due_at"),
-        };
-        let checked = if check.is_some() {
-            "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check), "
-        } else {
-            ""
-        };
-        let error = match error {
-            "SET" => format!("SET {checked}"),
-            error => format!("{error} {checked}"),
-        };
-        let execution_update = match due.strip_prefix("REMOVE") {
-            Some(removed) => format!(
-                "{error} #execution.#status = :exec_status, #execution.#updated_at = :now REMOVE{removed}"
-            ),
-            None => format!(
-                "{error} #execution.#status = :exec_status, #execution.#updated_at = :now, {due}"
-            ),
-        };
+        if end.call_ended_ms.is_some() {
+            ledger_update.push_str(", #call_ended_at = :call_ended_at");
+        }
+        ledger_update.push_str(match completion.error() {
+            Some(_) => " REMOVE #lease_until",
+            None => " REMOVE #lease_until, #last_error",
+        });
         let mut ledger_vals = values(&[
             (":status", s(status.as_str())),
             (":now", epoch(now)),
@@ -614,51 +627,121 @@ impl Store {
             (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
             (":unknown", s(LedgerStatus::Unknown.as_str())),
             (":token", s(owner)),
+            (":ended_by", s(end.ended_by)),
         ]);
-        let mut execution_vals = values(&[
+        if let Some(error) = completion.error() {
+            ledger_vals.insert(":error".to_owned(), s(error));
+        }
+        if let Some(ms) = end.call_ended_ms {
+            ledger_vals.insert(":call_ended_at".to_owned(), n(ms));
+        }
+        let mut ledger_condition = ONLY_IF_OWNER.to_owned();
+        if let Some(cutoff) = unchanged_since {
+            ledger_condition.push_str(" AND #updated_at <= :cutoff");
+            ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+        }
+        let ledger = self
+            .ledger_update(job, &ledger_update, &ledger_condition)
+            .set_expression_attribute_values(Some(ledger_vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let event = ledger_event(job, completion, now);
+        let mut check = end.check;
+        loop {
+            let execution = self.execution_end(job, completion, check, now, unchanged_since)?;
+            match self
+                .ledger_transaction_with(ledger.clone(), execution, event.clone())
+                .await?
+            {
+                Transaction::Committed => return Ok(true),
+                Transaction::Cancelled(reasons) => {
+                    if let Some(old) = condition_failed_item(&reasons, 0) {
+                        // Our own end: it applied, its answer was lost, the SDK's retry met it.
+                        return Ok(opt_s(old, "token").as_deref() == Some(owner)
+                            && opt_s(old, "status").as_deref() == Some(status.as_str())
+                            && opt_s(old, "ended_by").as_deref() == Some(end.ended_by));
+                    }
+                    // Only the approval refused: the execution moved on to another generation,
+                    // or (writing a status query) it holds as many as it keeps. Without the
+                    // query the end is written still; the query is in the log.
+                    if check.take().is_none() {
+                        return Ok(false);
+                    }
+                    tracing::warn!(
+                        job = job.id(),
+                        max = MAX_STATUS_CHECKS,
+                        "status query not kept on the execution (it holds the most it keeps, or the generation moved on)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The approval's side of an attempt's end (execute jobs): the execution's status and error,
+    /// the status query if any, and what is due.
+    fn execution_end(
+        &self,
+        job: &Job,
+        completion: &Completion,
+        check: Option<&StatusCheck>,
+        now: EpochSeconds,
+        unchanged_since: Option<EpochSeconds>,
+    ) -> Result<Option<Update>, StoreError> {
+        let status = completion.status();
+        let mut set = vec![
+            "#execution.#status = :exec_status",
+            "#execution.#updated_at = :now",
+        ];
+        let mut remove = Vec::new();
+        match completion.error() {
+            Some(_) => set.push("#execution.#last_error = :error"),
+            None => remove.push("#execution.#last_error"),
+        }
+        // Waiting for a retry or a status query, the execution is still due to end (the
+        // reconciler watches it); ended, nothing is due.
+        match status {
+            LedgerStatus::RetryWait | LedgerStatus::Unknown if completion.error().is_some() => {
+                set.push("#due_at = :now");
+            }
+            _ => remove.extend(["#due_kind", "#due_at"]),
+        }
+        if check.is_some() {
+            set.push(
+                "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check)",
+            );
+        }
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let mut vals = values(&[
             (":exec_status", s(status.execution_status().as_str())),
             (":now", epoch(now)),
         ]);
         if let Some(error) = completion.error() {
-            ledger_vals.insert(":error".to_owned(), s(error));
-            execution_vals.insert(":error".to_owned(), s(error));
+            vals.insert(":error".to_owned(), s(error));
         }
+        let mut condition = ONLY_IF_CURRENT_GENERATION.to_owned();
         if let Some(check) = check {
-            execution_vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
-            execution_vals.insert(
+            condition.push_str(&format!(" AND {ONLY_IF_ROOM_FOR_A_CHECK}"));
+            vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
+            let check = StatusCheck {
+                detail: check
+                    .detail
+                    .as_deref()
+                    .map(|d| cut(d, MAX_CHECK_DETAIL_CHARS)),
+                ..check.clone()
+            };
+            vals.insert(
                 ":check".to_owned(),
-                AttributeValue::L(vec![status_check_to_attr(check)]),
+                AttributeValue::L(vec![status_check_to_attr(&check)]),
             );
+            vals.insert(":max_checks".to_owned(), n(MAX_STATUS_CHECKS));
         }
-        let mut ledger_condition = ONLY_IF_OWNER.to_owned();
-        let mut execution_condition = ONLY_IF_CURRENT_GENERATION.to_owned();
         if let Some(cutoff) = unchanged_since {
-            ledger_condition.push_str(" AND #updated_at <= :cutoff");
-            execution_condition.push_str(" AND #due_at <= :cutoff");
-            ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
-            execution_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+            condition.push_str(" AND #due_at <= :cutoff");
+            vals.insert(":cutoff".to_owned(), epoch(cutoff));
         }
-        let ledger = self
-            .ledger_update(job, ledger_update, &ledger_condition)
-            .set_expression_attribute_values(Some(ledger_vals))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
-        let execution =
-            self.execution_update_if(job, &execution_update, execution_vals, &execution_condition)?;
-        let event = ledger_event(job, completion, now);
-        match self
-            .ledger_transaction_with(ledger, execution, event)
-            .await?
-        {
-            Transaction::Committed => Ok(true),
-            // Our own end of the attempt: it applied, its answer was lost, the SDK's retry met
-            // it (same token, the status it set).
-            Transaction::Cancelled(reasons) => {
-                Ok(condition_failed_item(&reasons, 0).is_some_and(|old| {
-                    opt_s(old, "token").as_deref() == Some(owner)
-                        && opt_s(old, "status").as_deref() == Some(status.as_str())
-                }))
-            }
-        }
+        self.execution_update_if(job, &update, vals, &condition)
     }
 }

@@ -45,8 +45,8 @@ use super::approvals::ONLY_IF_DECIDABLE;
 use super::expr::names;
 use super::items::{DUE_EXECUTION, decision_to_attr, epoch, n, s, status_id};
 use crate::domain::{
-    Approval, ApprovalId, DecideRefusal, DecideRequest, Decision, EpochSeconds, ExecutionStatus,
-    Outcome, Status, classify_refusal,
+    Approval, ApprovalId, Approver, DecideRefusal, DecideRequest, Decision, EpochSeconds,
+    ExecutionStatus, Outcome, Status, classify_refusal,
 };
 
 /// ... and the voter has not voted yet.
@@ -94,6 +94,7 @@ impl VoteWrite {
         condition: String,
         id: &ApprovalId,
         vote: &Decision,
+        sent_by: Option<&Approver>,
         now: EpochSeconds,
     ) -> Self {
         let mut names = names(&[&update, &condition]);
@@ -118,6 +119,10 @@ impl VoteWrite {
             (":now".to_owned(), epoch(now)),
             (":approver".to_owned(), s(vote.approver.as_str())),
             (":approver_id".to_owned(), s(vote.approver.identity())),
+            (
+                ":sender_id".to_owned(),
+                s(sent_by.unwrap_or(&vote.approver).identity()),
+            ),
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
             (
@@ -139,13 +144,18 @@ impl VoteWrite {
 }
 
 /// The first write of a vote on approval `id`.
-pub(crate) fn first(id: &ApprovalId, vote: &Decision, now: EpochSeconds) -> VoteWrite {
+pub(crate) fn first(
+    id: &ApprovalId,
+    vote: &Decision,
+    sent_by: Option<&Approver>,
+    now: EpochSeconds,
+) -> VoteWrite {
     let kind = match (vote.outcome, id.rules_hint()) {
         (Outcome::Rejected, _) => WriteKind::Veto,
         (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
         (Outcome::Approved, _) => WriteKind::Single,
     };
-    write(kind, id, vote, now)
+    write(kind, id, vote, sent_by, now)
 }
 
 /// The next write of a vote whose `previous` write was refused with the item as it was
@@ -154,12 +164,14 @@ pub(crate) fn next(
     previous: WriteKind,
     old: Option<&Approval>,
     vote: &Decision,
+    sent_by: Option<&Approver>,
     now: EpochSeconds,
 ) -> Option<VoteWrite> {
     let request = DecideRequest {
         outcome: vote.outcome,
         approver: vote.approver.clone(),
         comment: None,
+        sent_by: sent_by.cloned(),
     };
     let kind = match classify_refusal(old.cloned(), &request, now) {
         DecideRefusal::Completes(old) => {
@@ -174,10 +186,16 @@ pub(crate) fn next(
         _ => return None,
     };
     let id = old?.id.clone();
-    (kind != previous).then(|| write(kind, &id, vote, now))
+    (kind != previous).then(|| write(kind, &id, vote, sent_by, now))
 }
 
-fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -> VoteWrite {
+fn write(
+    kind: WriteKind,
+    id: &ApprovalId,
+    vote: &Decision,
+    sent_by: Option<&Approver>,
+    now: EpochSeconds,
+) -> VoteWrite {
     let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
     match kind {
         WriteKind::Veto => {
@@ -185,7 +203,7 @@ fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -
                 "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
                  {RECORD_VOTE} {ADD_VOTER} {NOTHING_DUE}"
             );
-            VoteWrite::new(kind, update, decidable, id, vote, now)
+            VoteWrite::new(kind, update, decidable, id, vote, sent_by, now)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
@@ -195,7 +213,7 @@ fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -
                  #execution.#status = :queued, #execution.#updated_at = :now, {EXECUTION_DUE}"
             );
             let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
-            VoteWrite::new(kind, update, condition, id, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
@@ -215,7 +233,7 @@ fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(kind, update, condition, id, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
         }
         WriteKind::Completing(rules) => {
             // The policy was confirmed by the refused write's item: every counter and ballot
@@ -236,7 +254,7 @@ fn write(kind: WriteKind, id: &ApprovalId, vote: &Decision, now: EpochSeconds) -
                 "{decidable} AND attribute_exists(#while_pending) AND {}",
                 enough.join(" AND ")
             );
-            VoteWrite::new(kind, update, condition, id, vote, now)
+            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
         }
     }
 }
@@ -301,13 +319,24 @@ mod tests {
     #[test]
     fn every_alias_and_value_of_a_write_is_defined_and_used() {
         for write in [
-            first(&ApprovalId::generate(), &vote(Outcome::Approved), 5),
-            first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5),
-            first(&ApprovalId::generate_for(3), &vote(Outcome::Rejected), 5),
+            first(&ApprovalId::generate(), &vote(Outcome::Approved), None, 5),
+            first(
+                &ApprovalId::generate_for(3),
+                &vote(Outcome::Approved),
+                None,
+                5,
+            ),
+            first(
+                &ApprovalId::generate_for(3),
+                &vote(Outcome::Rejected),
+                None,
+                5,
+            ),
             write(
                 WriteKind::Completing(2),
                 &ApprovalId::generate_for(2),
                 &vote(Outcome::Approved),
+                None,
                 5,
             ),
         ] {
@@ -319,7 +348,12 @@ mod tests {
                 assert!(uses(&text, value), "{value} unused");
             }
         }
-        let counted = first(&ApprovalId::generate_for(3), &vote(Outcome::Approved), 5);
+        let counted = first(
+            &ApprovalId::generate_for(3),
+            &vote(Outcome::Approved),
+            None,
+            5,
+        );
         assert_eq!(counted.kind, WriteKind::Counted(3));
         assert_eq!(counted.names["#voter"], "alice@example.com");
         assert!(
@@ -327,7 +361,7 @@ mod tests {
         );
         let legacy = ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ").unwrap();
         assert_eq!(
-            first(&legacy, &vote(Outcome::Approved), 5).kind,
+            first(&legacy, &vote(Outcome::Approved), None, 5).kind,
             WriteKind::Single
         );
     }

@@ -1,0 +1,180 @@
+//! How large an approval item can grow. DynamoDB refuses any write that would take an item past
+//! 400 KB, so an approval that could outgrow it would, some day, refuse a vote, an attempt's end
+//! or an operator's resolve — a stuck approval. Everything that grows on the item after its
+//! create is bounded (votes by the approvers and the comment limit, status queries, late
+//! reports, retry keys and errors by the caps here and in the ledger), and a create whose
+//! approval could pass the limit once all of it has grown is refused.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::items::{
+    Item, approval_to_item, cancellation_to_attr, decision_to_attr, s, status_check_to_attr,
+};
+use super::ledger::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};
+use crate::domain::{
+    Approval, Approver, Cancellation, Channel, DecideRequest, Decision, Outcome, StatusCheck,
+};
+
+/// DynamoDB's item size limit (400 KB, counted as 1,024-byte KB).
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+/// What an approval may take, growth included: below the limit by a margin for the rounding
+/// of this count and for what later versions add to an item.
+pub const APPROVAL_BUDGET_BYTES: usize = MAX_ITEM_BYTES - 8 * 1024;
+
+/// The most characters of an error kept on the ledger and the execution (a target's reason
+/// inside it included).
+pub const MAX_ERROR_CHARS: usize = 1_000;
+/// The most characters of a status query's detail kept on the execution.
+pub const MAX_CHECK_DETAIL_CHARS: usize = 500;
+/// A webhook's event id (`webhook-id`), as the webhook route accepts it.
+const MAX_WEBHOOK_ID_BYTES: usize = 256;
+/// The longest resolve note (characters).
+const MAX_NOTE_CHARS: usize = DecideRequest::MAX_COMMENT_CHARS;
+/// The longest retry key: `key:` and an Idempotency-Key.
+const MAX_RETRY_KEY_BYTES: usize = 4 + 255;
+/// Numbers, statuses and names the execution and the indexes carry besides the above.
+const SMALL_ATTRIBUTES_BYTES: usize = 1024;
+
+/// An item's size as DynamoDB counts it: the UTF-8 bytes of every attribute name and value,
+/// with every number counted at its largest (21 bytes) and 3 bytes for each list or map and 1
+/// for each of its elements (an over-estimate, as a budget should be).
+pub fn item_bytes(item: &Item) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_bytes(v)).sum()
+}
+
+fn value_bytes(value: &AttributeValue) -> usize {
+    match value {
+        AttributeValue::S(v) => v.len(),
+        AttributeValue::N(_) => 21,
+        AttributeValue::B(v) => v.as_ref().len(),
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.len() * 21,
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(list) => 3 + list.iter().map(|v| 1 + value_bytes(v)).sum::<usize>(),
+        AttributeValue::M(map) => {
+            3 + map
+                .iter()
+                .map(|(k, v)| 1 + k.len() + value_bytes(v))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+/// A string of `chars` characters of the widest UTF-8 encoding (4 bytes).
+fn widest(chars: usize) -> String {
+    "\u{10FFFF}".repeat(chars)
+}
+
+/// The largest vote `approver` can cast: the longest comment, through a webhook.
+fn largest_vote(approver: &Approver) -> Decision {
+    Decision {
+        outcome: Outcome::Rejected,
+        approver: approver.clone(),
+        decided_at: 0,
+        channel: Channel::ReviewPage,
+        comment: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
+        webhook_event_id: Some("x".repeat(MAX_WEBHOOK_ID_BYTES)),
+    }
+}
+
+/// The most bytes the approval's item can reach once everything that grows on it has grown to
+/// its bound: every approver's vote (list element and voter-set entry), the decision, a
+/// cancellation, and the execution's status queries, late reports, error, note and retry keys.
+pub fn largest_item_bytes(approval: &Approval) -> usize {
+    let created = item_bytes(&approval_to_item(approval));
+    let votes: usize = approval
+        .approvers
+        .iter()
+        .map(|a| 1 + value_bytes(&decision_to_attr(&largest_vote(a))) + a.identity().len())
+        .sum();
+    let decision = approval
+        .approvers
+        .iter()
+        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a))))
+        .max()
+        .unwrap_or(0);
+    // A cancel is the requester's or any operator's: a principal of the longest name.
+    let cancellation = Approver::parse(&widest(Approver::MAX_CHARS)).map_or(0, |by| {
+        value_bytes(&cancellation_to_attr(&Cancellation {
+            by,
+            at: 0,
+            reason: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
+        }))
+    });
+    let check = value_bytes(&status_check_to_attr(&StatusCheck {
+        at: 0,
+        answer: "not_found".to_owned(),
+        detail: Some(widest(MAX_CHECK_DETAIL_CHARS)),
+    }));
+    let execution = MAX_STATUS_CHECKS * (1 + check)
+        + MAX_LATE_REPORTS * (1 + value_bytes(&s(widest(MAX_REPORT_CHARS))))
+        + 4 * MAX_ERROR_CHARS
+        + 4 * MAX_NOTE_CHARS
+        + (super::approvals::MAX_RETRIES as usize + 1) * (1 + MAX_RETRY_KEY_BYTES)
+        + SMALL_ATTRIBUTES_BYTES;
+    created + votes + decision + cancellation + execution
+}
+
+/// Cuts `text` to `chars` characters.
+pub(crate) fn cut(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::approval::tests::pending;
+
+    #[test]
+    fn a_small_approval_has_room_to_grow_and_a_large_one_does_not() {
+        let small = pending(1_000);
+        let bytes = largest_item_bytes(&small);
+        assert!(bytes < APPROVAL_BUDGET_BYTES, "{bytes}");
+        let mut large = pending(1_000);
+        large.approvers = (0..20)
+            .map(|i| Approver::parse(&format!("approver-{i}@example.com")).unwrap())
+            .collect();
+        large.payload.insert(
+            "blob".into(),
+            serde_json::Value::String("x".repeat(190 * 1024)),
+        );
+        assert!(largest_item_bytes(&large) > APPROVAL_BUDGET_BYTES);
+        // Growth counts: 20 approvers' longest votes alone are about 160 KB.
+        assert!(largest_item_bytes(&large) - item_bytes(&approval_to_item(&large)) > 160_000);
+    }
+
+    /// What the README says: with 20 approvers (names of 25 characters), payload and context
+    /// get about 110 KB; with up to 10, the whole 192 KiB create allows.
+    #[test]
+    fn the_room_left_for_payload_and_context_is_as_documented() {
+        let room = |approvers: usize| {
+            let mut approval = pending(1_000);
+            approval.requested_by = Some(Approver::parse("ci@acme.example.com").unwrap());
+            approval.approvers = (0..approvers)
+                .map(|i| Approver::parse(&format!("approver-{i:02}@example.com")).unwrap())
+                .collect();
+            APPROVAL_BUDGET_BYTES as i64 - largest_item_bytes(&approval) as i64
+        };
+        let max_written = crate::domain::CreateRequest::MAX_WRITTEN_BYTES as i64;
+        assert!((105_000..120_000).contains(&room(20)), "{}", room(20));
+        assert!(room(10) > max_written, "{}", room(10));
+        assert!(room(12) < max_written, "{}", room(12));
+    }
+
+    #[test]
+    fn sizes_count_names_values_and_nesting() {
+        let item = Item::from([
+            ("ab".to_owned(), s("xyz")),
+            ("n".to_owned(), AttributeValue::N("1".into())),
+            (
+                "l".to_owned(),
+                AttributeValue::L(vec![s("é"), AttributeValue::Bool(true)]),
+            ),
+        ]);
+        assert_eq!(
+            item_bytes(&item),
+            (2 + 3) + (1 + 21) + (1 + 3 + (1 + 2) + (1 + 1))
+        );
+    }
+}
