@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 use countersign_tests::runtime_api::function_binary;
-use countersign_tests::{TENANT_A, TestApp, eventually};
+use countersign_tests::{TENANT_A, TestApp, eventually, execute_key};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -185,7 +185,7 @@ async fn the_gate_exits_0_once_approved_and_executed() {
     // Not a terminal: one plain line per change, no carriage returns.
     assert_has(&err, &format!("{id} pending · 0/1 approvals"));
     assert!(!err.contains('\r'), "{err:?}");
-    assert_eq!(t.downstream().effects("tenant-a:pipeline-1"), 1);
+    assert_eq!(t.downstream().effects(&execute_key("pipeline-1", &id)), 1);
 }
 
 #[tokio::test]
@@ -224,7 +224,7 @@ async fn the_gate_exits_1_when_rejected() {
         &stdout(&gate),
         &format!("{id}  rejected by {ALICE}: not today"),
     );
-    assert_eq!(t.downstream().effects("tenant-a:pipeline-3"), 0);
+    assert_eq!(t.downstream().effects(&execute_key("pipeline-3", &id)), 0);
 }
 
 #[tokio::test]
@@ -450,7 +450,7 @@ async fn rerunning_the_gate_attaches_to_the_same_approval() {
     .code(0);
     assert_eq!(stdout_json(&again)["id"], id.as_str());
     assert_eq!(t.approval_count().await, 1);
-    assert_eq!(t.downstream().effects("tenant-a:pipeline-10"), 1);
+    assert_eq!(t.downstream().effects(&execute_key("pipeline-10", &id)), 1);
 }
 
 #[tokio::test]
@@ -483,7 +483,7 @@ async fn the_gate_rides_out_lost_connections_and_5xx() {
     assert_has(&err, "injected by the test (unavailable, HTTP 503)");
     assert_has(&err, &format!("attached to {id}"));
     assert_eq!(t.approval_count().await, 1);
-    assert_eq!(t.downstream().effects("tenant-a:pipeline-11"), 1);
+    assert_eq!(t.downstream().effects(&execute_key("pipeline-11", &id)), 1);
 }
 
 #[tokio::test]

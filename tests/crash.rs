@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use countersign::jobs::{Dispatcher, StreamChange};
-use countersign_tests::{KEY_A, TestApp, eventually};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
 use fail::FailScenario;
 use serde_json::{Value, json};
 
@@ -19,7 +19,11 @@ fn body(action: &str) -> String {
 
 async fn approve(t: &TestApp, id: &str) {
     let reply = t
-        .decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE}))
+        .decide(
+            DECIDER_A,
+            id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
 }
@@ -35,7 +39,7 @@ async fn crash_after_downstream_call_yields_one_effect() {
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
-    let key = "tenant-a:crash-1";
+    let key = &execute_key("crash-1", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (2, 1)
@@ -60,7 +64,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
-        t.downstream().calls("tenant-a:unsafe-1"),
+        t.downstream().calls(&execute_key("unsafe-1", &id)),
         1,
         "never called twice blindly"
     );
@@ -115,7 +119,7 @@ async fn a_crash_after_dispatch_sends_duplicates_jobs_not_effects() {
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let key = "tenant-a:dispatch-1";
+    let key = &execute_key("dispatch-1", &id);
     assert_eq!(t.downstream().effects(key), 1);
     assert_eq!(
         t.downstream().calls(key),
@@ -217,7 +221,7 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
             .contains("outcome is unknown")
     );
     assert_eq!(
-        t.downstream().calls("tenant-a:last-1"),
+        t.downstream().calls(&execute_key("last-1", &id)),
         1,
         "no attempt beyond the last allowed"
     );
@@ -235,7 +239,7 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
         a["execution"]["status"] == "succeeded"
     })
     .await;
-    assert_eq!(t.downstream().effects("tenant-a:last-1"), 1);
+    assert_eq!(t.downstream().effects(&execute_key("last-1", &id)), 1);
     scenario.teardown();
 }
 
@@ -260,7 +264,7 @@ async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
             .starts_with("never attempted"),
         "{failed}"
     );
-    let key = "tenant-a:never-began";
+    let key = &execute_key("never-began", &id);
     assert_eq!(t.downstream().calls(key), 0, "nothing was sent");
 
     fail::remove("execute::before_begin");
@@ -306,7 +310,7 @@ async fn a_worker_that_lost_its_attempt_keeps_what_it_learnt() {
         report.contains("lease was taken over") && report.ends_with(": succeeded"),
         "{report}"
     );
-    let key = "tenant-a:lost-lease";
+    let key = &execute_key("lost-lease", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (2, 1)
@@ -328,7 +332,7 @@ async fn a_crash_at_a_target_with_a_status_url_is_settled_by_asking_it() {
 
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(done["execution"]["status"], "succeeded", "{kind}: {done}");
-        let key = format!("tenant-a:asked-{n}");
+        let key = execute_key(&format!("asked-{n}"), &id);
         assert_eq!(
             (t.downstream().calls(&key), t.downstream().effects(&key)),
             (1, 1),

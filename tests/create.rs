@@ -1,7 +1,9 @@
 //! POST /approvals: one approval per idempotency key, however often and however concurrently
 //! the client retries.
 
-use countersign_tests::{KEY_A, TestApp, deploy_body};
+use std::time::Duration;
+
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
 use futures::future::join_all;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -126,4 +128,40 @@ async fn created_approval_reads_back_as_pending_with_its_location() {
     assert_eq!(approval["idempotency_key"], "k-read");
     assert_eq!(approval["decision"], serde_json::Value::Null);
     assert_eq!(approval["execution"]["status"], "not_started");
+}
+
+/// A create key used again once its record expired makes another approval, and that approval's
+/// execution is its own: the key sent downstream names the approval, so a target that dedupes
+/// by it performs the second action instead of answering with the first one's stored result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_expired_key_used_again_executes_a_second_action_at_a_deduping_target() {
+    let t = TestApp::start_jobs(&[("IDEMPOTENCY_TTL_SECONDS", "86400")]).await;
+    let body = deploy_body(7, &["alice@example.com"]);
+    let mut ids = Vec::new();
+    for round in 0..2 {
+        let id = t.create_ok(KEY_A, "k-again", &body).await;
+        let decided = t
+            .decide(
+                DECIDER_A,
+                &id,
+                serde_json::json!({"decision": "approve", "approver": "alice@example.com"}),
+            )
+            .await;
+        assert_eq!(decided.status, 200, "{}", decided.text());
+        let done = t
+            .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+            .await;
+        assert_eq!(done["execution"]["status"], "succeeded", "round {round}");
+        ids.push(id);
+        t.clock.advance(86_401);
+    }
+    assert_ne!(ids[0], ids[1], "the expired key made another approval");
+    for id in &ids {
+        let key = execute_key("k-again", id);
+        assert_eq!(
+            (t.downstream().calls(&key), t.downstream().effects(&key)),
+            (1, 1),
+            "{key}: performed once, for this approval"
+        );
+    }
 }

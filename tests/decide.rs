@@ -1,7 +1,7 @@
 //! POST /approvals/{id}/decision: exactly one terminal decision, told apart from repeats,
 //! conflicts, expiry and strangers in the same round trip.
 
-use countersign_tests::{KEY_A, TestApp, deploy_body};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body};
 use futures::future::join_all;
 use serde_json::json;
 
@@ -22,7 +22,7 @@ async fn approve_and_reject_race_has_one_winner() {
         } else {
             json!({"decision": "reject", "approver": "bob@example.com"})
         };
-        t.decide(KEY_A, &id, body)
+        t.decide(DECIDER_A, &id, body)
     });
     let replies = join_all(requests).await;
 
@@ -79,19 +79,19 @@ async fn repeat_of_the_winning_decision_is_replayed() {
         .await;
     let body =
         json!({"decision": "approve", "approver": "alice@example.com", "comment": "ship it"});
-    let won = t.decide(KEY_A, &id, body.clone()).await;
+    let won = t.decide(DECIDER_A, &id, body.clone()).await;
     assert_eq!(won.status, 200);
     assert!(!won.replayed());
     assert_eq!(won.json()["decision"]["comment"], "ship it");
 
-    let repeat = t.decide(KEY_A, &id, body).await;
+    let repeat = t.decide(DECIDER_A, &id, body).await;
     assert_eq!(repeat.status, 200);
     assert!(repeat.replayed());
     assert_eq!(repeat.json(), won.json());
 
     let reversed = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "reject", "approver": "alice@example.com"}),
         )
@@ -108,7 +108,7 @@ async fn unlisted_approver_is_forbidden_and_changes_nothing() {
         .await;
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": "mallory@example.com"}),
         )
@@ -128,7 +128,7 @@ async fn expired_approval_cannot_be_decided() {
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "expired");
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": "alice@example.com"}),
         )
@@ -145,10 +145,10 @@ async fn decision_made_in_time_stands_after_expiry() {
     let body = json!({"action": {"type": "deploy"}, "approvers": ["alice@example.com"], "expires_in_seconds": 60});
     let id = t.create_ok(KEY_A, "in-time", &body.to_string()).await;
     let decision = json!({"decision": "reject", "approver": "alice@example.com"});
-    assert_eq!(t.decide(KEY_A, &id, decision.clone()).await.status, 200);
+    assert_eq!(t.decide(DECIDER_A, &id, decision.clone()).await.status, 200);
     t.clock.advance(3_600);
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "rejected");
-    let repeat = t.decide(KEY_A, &id, decision).await;
+    let repeat = t.decide(DECIDER_A, &id, decision).await;
     assert_eq!(repeat.status, 200);
     assert!(repeat.replayed());
 }
@@ -164,7 +164,7 @@ async fn unknown_and_malformed_ids_are_not_found() {
         "%FF",
         "apr_%00",
     ] {
-        let reply = t.decide(KEY_A, id, decision.clone()).await;
+        let reply = t.decide(DECIDER_A, id, decision.clone()).await;
         assert_eq!(reply.status, 404, "{id}");
         assert_eq!(reply.code(), "not_found");
         let reply = t.get(KEY_A, id).await;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use countersign::webhook::WebhookSecret;
 use countersign_tests::fault_proxy::{Fault, FaultProxy, Rule};
-use countersign_tests::{ACME_SECRET, KEY_A, TestApp, decided_event, signed_delivery};
+use countersign_tests::{
+    ACME_SECRET, DECIDER_A, KEY_A, TestApp, decided_event, execute_key, signed_delivery,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -81,7 +83,7 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
     let secret = WebhookSecret::parse(ACME_SECRET).unwrap();
     let started = Instant::now();
 
-    let ids: Vec<(String, &'static str)> = futures::stream::iter(0..APPROVALS)
+    let ids: Vec<(String, &'static str, usize)> = futures::stream::iter(0..APPROVALS)
         .map(|i| {
             let (t, answers, secret) = (&t, &answers, &secret);
             async move {
@@ -123,13 +125,13 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
                     let decide = || {
                         t.http
                             .post(t.url(&format!("/approvals/{id}/decision")))
-                            .bearer_auth(KEY_A)
+                            .bearer_auth(DECIDER_A)
                             .json(&json!({"decision": "approve", "approver": ALICE}))
                     };
                     let (status, _, answer) = until_served(answers, "decide", decide).await;
                     assert_eq!(status, 200, "{answer}");
                 }
-                (id, action)
+                (id, action, i)
             }
         })
         .buffer_unordered(4)
@@ -144,7 +146,7 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
     let mut resumed = std::collections::HashSet::new();
     loop {
         let mut left = 0;
-        for (id, _) in &ids {
+        for (id, _, _) in &ids {
             let read = || {
                 t.http
                     .get(t.url(&format!("/approvals/{id}")))
@@ -178,8 +180,8 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
     proxy.set_rules(Vec::new());
 
     let mut calls = 0;
-    for (i, (id, action)) in ids.iter().enumerate() {
-        let key = format!("tenant-a:{name}-{i}");
+    for (id, action, i) in &ids {
+        let key = execute_key(&format!("{name}-{i}"), id);
         assert_eq!(t.downstream().effects(&key), 1, "{key}: one effect");
         calls += t.downstream().calls(&key);
         if resumed.contains(id) != (*action == "reject_once") {
@@ -328,7 +330,7 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
     .await;
     let decided = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -337,7 +339,7 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
 
     // The call is in flight (its answer comes a second later): from now on, every transaction
     // is throttled, until the worker's first write of the end has used up the SDK's tries.
-    let key = "tenant-a:end-write-1";
+    let key = &execute_key("end-write-1", &id);
     let began = Instant::now();
     while t.downstream().calls(key) == 0 {
         assert!(began.elapsed() < Duration::from_secs(20), "never called");

@@ -2,7 +2,7 @@
 //! approval records who requested it, and its requester never decides it, on any channel —
 //! refused by the same conditional write that records a decision.
 
-use countersign_tests::{ACME_SECRET, TENANT_A, TestApp, decided_event, deploy_body};
+use countersign_tests::{ACME_SECRET, TENANT_A, TestApp, decided_event, deploy_body, execute_key};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.com";
@@ -260,9 +260,14 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
     assert_eq!(listed_with_another.status, 201);
 }
 
+/// The development form (`tenant=key`) gives a key every role, with the tenant as its
+/// principal: it creates, reads and cancels — and, being the requester of what it creates, never
+/// decides that (separation of duties by the key's principal); its approvals are decided by their
+/// approvers' review links or a webhook.
 #[tokio::test]
-async fn the_development_key_form_has_every_role() {
-    let t = TestApp::start().await;
+async fn the_development_key_form_has_every_role_but_never_decides_its_own_requests() {
+    let dev = format!("{TENANT_A}={}", countersign_tests::KEY_A);
+    let t = TestApp::start_with(&[("API_KEYS", &dev)]).await;
     let id = t
         .create_ok(countersign_tests::KEY_A, "dev-1", &deploy_body(4, &[ALICE]))
         .await;
@@ -278,7 +283,19 @@ async fn the_development_key_form_has_every_role() {
             json!({"decision": "approve", "approver": ALICE}),
         )
         .await;
-    assert_eq!(decided.status, 200);
+    assert_eq!(
+        (decided.status, decided.code()),
+        (403, "self_approval_forbidden".into()),
+        "{}",
+        decided.text()
+    );
+    let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
+    assert_eq!(page.status, 200, "alice's review link shows it");
+    let cancelled = t
+        .send(cancel(&t, countersign_tests::KEY_A, &id, None))
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text());
+    assert_eq!(cancelled.json()["status"], "cancelled");
 }
 
 fn cancel(t: &TestApp, key: &str, id: &str, body: Option<Value>) -> reqwest::RequestBuilder {
@@ -347,7 +364,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     let approval = t.get(READER_KEY, &id).await.json();
     assert_eq!(approval["status"], "cancelled");
     assert_eq!(approval["execution"]["status"], "not_started");
-    assert_eq!(t.downstream().calls("tenant-a:cancel-1"), 0);
+    assert_eq!(t.downstream().calls(&execute_key("cancel-1", &id)), 0);
 
     // An operator cancels anyone's; a decided one is 409, an expired one 410, unknown 404.
     let other = t
@@ -386,6 +403,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
 async fn a_cancel_racing_a_vote_has_one_winner() {
     let t = TestApp::start_jobs(&[("API_KEYS", &api_keys())]).await;
     let mut approved = Vec::new();
+    let mut rounds = Vec::new();
     for round in 0..20 {
         let key = format!("race-{round}");
         let id = t.create_ok(CI_KEY, &key, &deploy_body(round, &[BOB])).await;
@@ -410,8 +428,9 @@ async fn a_cancel_racing_a_vote_has_one_winner() {
             }
         );
         if voted.status == 200 {
-            approved.push((id, key));
+            approved.push((id.clone(), key.clone()));
         }
+        rounds.push((id, key, voted.status == 200));
     }
     for (id, _) in &approved {
         let done = t
@@ -421,11 +440,10 @@ async fn a_cancel_racing_a_vote_has_one_winner() {
     }
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let mut executed = 0;
-    for round in 0..20 {
-        let key = format!("tenant-a:race-{round}");
+    for (id, key, was_approved) in &rounds {
+        let key = execute_key(key, id);
         let calls = t.downstream().calls(&key);
-        let was_approved = approved.iter().any(|(_, k)| format!("tenant-a:{k}") == key);
-        assert_eq!(calls, usize::from(was_approved), "{key}");
+        assert_eq!(calls, usize::from(*was_approved), "{key}");
         executed += calls;
     }
     println!(
@@ -433,4 +451,77 @@ async fn a_cancel_racing_a_vote_has_one_winner() {
         approved.len(),
         20 - approved.len()
     );
+}
+
+/// The requester holding a `decider` key as well (a principal may hold several keys) approves
+/// nothing it requested, whoever its vote names: the decision's own condition compares the key's
+/// principal with the approval's requester. The same key decides others' approvals.
+#[tokio::test]
+async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
+    let keys = json!([
+        {"tenant": TENANT_A, "principal": "ci@acme", "roles": ["requester"], "key": CI_KEY},
+        {"tenant": TENANT_A, "principal": "CI@acme ", "roles": ["decider"], "key": PORTAL_KEY},
+        {"tenant": TENANT_A, "principal": "ops@acme", "roles": ["requester"], "key": OPS_KEY},
+    ])
+    .to_string();
+    let t = TestApp::start_with(&[("API_KEYS", &keys)]).await;
+    let id = t
+        .create_ok(CI_KEY, "sod-1", &deploy_body(1, &[ALICE, BOB]))
+        .await;
+    for approver in [ALICE, BOB, "mallory@example.com"] {
+        for decision in ["approve", "reject"] {
+            let refused = decide(
+                &t,
+                PORTAL_KEY,
+                &id,
+                json!({"decision": decision, "approver": approver}),
+            )
+            .await;
+            assert_eq!(
+                (refused.status, refused.code()),
+                (403, "self_approval_forbidden".into()),
+                "{decision} as {approver}: {}",
+                refused.text()
+            );
+        }
+    }
+    let approval = t.get(CI_KEY, &id).await.json();
+    assert_eq!(approval["status"], "pending", "{approval}");
+    assert_eq!(approval["decision"], Value::Null);
+
+    // Another requester's approval: the same key decides it for a listed approver.
+    let other = t
+        .create_ok(OPS_KEY, "sod-2", &deploy_body(2, &[ALICE]))
+        .await;
+    let decided = decide(
+        &t,
+        PORTAL_KEY,
+        &other,
+        json!({"decision": "approve", "approver": ALICE}),
+    )
+    .await;
+    assert_eq!(decided.status, 200, "{}", decided.text());
+    assert_eq!(decided.json()["status"], "approved");
+}
+
+/// The requester listed in another spelling counts as the requester when a policy is checked, as
+/// it does when a vote is: a rule that needs its vote is unsatisfiable at create (400), not an
+/// approval that can never be approved.
+#[tokio::test]
+async fn a_policy_needing_the_requester_in_another_spelling_is_unsatisfiable() {
+    let t = start().await;
+    let body = json!({
+        "action": {"type": "deploy", "payload": {}},
+        "approvers": ["CI@acme", ALICE],
+        "policy": {"rules": [{"name": "both", "approvers": ["CI@acme", ALICE], "min_approvals": 2}]},
+    })
+    .to_string();
+    let refused = t.create(CI_KEY, "sod-policy", &body).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (400, "policy_unsatisfiable".into()),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(t.approval_count().await, 0);
 }

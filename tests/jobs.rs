@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use countersign::domain::ApprovalId;
 use countersign::review_token::TokenSecret;
-use countersign_tests::{KEY_A, TestApp, eventually};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
@@ -21,7 +21,11 @@ fn body(action: &str, approvers: &[&str]) -> String {
 
 async fn approve(t: &TestApp, id: &str) -> Value {
     let reply = t
-        .decide(KEY_A, id, json!({"decision": "approve", "approver": ALICE}))
+        .decide(
+            DECIDER_A,
+            id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     reply.json()
@@ -41,7 +45,7 @@ async fn approved_action_runs_once_with_the_business_key() {
     let approved_at = Instant::now();
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
-    let key = "tenant-a:deploy-1";
+    let key = &execute_key("deploy-1", &id);
     let latency = t
         .downstream()
         .first_arrival(key)
@@ -123,7 +127,7 @@ async fn server_errors_are_retried_with_the_same_key() {
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 3);
     assert_eq!(done["execution"]["last_error"], Value::Null);
-    let key = "tenant-a:flaky-1";
+    let key = &execute_key("flaky-1", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (3, 1)
@@ -140,7 +144,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed");
     assert_eq!(failed["execution"]["last_error"], "HTTP 400");
-    let key = "tenant-a:reject-1";
+    let key = &execute_key("reject-1", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (1, 0)
@@ -210,7 +214,7 @@ async fn approve_reject_race_executes_at_most_once() {
         } else {
             json!({"decision": "reject", "approver": BOB})
         };
-        t.decide(KEY_A, &id, decision)
+        t.decide(DECIDER_A, &id, decision)
     });
     let replies = join_all(decisions).await;
     assert_eq!(
@@ -220,7 +224,7 @@ async fn approve_reject_race_executes_at_most_once() {
             .count(),
         1
     );
-    let key = "tenant-a:race-1";
+    let key = &execute_key("race-1", &id);
     let status = t.get(KEY_A, &id).await.json()["status"]
         .as_str()
         .unwrap()
@@ -290,7 +294,7 @@ async fn the_same_message_delivered_twice_has_one_effect() {
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let key = "tenant-a:twice-1";
+    let key = &execute_key("twice-1", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (1, 1)
@@ -312,7 +316,7 @@ async fn a_target_that_never_answers_does_not_hold_the_job() {
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
-    let key = "tenant-a:hang-1";
+    let key = &execute_key("hang-1", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (2, 1),
@@ -331,7 +335,7 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
     assert_eq!(done["execution"]["status"], "failed");
     assert_eq!(done["execution"]["last_error"], "HTTP 503");
     assert_eq!(done["execution"]["attempts"], 2);
-    assert_eq!(t.downstream().calls("tenant-a:dead-1"), 2);
+    assert_eq!(t.downstream().calls(&execute_key("dead-1", &id)), 2);
     // At least one: the stream may have dispatched the job twice (at-least-once), and each copy
     // ends in the DLQ.
     eventually("the message did not reach the DLQ", || async {
@@ -360,7 +364,7 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
     approve(&t, &first).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
-        t.downstream().calls("tenant-a:restart-1"),
+        t.downstream().calls(&execute_key("restart-1", &first)),
         0,
         "nothing runs while the runner is down"
     );
@@ -372,7 +376,7 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
         t.downstream().calls(&format!("{second}:notify:{ALICE}")) > 0
     })
     .await;
-    assert_eq!(t.downstream().effects("tenant-a:restart-1"), 1);
+    assert_eq!(t.downstream().effects(&execute_key("restart-1", &first)), 1);
     // The runner resumed from its saved position: what was dispatched before the stop was not
     // dispatched again (a restart from the stream's start would notify twice, then dedupe).
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -409,7 +413,7 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
         );
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(
-            t.downstream().calls(&format!("tenant-a:{key}")),
+            t.downstream().calls(&execute_key(key, &id)),
             1,
             "{action}: called once"
         );
@@ -450,7 +454,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
         (other.status, other.code().as_str()),
         (409, "not_retryable")
     );
-    let key = "tenant-a:op-retry";
+    let key = &execute_key("op-retry", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (2, 1),
@@ -522,7 +526,7 @@ async fn a_repeated_retry_never_resumes_twice() {
         .create_ok(KEY_A, "retry-twice", &body("always_503", &[ALICE]))
         .await;
     approve(&t, &id).await;
-    let key = "tenant-a:retry-twice";
+    let key = &execute_key("retry-twice", &id);
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed", "{failed}");
 
@@ -549,5 +553,37 @@ async fn a_repeated_retry_never_resumes_twice() {
         (fresh.status, fresh.replayed()),
         (202, false),
         "a new request resumes"
+    );
+    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
+        a["execution"]["status"] == "failed" && t.downstream().calls(key) == 3
+    })
+    .await;
+    // A late duplicate of the older request (its answer was lost long ago): answered as it was,
+    // and the newer generation, failed again, is not resumed by it.
+    let late = t.send(retry(&id, "resume-1")).await;
+    assert_eq!(
+        (late.status, late.replayed()),
+        (202, true),
+        "{}",
+        late.text()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        t.downstream().calls(key),
+        3,
+        "the late duplicate resumed nothing"
+    );
+    let item = t
+        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
+        .await
+        .expect("the approval");
+    let stored = countersign::store::items_to_approval(&item).expect("an approval");
+    assert_eq!(
+        (
+            stored.execution.status.as_str(),
+            stored.execution.generation
+        ),
+        ("failed", 2),
+        "{stored:?}"
     );
 }

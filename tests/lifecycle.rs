@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use countersign::jobs::StreamChange;
 use countersign_tests::receiver::CallbackReceiver;
-use countersign_tests::{KEY_A, KEY_B, TestApp, eventually};
+use countersign_tests::{DECIDER_A, KEY_A, KEY_B, TestApp, eventually, execute_key};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.com";
@@ -118,7 +118,7 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     for approver in [ALICE, BOB] {
         let reply = t
             .decide(
-                KEY_A,
+                DECIDER_A,
                 &id,
                 json!({"decision": "approve", "approver": approver}),
             )
@@ -207,7 +207,11 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
         first,
         "redelivery added no event"
     );
-    assert_eq!(t.downstream().calls("tenant-a:life-1"), 2, "no third call");
+    assert_eq!(
+        t.downstream().calls(&execute_key("life-1", &id)),
+        2,
+        "no third call"
+    );
 
     // Another tenant sees nothing; a cursor is bound to its approval and can't be altered.
     let other = t
@@ -293,7 +297,7 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
     let id = t.create_ok(KEY_A, "cb-1", &deploy(&[ALICE])).await;
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -481,7 +485,7 @@ async fn the_sweeper_expires_an_approval_nobody_reads_and_tells_the_subscriber()
     );
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -546,7 +550,7 @@ async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
     let id = t.create_ok(KEY_A, "stuck-1", &deploy(&[ALICE])).await;
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -576,7 +580,11 @@ async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
         took < Duration::from_secs(15),
         "within the bound (5 s) and a period: {took:?}"
     );
-    assert_eq!(t.downstream().calls("tenant-a:stuck-1"), 1, "executed once");
+    assert_eq!(
+        t.downstream().calls(&execute_key("stuck-1", &id)),
+        1,
+        "executed once"
+    );
     let events = trail(&t, KEY_A, &id, 50).await;
     let requeued: Vec<&Value> = events
         .iter()
@@ -585,7 +593,7 @@ async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
     assert_eq!(requeued.len(), 1, "{events:#?}");
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(
-        t.downstream().calls("tenant-a:stuck-1"),
+        t.downstream().calls(&execute_key("stuck-1", &id)),
         1,
         "and never again"
     );
@@ -599,7 +607,7 @@ async fn an_execution_whose_job_keeps_getting_lost_ends_failed_and_an_operator_r
     let id = t.create_ok(KEY_A, "stuck-2", &deploy(&[ALICE])).await;
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -626,17 +634,30 @@ async fn an_execution_whose_job_keeps_getting_lost_ends_failed_and_an_operator_r
         .filter(|e| e["actor"]["channel"] == "reconciler")
         .count();
     assert_eq!(requeues as u32, countersign::jobs::REQUEUE_LIMIT);
-    drop(losing);
-    t.start_runner();
+    // Resumed while jobs are still lost: the new generation has a re-queue budget of its own
+    // (the reconciler re-queues it, rather than ending it at once as out of re-queues).
     let reply = t.send(t.retry_request(&id, Some("resume-1"))).await;
     assert_eq!(reply.status, 202, "{}", reply.text());
+    eventually("the resumed generation is re-queued", || async {
+        trail(&t, KEY_A, &id, 100)
+            .await
+            .iter()
+            .any(|e| e["actor"]["channel"] == "reconciler" && e["data"]["generation"] == 1)
+    })
+    .await;
+    drop(losing);
+    t.start_runner();
     let approval = t
         .wait_for_approval(KEY_A, &id, Duration::from_secs(30), |a| {
             a["execution"]["status"] == "succeeded"
         })
         .await;
     assert_eq!(approval["status"], "approved");
-    assert_eq!(t.downstream().calls("tenant-a:stuck-2"), 1, "executed once");
+    assert_eq!(
+        t.downstream().calls(&execute_key("stuck-2", &id)),
+        1,
+        "executed once"
+    );
 }
 
 /// The README shows the receiver the tests run: its code block is the example's marked part.
@@ -655,4 +676,126 @@ fn the_readme_receiver_is_the_one_the_tests_run() {
         readme.contains(&format!("```python\n{marked}```")),
         "README.md's receiver differs from examples/callback_receiver.py's marked part"
     );
+}
+
+/// A notifier answering 401 (its credentials rotated) and a callback receiver refusing the
+/// signature (the subscription's secret rotated on one side only): neither is retried (a 4xx
+/// will not change), neither is lost silently — `notification.failed` and `callback.failed` are
+/// in the trail, and each message goes on to the jobs DLQ, whose alarm someone watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_notification_or_callback_refused_by_its_receiver_is_recorded_and_reaches_the_dlq() {
+    let receiver = CallbackReceiver::start("whsec_cm90YXRlZC1vbi10aGUtcmVjZWl2ZXItc2lkZS0wMTI=", 0);
+    let subscriptions = subscription(&receiver.url, Some(&["approval.created"]));
+    let t = TestApp::start_jobs(&[
+        ("EVENT_SUBSCRIPTIONS", &subscriptions),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "1"),
+        ("JOB_MAX_ATTEMPTS", "2"),
+    ])
+    .await;
+    t.downstream()
+        .refuse_notifications(axum::http::StatusCode::UNAUTHORIZED);
+    let id = t.create_ok(KEY_A, "refused-1", &deploy(&[ALICE])).await;
+    eventually("both refusals are in the trail", || async {
+        let types = types(&trail(&t, KEY_A, &id, 100).await);
+        types.contains(&"notification.failed".to_owned())
+            && types.contains(&"callback.failed".to_owned())
+    })
+    .await;
+    let events = trail(&t, KEY_A, &id, 100).await;
+    let notified: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "notification.failed")
+        .collect();
+    assert_eq!(notified.len(), 1, "{events:#?}");
+    assert_eq!(notified[0]["data"]["approver"], ALICE);
+    assert_eq!(notified[0]["data"]["error"], "HTTP 401");
+    let called_back: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "callback.failed")
+        .collect();
+    assert_eq!(called_back.len(), 1);
+    assert_eq!(called_back[0]["data"]["error"], "HTTP 400");
+    assert!(!types(&events).contains(&"notification.sent".to_owned()));
+    eventually("both messages reach the DLQ", || async {
+        t.queue_depth(&t.queues().dlq_url).await >= 2
+    })
+    .await;
+    assert_eq!(
+        t.downstream().calls(&format!("{id}:notify:{ALICE}")),
+        1,
+        "a refusal is not retried"
+    );
+}
+
+/// An approval item this version cannot read (written by hand here, as a botched migration or a
+/// later version could leave one) is a candidate of both scheduled runs, found first: each run
+/// counts it as a failure, logs it, and handles every other candidate all the same — and the
+/// run's answer is an error, which the template's alarm on the function's errors sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let t = TestApp::start_with(&[
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "2"),
+        ("STUCK_EXECUTION_SECONDS", "60"),
+    ])
+    .await;
+    let now = t.clock.now();
+    for (id, due_kind, status) in [
+        ("apr_00000000000000000000000001", "expiry", "pending"),
+        ("apr_00000000000000000000000002", "execution", "approved"),
+    ] {
+        // No `execution`, no `approvers`: not an approval this version can read.
+        t.app
+            .store
+            .client()
+            .put_item()
+            .table_name(&t.app.config.tables.approvals)
+            .item("pk", AttributeValue::S(format!("tenant-a#{id}")))
+            .item("tenant", AttributeValue::S("tenant-a".into()))
+            .item("id", AttributeValue::S(id.into()))
+            .item("status", AttributeValue::S(status.into()))
+            .item("expires_at", AttributeValue::N((now - 10).to_string()))
+            .item("due_kind", AttributeValue::S(due_kind.into()))
+            .item("due_at", AttributeValue::N((now - 1_000).to_string()))
+            .send()
+            .await
+            .expect("the unreadable item");
+    }
+    let expiring = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
+                          "expires_in_seconds": 60})
+    .to_string();
+    let pending = t.create_ok(KEY_A, "sweep-pending", &expiring).await;
+    let approved = t.create_ok(KEY_A, "sweep-stuck", &deploy(&[ALICE])).await;
+    let decided = t
+        .decide(
+            DECIDER_A,
+            &approved,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.text());
+    t.clock.advance(120);
+
+    let sweeper = countersign::jobs::Sweeper::new(t.app.clone());
+    let report = sweeper.run().await.expect("the run ends");
+    println!("one run over two unreadable candidates and two good ones: {report:?}");
+    assert_eq!(
+        (report.expired, report.requeued, report.failures),
+        (1, 1, 2),
+        "{report:?}"
+    );
+    assert!(
+        report.into_result().is_err(),
+        "a run with failures ends in an error"
+    );
+    assert_eq!(t.get(KEY_A, &pending).await.json()["status"], "expired");
+    let stored = t
+        .item(
+            &t.app.config.tables.approvals,
+            &format!("tenant-a#{approved}"),
+        )
+        .await
+        .expect("the approval");
+    let requeues = &stored["execution"].as_m().expect("execution")["requeues"];
+    assert_eq!(requeues, &AttributeValue::N("1".into()), "re-queued");
 }

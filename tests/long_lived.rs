@@ -10,7 +10,8 @@ use countersign::webhook::WebhookSecret;
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::{
-    ACME_SECRET, KEY_A, TENANT_A, TOKEN_SECRET, decided_event, moto_resident_bytes, signed_delivery,
+    ACME_SECRET, DECIDER_A, KEY_A, TENANT_A, TOKEN_SECRET, decided_event, execute_key,
+    moto_resident_bytes, signed_delivery, test_api_keys,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -257,7 +258,7 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     .await;
     env.extend(
         [
-            ("API_KEYS", format!("{TENANT_A}={KEY_A}")),
+            ("API_KEYS", test_api_keys()),
             (
                 "ACTION_TARGETS",
                 json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true}}).to_string(),
@@ -280,7 +281,7 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let tally = Tally::default();
 
     let started = Instant::now();
-    let ids: Vec<String> = futures::stream::iter(0..APPROVALS)
+    let created: Vec<(usize, String)> = futures::stream::iter(0..APPROVALS)
         .map(|i| {
             let (runner, secret, tally) = (&runner, &secret, &tally);
             async move {
@@ -311,7 +312,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 }
                 if i % 10 == 5 {
                     // An approver the approval does not list: refused by the condition.
-                    let stranger = send(decide(runner, KEY_A, &id, "mallory@example.com")).await;
+                    let stranger =
+                        send(decide(runner, DECIDER_A, &id, "mallory@example.com")).await;
                     assert_eq!(stranger.status, 403);
                     tally.refused.fetch_add(1, Ordering::Relaxed);
                     tally.requests.fetch_add(1, Ordering::Relaxed);
@@ -331,25 +333,26 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                     assert_eq!(a.json()["outcome"], "applied");
                     assert_eq!(b.json()["outcome"], "applied");
                     // And an API client that approves again afterwards: a repeat.
-                    let late = send(decide(runner, KEY_A, &id, ALICE)).await;
+                    let late = send(decide(runner, DECIDER_A, &id, ALICE)).await;
                     assert_eq!((late.status, late.replayed), (200, true));
                     3
                 } else {
                     let (a, b) = futures::join!(
-                        send(decide(runner, KEY_A, &id, ALICE)),
-                        send(decide(runner, KEY_A, &id, ALICE))
+                        send(decide(runner, DECIDER_A, &id, ALICE)),
+                        send(decide(runner, DECIDER_A, &id, ALICE))
                     );
                     assert_eq!((a.status, b.status), (200, 200));
                     assert!(a.replayed != b.replayed, "exactly one of the two decided");
                     2
                 };
                 tally.requests.fetch_add(answers, Ordering::Relaxed);
-                id
+                (i, id)
             }
         })
         .buffer_unordered(CLIENTS)
         .collect()
         .await;
+    let ids: Vec<String> = created.iter().map(|(_, id)| id.clone()).collect();
     let load = started.elapsed();
     let requests = tally.requests.load(Ordering::Relaxed);
 
@@ -361,8 +364,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
         assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
         assert_eq!(approval["execution"]["attempts"], 1, "{approval}");
     }
-    for i in 0..APPROVALS {
-        let key = format!("{TENANT_A}:ll-{i}");
+    for (i, id) in &created {
+        let key = execute_key(&format!("ll-{i}"), id);
         assert_eq!(
             (downstream.calls(&key), downstream.effects(&key)),
             (1, 1),

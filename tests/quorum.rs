@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use countersign_tests::{ACME_SECRET, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event};
+use countersign_tests::{
+    ACME_SECRET, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event, execute_key,
+};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.com";
@@ -301,7 +303,7 @@ async fn concurrent_votes_meet_the_quorum_exactly_once() {
             .wait_for_execution(CI_KEY, id, Duration::from_secs(60))
             .await;
         assert_eq!(done["execution"]["status"], "succeeded", "round {round}");
-        let key = format!("{TENANT_A}:race-{round}");
+        let key = execute_key(&format!("race-{round}"), id);
         assert_eq!(
             t.downstream().calls(&key),
             1,
@@ -588,6 +590,6 @@ async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert_eq!(downstream.calls(&format!("{TENANT_A}:crash-{i}")), 1);
+        assert_eq!(downstream.calls(&execute_key(&format!("crash-{i}"), id)), 1);
     }
 }

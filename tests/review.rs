@@ -1,7 +1,7 @@
 //! The review page and its form post over plain HTTP: tokens, status codes, headers, escaping.
 //! (The browser behaviour — double clicks, reloads, back — is in browser.rs.)
 
-use countersign_tests::{KEY_A, KEY_B, TestApp, deploy_body};
+use countersign_tests::{DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
 use serde_json::json;
 
 const ALICE: &str = "alice@example.com";
@@ -234,7 +234,7 @@ async fn the_decided_page_says_what_became_of_the_action() {
         let id = t.create_ok(KEY_A, key, &body).await;
         let decided = t
             .decide(
-                KEY_A,
+                DECIDER_A,
                 &id,
                 json!({"decision": "approve", "approver": ALICE}),
             )
@@ -252,7 +252,7 @@ async fn the_decided_page_says_what_became_of_the_action() {
     let body = json!({"action": {"type": "deploy"}, "approvers": [ALICE]}).to_string();
     let waiting = t.create_ok(KEY_A, "fate-waiting", &body).await;
     t.decide(
-        KEY_A,
+        DECIDER_A,
         &waiting,
         json!({"decision": "approve", "approver": ALICE}),
     )

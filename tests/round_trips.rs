@@ -1,7 +1,7 @@
 //! DynamoDB round trips per operation, counted by an SDK interceptor: correctness costs one
 //! conditional write or transaction, and a refusal is answered from what that write returned.
 
-use countersign_tests::{KEY_A, TestApp, deploy_body};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
 use serde_json::json;
 
 #[tokio::test]
@@ -24,12 +24,12 @@ async fn each_operation_is_one_round_trip() {
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, conflict");
 
     let approve = json!({"decision": "approve", "approver": "alice@example.com"});
-    assert_eq!(t.decide(KEY_A, &id, approve.clone()).await.status, 200);
+    assert_eq!(t.decide(DECIDER_A, &id, approve.clone()).await.status, 200);
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, winner");
 
     assert_eq!(
         t.decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "reject", "approver": "bob@example.com"})
         )
@@ -39,7 +39,7 @@ async fn each_operation_is_one_round_trip() {
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, loser");
 
-    assert!(t.decide(KEY_A, &id, approve).await.replayed());
+    assert!(t.decide(DECIDER_A, &id, approve).await.replayed());
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, repeat");
 
     assert_eq!(t.get(KEY_A, &id).await.status, 200);
@@ -55,7 +55,7 @@ async fn refusals_cost_one_round_trip_too() {
 
     assert_eq!(
         t.decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": "eve@example.com"})
         )
@@ -67,7 +67,7 @@ async fn refusals_cost_one_round_trip_too() {
 
     assert_eq!(
         t.decide(
-            KEY_A,
+            DECIDER_A,
             "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ",
             json!({"decision": "approve", "approver": "alice@example.com"})
         )
@@ -80,7 +80,7 @@ async fn refusals_cost_one_round_trip_too() {
     t.clock.advance(60);
     assert_eq!(
         t.decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": "alice@example.com"})
         )
@@ -109,7 +109,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         .unwrap();
     assert_eq!(
         t.decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": "alice@example.com"})
         )
@@ -146,7 +146,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
             "{name}: begin + complete"
         );
     }
-    assert_eq!(t.downstream().calls("tenant-a:rt-exec"), 1);
+    assert_eq!(t.downstream().calls(&execute_key("rt-exec", &id)), 1);
     assert_eq!(
         t.get(KEY_A, &id).await.json()["execution"]["status"],
         "succeeded"

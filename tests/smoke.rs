@@ -7,7 +7,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use countersign_tests::runtime_api::{RuntimeApi, function_binary, start_function};
-use countersign_tests::{ACME_SECRET, KEY_A, TOKEN_SECRET, TestApp, deploy_body};
+use countersign_tests::{
+    ACME_SECRET, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, deploy_body, test_api_keys,
+};
 use serde_json::{Map, Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -126,7 +128,7 @@ async fn create_serves_its_routes() {
             ("IDEMPOTENCY_TABLE", &t.app.config.tables.idempotency_keys),
             ("JOBS_QUEUE_URL", &t.queues().queue_url),
             ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
-            ("API_KEYS", &format!("tenant-a={KEY_A}")),
+            ("API_KEYS", &test_api_keys()),
             (
                 "ACTION_TARGETS",
                 r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}}"#,
@@ -166,7 +168,7 @@ async fn decide_serves_its_routes() {
     let env = with(
         base_env(&t),
         &[
-            ("API_KEYS", &format!("tenant-a={KEY_A}")),
+            ("API_KEYS", &test_api_keys()),
             ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
         ],
     );
@@ -174,7 +176,7 @@ async fn decide_serves_its_routes() {
         "POST",
         &format!("/approvals/{id}/decision"),
         &[
-            ("authorization", &format!("Bearer {KEY_A}")),
+            ("authorization", &format!("Bearer {DECIDER_A}")),
             ("content-type", "application/json"),
         ],
         r#"{"decision": "approve", "approver": "alice@example.com"}"#,
@@ -320,7 +322,7 @@ async fn executor_ends_a_slow_call_before_the_invocation_does() {
         .create_ok(KEY_A, "smoke-deadline", &body.to_string())
         .await;
     let approve = json!({"decision": "approve", "approver": "alice@example.com"});
-    assert_eq!(t.decide(KEY_A, &id, approve).await.status, 200);
+    assert_eq!(t.decide(DECIDER_A, &id, approve).await.status, 200);
     let job = &first_job(&t, &id).await;
     assert_eq!(job.kind(), "execute");
     let event = sqs_event(job);

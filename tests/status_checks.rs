@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use countersign_tests::{KEY_A, TestApp, eventually};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
 use serde_json::{Value, json};
 
 const ALICE: &str = "alice@example.com";
@@ -15,7 +15,7 @@ async fn approved(t: &TestApp, key: &str, kind: &str) -> String {
     let id = t.create_ok(KEY_A, key, &body).await;
     let reply = t
         .decide(
-            KEY_A,
+            DECIDER_A,
             &id,
             json!({"decision": "approve", "approver": ALICE}),
         )
@@ -71,7 +71,7 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
     let before = approved(&t, "s-before", "unsafe_502_before").await;
     let done = wait_until_ended(&t, &before).await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    let key = "tenant-a:s-before";
+    let key = &execute_key("s-before", &before);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (2, 1)
@@ -83,16 +83,19 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
     let done = wait_until_ended(&t, &after).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(done["attempts"], 1);
-    let key = "tenant-a:s-after";
+    let key = &execute_key("s-after", &after);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
         (1, 1),
         "no second call"
     );
     assert_eq!(t.downstream().status_queries(key), 1);
-    // Round trips: the status query adds none. Two writes per job (begin and complete; notify
-    // and execute), besides create and decide, the dispatcher's batch writes (events, listing
-    // index) and the local runner's own bookkeeping (PutItem: its stream position).
+    // Round trips: the status query adds none. Two writes per notify job (begin and complete);
+    // the execute job's call ends in doubt, so it writes its begin and an `unknown` end, and
+    // comes back after the target's status delay: a begin the ledger refuses (it reads the
+    // attempt from the refusal), the query, and the end it leads to. Besides create and decide,
+    // the dispatcher's batch writes (events, listing index) and the local runner's own
+    // bookkeeping (PutItem: its stream position).
     eventually("the notification is recorded", || async {
         t.downstream().calls(&format!("{after}:notify:{ALICE}")) == 1
     })
@@ -112,6 +115,8 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
             "TransactWriteItems",
             "TransactWriteItems",
             "TransactWriteItems",
+            "TransactWriteItems",
+            "TransactWriteItems",
         ],
         "{calls:?}"
     );
@@ -126,13 +131,14 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pending_twice_then_succeeded_and_a_status_url_that_is_down_goes_to_an_operator() {
-    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "3")]).await;
+    // The first receive calls (and its call ends in doubt); each later one asks the target.
+    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "4")]).await;
     let pending = approved(&t, "s-pending", "unsafe_pending").await;
     let down = approved(&t, "s-down", "unsafe_status_down").await;
 
     let done = wait_until_ended(&t, &pending).await;
     assert_eq!(done["status"], "succeeded", "{done}");
-    let key = "tenant-a:s-pending";
+    let key = &execute_key("s-pending", &pending);
     assert_eq!(t.downstream().calls(key), 1, "called once");
     assert_eq!(t.downstream().status_queries(key), 3);
     let answers: Vec<&str> = done["status_checks"]
@@ -145,7 +151,7 @@ async fn pending_twice_then_succeeded_and_a_status_url_that_is_down_goes_to_an_o
 
     let done = wait_until_ended(&t, &down).await;
     assert_eq!(done["status"], "needs_reconciliation", "{done}");
-    let key = "tenant-a:s-down";
+    let key = &execute_key("s-down", &down);
     assert_eq!(
         t.downstream().calls(key),
         1,
@@ -154,7 +160,7 @@ async fn pending_twice_then_succeeded_and_a_status_url_that_is_down_goes_to_an_o
     assert_eq!(
         t.downstream().status_queries(key),
         3,
-        "asked once per attempt"
+        "asked once per receive after the call"
     );
     let error = done["last_error"].as_str().unwrap_or_default();
     assert!(error.contains("HTTP 503"), "{error}");
@@ -167,4 +173,38 @@ async fn pending_twice_then_succeeded_and_a_status_url_that_is_down_goes_to_an_o
             == 3
     })
     .await;
+}
+
+/// Seed 002's payment: a gateway answers 504 at once while the backend still acts, and records
+/// the key 3 s later. The target's `not_found` is believed only when asked its status delay (5 s
+/// here) after the call ended, so the executor asks once, after the delay, hears `succeeded`,
+/// and never calls again: one call, one effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_504_whose_backend_acts_3_s_later_is_asked_after_the_delay_one_effect() {
+    let t = TestApp::start_jobs(&[]).await;
+    let id = approved(&t, "s-late", "unsafe_504_acts_later").await;
+    let done = wait_until_ended(&t, &id).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let key = execute_key("s-late", &id);
+    assert_eq!(
+        (t.downstream().calls(&key), t.downstream().effects(&key)),
+        (1, 1),
+        "one call, one effect"
+    );
+    assert_eq!(
+        t.downstream().status_queries(&key),
+        1,
+        "asked once, after the delay"
+    );
+    let asked = &done["status_checks"];
+    assert_eq!(asked.as_array().map(Vec::len), Some(1), "{done}");
+    assert_eq!(asked[0]["answer"], "succeeded");
+    let called = t.downstream().first_arrival(&key).expect("called");
+    let queried = t.downstream().first_status_query(&key).expect("asked");
+    let waited = queried.duration_since(called);
+    println!("504 at once, acted 3 s later: asked {waited:?} after the call");
+    assert!(
+        waited >= Duration::from_secs(5),
+        "asked before the delay: {waited:?}"
+    );
 }

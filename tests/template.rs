@@ -480,3 +480,28 @@ fn the_sweeper_and_the_reconciler_run_every_minute_with_their_own_roles() {
         }
     }
 }
+
+/// A scheduled run in which a candidate failed ends in an error once the others are handled: an
+/// alarm on each scheduled function's `Errors` makes it seen (as the DLQ alarms do for jobs).
+#[test]
+fn the_scheduled_functions_errors_raise_alarms() {
+    let template = template();
+    let alarms = of_type(&template, "AWS::CloudWatch::Alarm");
+    for function in ["SweeperFunction", "ReconcilerFunction"] {
+        let watching: Vec<&String> = alarms
+            .iter()
+            .filter(|(_, alarm)| {
+                let p = &alarm["Properties"];
+                p["Namespace"].as_str() == Some("AWS/Lambda")
+                    && p["MetricName"].as_str() == Some("Errors")
+                    && text(&p["Dimensions"]).contains(function)
+            })
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(
+            watching.len(),
+            1,
+            "{function}: one Errors alarm, {watching:?}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Authentication and tenant scoping: every record belongs to one tenant, and another tenant's
 //! approval does not exist as far as the caller can tell.
 
-use countersign_tests::{KEY_A, KEY_B, TestApp, deploy_body};
+use countersign_tests::{DECIDER_B, KEY_A, KEY_B, TestApp, deploy_body};
 use serde_json::json;
 
 #[tokio::test]
@@ -29,7 +29,7 @@ async fn another_tenants_approval_is_not_found() {
 
     let decide = t
         .decide(
-            KEY_B,
+            DECIDER_B,
             &id,
             json!({"decision": "approve", "approver": "alice@example.com"}),
         )

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use countersign_tests::{KEY_A, TestApp, deploy_body};
+use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body};
 use serde_json::json;
 use tower::ServiceExt;
 
@@ -163,7 +163,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let post = || {
         t.http
             .post(t.url(&format!("/approvals/{id}/decision")))
-            .bearer_auth(KEY_A)
+            .bearer_auth(DECIDER_A)
     };
     let cases = [
         (

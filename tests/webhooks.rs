@@ -2,8 +2,8 @@
 //! it has not been handled before.
 
 use countersign_tests::{
-    ACME_SECRET, KEY_A, KEY_B, OTHER_SECRET, ROTATING_NEW_SECRET, ROTATING_OLD_SECRET, TestApp,
-    attr_s, decided_event, deploy_body,
+    ACME_SECRET, DECIDER_A, KEY_A, KEY_B, OTHER_SECRET, ROTATING_NEW_SECRET, ROTATING_OLD_SECRET,
+    TestApp, attr_s, decided_event, deploy_body,
 };
 use futures::future::join_all;
 use serde_json::json;
@@ -246,7 +246,7 @@ async fn events_that_cannot_apply_are_recorded_and_acknowledged() {
     let t = TestApp::start().await;
     let decided = pending_approval(&t).await;
     let approve = json!({"decision": "approve", "approver": ALICE});
-    assert_eq!(t.decide(KEY_A, &decided, approve).await.status, 200);
+    assert_eq!(t.decide(DECIDER_A, &decided, approve).await.status, 200);
     let pending = pending_approval(&t).await;
     let tenant_b = t.create_ok(KEY_B, "b-1", &deploy_body(1, &[ALICE])).await;
 

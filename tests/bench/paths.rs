@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 use axum::body::Body;
 use axum::http::Request;
 use countersign::webhook::WebhookSecret;
-use countersign_tests::{ACME_SECRET, KEY_A, TestApp, decided_event, deploy_body};
+use countersign_tests::{ACME_SECRET, DECIDER_A, KEY_A, TestApp, decided_event, deploy_body};
 use serde_json::json;
 use std::collections::HashMap;
 use tower::ServiceExt;
@@ -128,7 +128,7 @@ impl Bench<'_> {
 
     fn decide_request(id: &str, decision: &str, approver: &str) -> Request<Body> {
         Request::post(format!("/approvals/{id}/decision"))
-            .header("authorization", format!("Bearer {KEY_A}"))
+            .header("authorization", format!("Bearer {DECIDER_A}"))
             .header("content-type", "application/json")
             .body(Body::from(
                 json!({"decision": decision, "approver": approver}).to_string(),
@@ -643,14 +643,14 @@ impl<'a> Bench<'a> {
                 let ids = self.pending_quorum(self.ops, "bench-voted").await;
                 for id in &ids {
                     let approve = json!({"decision": "approve", "approver": ALICE});
-                    assert_eq!(self.t.decide(KEY_A, id, approve).await.status, 200);
+                    assert_eq!(self.t.decide(DECIDER_A, id, approve).await.status, 200);
                 }
                 ids
             }
             Op::DecideLoser => {
                 let id = self.pending(1, "bench-decided").await.remove(0);
                 let approve = json!({"decision": "approve", "approver": ALICE});
-                assert_eq!(self.t.decide(KEY_A, &id, approve).await.status, 200);
+                assert_eq!(self.t.decide(DECIDER_A, &id, approve).await.status, 200);
                 vec![id]
             }
             Op::WebhookDuplicate => {

@@ -26,6 +26,10 @@ struct Recorded {
     arrivals: Vec<(String, Instant)>,
     /// Status queries per key.
     status_queries: HashMap<String, u32>,
+    /// When the first status query of each key arrived.
+    first_queries: HashMap<String, Instant>,
+    /// What `/notify` answers instead of 200 (a notifier whose credentials were rotated).
+    notify_status: Option<StatusCode>,
 }
 
 /// The downstream: `/{behaviour}` answers
@@ -37,7 +41,9 @@ struct Recorded {
 /// - `always-503`: 503, always;
 /// - `see-other`: acts, then answers 303 See Other (post-redirect-get);
 /// - `bad-gateway-before`: 502 to the first call of a key without acting, then as `ok`;
-/// - `bad-gateway-after`: acts on the first call of a key, then answers 502, then as `ok`.
+/// - `bad-gateway-after`: acts on the first call of a key, then answers 502, then as `ok`;
+/// - `gateway-timeout-acts-later`: answers 504 at once, and acts 3 s later — every call, as a
+///   backend behind a gateway that does not dedupe (each call is one more effect).
 ///
 /// `GET /status/{mode}/{key}` is the targets' status URL (never counted as a call):
 /// - `truth`: `succeeded` once the key's effect happened, `not_found` before;
@@ -100,6 +106,16 @@ impl Downstream {
         self.lock().calls.len()
     }
 
+    /// From now on, `/notify` answers `status` to every call (and acts on none).
+    pub fn refuse_notifications(&self, status: StatusCode) {
+        self.lock().notify_status = Some(status);
+    }
+
+    /// When the first status query for this key arrived.
+    pub fn first_status_query(&self, key: &str) -> Option<Instant> {
+        self.lock().first_queries.get(key).copied()
+    }
+
     /// When the first call with this key arrived.
     pub fn first_arrival(&self, key: &str) -> Option<Instant> {
         self.lock()
@@ -131,7 +147,9 @@ async fn answer(
         recorded.arrivals.push((key.clone(), Instant::now()));
         earlier
     };
+    let refused = downstream.lock().notify_status;
     let status = match (behaviour.as_str(), earlier) {
+        ("notify", _) if refused.is_some() => refused.unwrap_or(StatusCode::OK),
         ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
         ("slow-reject-once", 0) => {
@@ -143,6 +161,14 @@ async fn answer(
         ("bad-gateway-after", 0) => {
             downstream.lock().effects.insert(key.clone(), 1);
             StatusCode::BAD_GATEWAY
+        }
+        ("gateway-timeout-acts-later", _) => {
+            let later = downstream.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                *later.lock().effects.entry(key).or_insert(0) += 1;
+            });
+            return StatusCode::GATEWAY_TIMEOUT;
         }
         ("hang-once", 0) => {
             tokio::time::sleep(Duration::from_secs(600)).await;
@@ -173,6 +199,10 @@ async fn status(
         Some(key.as_str()),
         "the key in the path and the header"
     );
+    recorded
+        .first_queries
+        .entry(key.clone())
+        .or_insert_with(Instant::now);
     let queries = recorded.status_queries.entry(key.clone()).or_insert(0);
     *queries += 1;
     let queries = *queries;
@@ -247,17 +277,22 @@ impl TestApp {
             "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
             "unsafe_see_other": {"url": format!("{base}/see-other"), "idempotent": false},
             "checked": {"url": format!("{base}/ok"), "idempotent": true,
-                        "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+                        "status_url": format!("{base}/status/truth/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_checked": {"url": format!("{base}/ok"), "idempotent": false,
-                               "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+                               "status_url": format!("{base}/status/truth/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_502_before": {"url": format!("{base}/bad-gateway-before"), "idempotent": false,
-                                  "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+                                  "status_url": format!("{base}/status/truth/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_502_after": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
-                                 "status_url": format!("{base}/status/truth/{{idempotency_key}}")},
+                                 "status_url": format!("{base}/status/truth/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_pending": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
-                               "status_url": format!("{base}/status/pending-twice/{{idempotency_key}}")},
+                               "status_url": format!("{base}/status/pending-twice/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_status_down": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
-                                   "status_url": format!("{base}/status/down/{{idempotency_key}}")},
+                                   "status_url": format!("{base}/status/down/{{idempotency_key}}"), "status_delay_seconds": 1},
+            // A gateway that answers 504 at once while the backend acts (and records the key)
+            // 3 s later: asked after 5 s, never before.
+            "unsafe_504_acts_later": {"url": format!("{base}/gateway-timeout-acts-later"), "idempotent": false,
+                                      "status_url": format!("{base}/status/truth/{{idempotency_key}}"),
+                                      "status_delay_seconds": 5},
         })
         .to_string();
         let notifier = format!("{base}/notify");

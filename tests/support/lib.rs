@@ -30,6 +30,23 @@ pub const TENANT_A: &str = "tenant-a";
 pub const KEY_A: &str = "key-a-0123456789abcdef";
 pub const TENANT_B: &str = "tenant-b";
 pub const KEY_B: &str = "key-b-0123456789abcdef";
+/// Each tenant's decider (a backend deciding for its approvers): the keys above request
+/// approvals, and a key never decides what its own principal requested.
+pub const DECIDER_A: &str = "decider-a-0123456789abcdef";
+pub const DECIDER_B: &str = "decider-b-0123456789abcdef";
+
+/// The test apps' keys: tenant A's and B's requesters (`KEY_A`, `KEY_B`: the tenant as principal,
+/// every role but deciding for others) and their deciders, `portal@tenant-a` / `portal@tenant-b`.
+pub fn test_api_keys() -> String {
+    let requester = ["requester", "approver", "operator", "reader"];
+    serde_json::json!([
+        {"tenant": TENANT_A, "principal": TENANT_A, "roles": requester, "key": KEY_A},
+        {"tenant": TENANT_B, "principal": TENANT_B, "roles": requester, "key": KEY_B},
+        {"tenant": TENANT_A, "principal": "portal@tenant-a", "roles": ["decider", "reader"], "key": DECIDER_A},
+        {"tenant": TENANT_B, "principal": "portal@tenant-b", "roles": ["decider", "reader"], "key": DECIDER_B},
+    ])
+    .to_string()
+}
 
 /// Webhook sources: `acme` and `rotating` belong to tenant A, `other` to tenant B.
 pub const ACME_SECRET: &str = "whsec_YWNtZS13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
@@ -38,6 +55,12 @@ pub const ROTATING_OLD_SECRET: &str = "whsec_cm90YXRpbmctb2xkLXNlY3JldC0wMTIzNDU
 /// The review-link token key of test apps.
 pub const TOKEN_SECRET: &str = "test-review-token-secret-0123456789";
 pub const OTHER_SECRET: &str = "whsec_dGVuYW50LWItd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc=";
+
+/// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
+/// sends downstream: `{tenant}:{create key}:{approval id}`.
+pub fn execute_key(create_key: &str, id: &str) -> String {
+    format!("{TENANT_A}:{create_key}:{id}")
+}
 
 /// The local AWS every test in this process talks to.
 struct LocalAws {
@@ -223,7 +246,7 @@ impl TestApp {
         let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
         let tables = Tables::with_prefix(&prefix);
         let mut vars: HashMap<String, String> = HashMap::from([
-            ("API_KEYS".into(), format!("{TENANT_A}={KEY_A},{TENANT_B}={KEY_B}")),
+            ("API_KEYS".into(), test_api_keys()),
             (
                 "ACTION_TARGETS".into(),
                 r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}}"#.into(),
