@@ -1,0 +1,58 @@
+//! The approvals stream poller: DynamoDB Streams → the dispatcher, with the position of each
+//! shard saved after its records were dispatched. On AWS, Lambda's event source mapping does
+//! this job; this poller is the local runner's.
+//!
+//! It trusts nothing it cannot check. A shard iterator is only followed while it keeps returning
+//! records; after an empty read or any error, the next read starts from a fresh iterator at the
+//! saved position. (On AWS iterators expire after 15 minutes and shards close and split; moto
+//! 5.2.5 left iterators reading a dead copy of the shard after any cancelled transaction.) Shards
+//! are read parent before child, as Lambda's event source mapping does, so the changes of one
+//! item are dispatched in order across a split.
+//!
+//! The logic ([`reader`]) reads through two seams, the stream ([`source`]) and where its records
+//! go ([`sink`]), so that it is tested against scripted streams (`tests.rs`).
+
+mod reader;
+mod sink;
+mod source;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::IDLE;
+use crate::App;
+use crate::jobs::Dispatcher;
+use reader::StreamReader;
+use sink::DispatchSink;
+use source::TableStream;
+
+pub(super) async fn poll(
+    app: Arc<App>,
+    streams: aws_sdk_dynamodbstreams::Client,
+    dispatcher: Dispatcher,
+) {
+    let source = TableStream {
+        dynamodb: app.store.client().clone(),
+        streams,
+        table: app.config.tables.approvals.clone(),
+    };
+    let sink = DispatchSink { app, dispatcher };
+    let mut reader = StreamReader::default();
+    loop {
+        match reader.poll_once(&source, &sink, Instant::now()).await {
+            Ok(0) => tokio::time::sleep(IDLE).await,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    "stream poll failed; retrying from the saved position"
+                );
+                // Trust nothing learnt before the error: iterators, the shard list, the stream.
+                reader.forget();
+                tokio::time::sleep(IDLE * 5).await;
+            }
+        }
+    }
+}

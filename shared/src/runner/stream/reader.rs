@@ -1,0 +1,224 @@
+//! The poller's control logic, apart from the SDK: which shards to read, which iterator to
+//! follow, and where to reopen a shard.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::sink::{SinkError, StreamSink};
+use super::source::{ShardInfo, SourceError, Start, StreamSource};
+use crate::jobs::StreamChange;
+
+/// How often the list of shards is read again while no shard has ended (shards end, and their
+/// children appear, every few hours on AWS).
+const SHARD_LIST_REFRESH: Duration = Duration::from_secs(10);
+
+/// The shards to read now, in the order given: every shard not read to its end yet whose parent
+/// is read to its end, or is no longer listed (trimmed after 24 h, so long read).
+pub(crate) fn readable_shards<'a>(
+    shards: &'a [ShardInfo],
+    ended: &HashSet<String>,
+) -> Vec<&'a ShardInfo> {
+    let listed: HashSet<&str> = shards.iter().map(|s| s.id.as_str()).collect();
+    shards
+        .iter()
+        .filter(|s| !ended.contains(&s.id))
+        .filter(|s| {
+            s.parent
+                .as_deref()
+                .is_none_or(|parent| ended.contains(parent) || !listed.contains(parent))
+        })
+        .collect()
+}
+
+/// What went wrong in one shard.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ShardError {
+    #[error(transparent)]
+    Read(#[from] SourceError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("a stream record without a sequence number")]
+    NoSequenceNumber,
+}
+
+/// What the poller knows between rounds.
+#[derive(Debug, Default)]
+pub(super) struct StreamReader {
+    stream_arn: Option<String>,
+    shards: Vec<ShardInfo>,
+    shards_read_at: Option<Instant>,
+    /// Shards read to their end (closed, and nothing left after the saved position).
+    ended: HashSet<String>,
+    /// The saved position of each shard seen (`None`: nothing dispatched from it yet).
+    positions: HashMap<String, Option<String>>,
+    /// Iterators handed on by a read that returned records: the only ones worth following.
+    iterators: HashMap<String, String>,
+}
+
+impl StreamReader {
+    /// One round: one read of each readable shard; returns how many records were dispatched.
+    pub(super) async fn poll_once(
+        &mut self,
+        source: &impl StreamSource,
+        sink: &impl StreamSink,
+        now: Instant,
+    ) -> Result<usize, ShardError> {
+        if self.stream_arn.is_none() {
+            self.stream_arn = source.stream_arn().await?;
+            self.shards_read_at = None;
+        }
+        let Some(stream_arn) = self.stream_arn.clone() else {
+            return Ok(0);
+        };
+        if self
+            .shards_read_at
+            .is_none_or(|at| now.duration_since(at) >= SHARD_LIST_REFRESH)
+        {
+            self.shards = source.shards(&stream_arn).await?;
+            self.shards_read_at = Some(now);
+            // What is known of shards no longer listed (aged out, or of a replaced stream).
+            let listed: HashSet<&str> = self.shards.iter().map(|s| s.id.as_str()).collect();
+            self.ended.retain(|id| listed.contains(id.as_str()));
+            self.positions.retain(|id, _| listed.contains(id.as_str()));
+            self.iterators.retain(|id, _| listed.contains(id.as_str()));
+        }
+        let readable: Vec<String> = readable_shards(&self.shards, &self.ended)
+            .into_iter()
+            .map(|s| s.id.clone())
+            .collect();
+        let mut dispatched = 0;
+        for shard in readable {
+            dispatched += self.read_shard(source, sink, &stream_arn, &shard).await?;
+        }
+        Ok(dispatched)
+    }
+
+    /// Forgets everything learnt but the shards' positions: iterators, the shard list, the
+    /// stream.
+    pub(super) fn forget(&mut self) {
+        self.iterators.clear();
+        self.stream_arn = None;
+        self.shards_read_at = None;
+    }
+
+    /// Reads one batch of a shard, dispatches it, and saves the position after it. On any
+    /// error the shard's iterator is gone (taken, and not put back).
+    async fn read_shard(
+        &mut self,
+        source: &impl StreamSource,
+        sink: &impl StreamSink,
+        stream_arn: &str,
+        shard: &str,
+    ) -> Result<usize, ShardError> {
+        let iterator = match self.iterators.remove(shard) {
+            Some(iterator) => iterator,
+            None => {
+                let saved = match self.positions.get(shard) {
+                    Some(saved) => saved.clone(),
+                    None => {
+                        let saved = sink.load_position(stream_arn, shard).await?;
+                        self.positions.insert(shard.to_owned(), saved.clone());
+                        saved
+                    }
+                };
+                let start = saved.as_deref().map_or(Start::TrimHorizon, Start::After);
+                source.open(stream_arn, shard, start).await?
+            }
+        };
+        let batch = source.records(&iterator).await?;
+        let dispatched = batch.changes.len();
+        if dispatched > 0 {
+            self.dispatch(sink, stream_arn, shard, batch.changes)
+                .await?;
+        }
+        match batch.next {
+            // Closed, and read to its end: its children may start.
+            None if dispatched == 0 => {
+                self.ended.insert(shard.to_owned());
+                self.shards_read_at = None;
+            }
+            // The last records of a closed shard: the next round reopens after them and finds
+            // the end.
+            None => {}
+            Some(next) if dispatched > 0 => {
+                self.iterators.insert(shard.to_owned(), next);
+            }
+            // Nothing new. Do not follow `next`: the next round reopens at the saved position.
+            Some(_) => {}
+        }
+        Ok(dispatched)
+    }
+
+    async fn dispatch(
+        &mut self,
+        sink: &impl StreamSink,
+        stream_arn: &str,
+        shard: &str,
+        changes: Vec<StreamChange>,
+    ) -> Result<(), ShardError> {
+        let last_sequence = changes
+            .last()
+            .map(|c| c.sequence_number.clone())
+            .filter(|s| !s.is_empty())
+            .ok_or(ShardError::NoSequenceNumber)?;
+        // Not dispatched, or not saved: the position stays, and the batch comes again.
+        sink.dispatch(changes).await?;
+        sink.save_position(stream_arn, shard, &last_sequence)
+            .await?;
+        self.positions.insert(shard.to_owned(), Some(last_sequence));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(id: &str, parent: Option<&str>) -> ShardInfo {
+        ShardInfo {
+            id: id.to_owned(),
+            parent: parent.map(str::to_owned),
+        }
+    }
+
+    fn ids(shards: Vec<&ShardInfo>) -> Vec<&str> {
+        shards.into_iter().map(|s| s.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_child_waits_until_its_parent_is_read_to_its_end() {
+        let shards = [
+            shard("p", None),
+            shard("c1", Some("p")),
+            shard("c2", Some("p")),
+        ];
+        assert_eq!(ids(readable_shards(&shards, &HashSet::new())), ["p"]);
+        let ended = HashSet::from(["p".to_owned()]);
+        assert_eq!(ids(readable_shards(&shards, &ended)), ["c1", "c2"]);
+    }
+
+    #[test]
+    fn a_child_whose_parent_was_trimmed_is_readable() {
+        let shards = [shard("c", Some("gone")), shard("g", Some("c"))];
+        assert_eq!(ids(readable_shards(&shards, &HashSet::new())), ["c"]);
+    }
+
+    #[test]
+    fn generations_are_read_one_after_the_other() {
+        let shards = [
+            shard("a", None),
+            shard("b", Some("a")),
+            shard("c", Some("b")),
+        ];
+        let mut ended = HashSet::new();
+        let mut order = Vec::new();
+        while let Some(next) = readable_shards(&shards, &ended)
+            .first()
+            .map(|s| s.id.clone())
+        {
+            order.push(next.clone());
+            ended.insert(next);
+        }
+        assert_eq!(order, ["a", "b", "c"]);
+    }
+}

@@ -1,0 +1,262 @@
+//! The reader against scripted streams: this is the poller's control logic (which shard to
+//! read, which iterator to follow), not a DynamoDB guarantee, so a stream that answers as told
+//! is the right test double here. The real stream is the integration
+//! tests' (moto).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::reader::StreamReader;
+use super::sink::{SinkError, StreamSink};
+use super::source::{Batch, ShardInfo, SourceError, Start, StreamSource};
+use crate::jobs::StreamChange;
+
+/// Records one GetRecords returns at most: small, so that a shard takes several reads.
+const BATCH: usize = 2;
+/// The time between rounds (the poller's idle pause).
+const ROUND: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+struct ScriptedShard {
+    id: String,
+    parent: Option<String>,
+    /// The sequence numbers of its records, in order (the shard id, then a count: `a1`, `a2`).
+    records: Vec<String>,
+    /// No more records will come: a read reaching the end hands on no iterator.
+    closed: bool,
+}
+
+struct OpenIterator {
+    shard: String,
+    at: usize,
+}
+
+#[derive(Default)]
+struct Script {
+    shards: Vec<ScriptedShard>,
+    iterators: HashMap<String, OpenIterator>,
+    minted: u64,
+    /// Every GetShardIterator: (shard, where).
+    opened: Vec<(String, String)>,
+    described: usize,
+}
+
+impl Script {
+    fn mint(&mut self, shard: &str, at: usize) -> String {
+        self.minted += 1;
+        let id = format!("it-{}", self.minted);
+        let iterator = OpenIterator {
+            shard: shard.to_owned(),
+            at,
+        };
+        self.iterators.insert(id.clone(), iterator);
+        id
+    }
+
+    fn shard(&mut self, id: &str) -> &mut ScriptedShard {
+        self.shards.iter_mut().find(|s| s.id == id).expect("shard")
+    }
+}
+
+/// A stream that answers as scripted.
+#[derive(Default)]
+struct ScriptedSource(Mutex<Script>);
+
+impl ScriptedSource {
+    fn new(shards: Vec<ScriptedShard>) -> Self {
+        Self(Mutex::new(Script {
+            shards,
+            ..Script::default()
+        }))
+    }
+
+    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.0.lock().expect("script")
+    }
+
+    fn opened(&self, shard: &str) -> Vec<String> {
+        let script = self.script();
+        let opened = script.opened.iter().filter(|(s, _)| s == shard);
+        opened.map(|(_, at)| at.clone()).collect()
+    }
+}
+
+impl StreamSource for ScriptedSource {
+    async fn stream_arn(&self) -> Result<Option<String>, SourceError> {
+        self.script().described += 1;
+        Ok(Some("arn:scripted".to_owned()))
+    }
+
+    async fn shards(&self, _: &str) -> Result<Vec<ShardInfo>, SourceError> {
+        let script = self.script();
+        Ok(script
+            .shards
+            .iter()
+            .map(|s| ShardInfo {
+                id: s.id.clone(),
+                parent: s.parent.clone(),
+            })
+            .collect())
+    }
+
+    async fn open(&self, _: &str, shard: &str, start: Start<'_>) -> Result<String, SourceError> {
+        let mut script = self.script();
+        let at = match start {
+            Start::After(sequence) => format!("after {sequence}"),
+            Start::TrimHorizon => "trim horizon".to_owned(),
+        };
+        script.opened.push((shard.to_owned(), at));
+        let scripted = script.shard(shard);
+        let at = match start {
+            Start::TrimHorizon => 0,
+            Start::After(sequence) => {
+                let index = scripted
+                    .records
+                    .iter()
+                    .position(|r| r == sequence)
+                    .expect("a sequence number of the shard");
+                index + 1
+            }
+        };
+        Ok(script.mint(shard, at))
+    }
+
+    async fn records(&self, iterator: &str) -> Result<Batch, SourceError> {
+        let mut script = self.script();
+        let Some(OpenIterator { shard, at }) = script.iterators.remove(iterator) else {
+            return Err(SourceError::ExpiredIterator(iterator.to_owned()));
+        };
+        let scripted = script.shard(&shard);
+        let end = scripted.records.len().min(at + BATCH);
+        let changes = scripted.records[at..end]
+            .iter()
+            .map(|sequence| StreamChange {
+                sequence_number: sequence.clone(),
+                ..StreamChange::default()
+            })
+            .collect();
+        let closed_and_read = scripted.closed && end == scripted.records.len();
+        let next = (!closed_and_read).then(|| script.mint(&shard, end));
+        Ok(Batch { changes, next })
+    }
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// Saved positions by shard.
+    saved: HashMap<String, String>,
+    /// Sequence numbers dispatched, in order.
+    dispatched: Vec<String>,
+}
+
+/// A dispatcher and position store that keep what they were given.
+#[derive(Default)]
+struct ScriptedSink(Mutex<Ledger>);
+
+impl ScriptedSink {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.0.lock().expect("ledger")
+    }
+
+    fn dispatched(&self) -> Vec<String> {
+        self.ledger().dispatched.clone()
+    }
+
+    fn saved(&self, shard: &str) -> Option<String> {
+        self.ledger().saved.get(shard).cloned()
+    }
+}
+
+impl StreamSink for ScriptedSink {
+    async fn load_position(&self, _: &str, shard: &str) -> Result<Option<String>, SinkError> {
+        Ok(self.saved(shard))
+    }
+
+    async fn save_position(&self, _: &str, shard: &str, sequence: &str) -> Result<(), SinkError> {
+        let mut ledger = self.ledger();
+        ledger.saved.insert(shard.to_owned(), sequence.to_owned());
+        Ok(())
+    }
+
+    async fn dispatch(&self, changes: Vec<StreamChange>) -> Result<(), SinkError> {
+        let mut ledger = self.ledger();
+        let sequences = changes.into_iter().map(|c| c.sequence_number);
+        ledger.dispatched.extend(sequences);
+        Ok(())
+    }
+}
+
+fn open_shard(id: &str, records: usize) -> ScriptedShard {
+    ScriptedShard {
+        id: id.to_owned(),
+        records: (1..=records).map(|n| format!("{id}{n}")).collect(),
+        ..ScriptedShard::default()
+    }
+}
+
+fn sequences(shard: &str, range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+    range.map(|n| format!("{shard}{n}")).collect()
+}
+
+/// Runs the reader's rounds one `ROUND` apart, from the reader's own clock.
+struct Rounds {
+    reader: StreamReader,
+    now: Instant,
+}
+
+impl Rounds {
+    fn new() -> Self {
+        Self {
+            reader: StreamReader::default(),
+            now: Instant::now(),
+        }
+    }
+
+    async fn run(&mut self, n: usize, source: &ScriptedSource, sink: &ScriptedSink) {
+        for _ in 0..n {
+            let round = self.reader.poll_once(source, sink, self.now).await;
+            round.expect("a round fails only when the stream or its shards are unknown");
+            self.now += ROUND;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_shard_is_dispatched_in_order_and_read_on_from_its_saved_position() {
+    let source = ScriptedSource::new(vec![open_shard("a", 5)]);
+    let sink = ScriptedSink::default();
+    Rounds::new().run(5, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("a", 1..=5));
+    assert_eq!(sink.saved("a").as_deref(), Some("a5"));
+    // A runner started again reads on after what was saved.
+    Rounds::new().run(2, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("a", 1..=5));
+    assert_eq!(
+        source.opened("a").last().map(String::as_str),
+        Some("after a5")
+    );
+}
+
+#[tokio::test]
+async fn a_parent_is_dispatched_whole_before_its_children() {
+    let source = ScriptedSource::new(vec![
+        ScriptedShard {
+            closed: true,
+            ..open_shard("p", 3)
+        },
+        ScriptedShard {
+            parent: Some("p".into()),
+            ..open_shard("c", 2)
+        },
+        ScriptedShard {
+            parent: Some("p".into()),
+            ..open_shard("d", 2)
+        },
+    ]);
+    let sink = ScriptedSink::default();
+    Rounds::new().run(10, &source, &sink).await;
+    let dispatched = sink.dispatched();
+    assert_eq!(dispatched.len(), 7, "{dispatched:?}");
+    assert_eq!(dispatched[..3], sequences("p", 1..=3));
+}
