@@ -2,12 +2,13 @@
 //! shard saved after its records were dispatched. On AWS, Lambda's event source mapping does
 //! this job; this poller is the local runner's.
 //!
-//! It trusts nothing it cannot check. A shard iterator is only followed while it keeps returning
-//! records; after an empty read or any error, the next read starts from a fresh iterator at the
-//! saved position. (On AWS iterators expire after 15 minutes and shards close and split; moto
-//! 5.2.5 left iterators reading a dead copy of the shard after any cancelled transaction.) Shards
-//! are read parent before child, as Lambda's event source mapping does, so the changes of one
-//! item are dispatched in order across a split.
+//! It trusts no iterator for long. An iterator that returned records is followed; one that
+//! returned none is followed through a bounded number of empty reads (DynamoDB Streams may need
+//! several calls to reach a shard's records) and then replaced by a fresh one at the saved
+//! position (iterators expire after 15 minutes, and moto 5.2.5 left iterators reading a dead
+//! copy of the shard after any cancelled transaction); after any error, every shard reopens at
+//! its saved position. Shards are read parent before child, as Lambda's event source mapping
+//! does, so the changes of one item are dispatched in order across a split.
 //!
 //! The logic ([`reader`]) reads through two seams, the stream ([`source`]) and where its records
 //! go ([`sink`]), so that it is tested against scripted streams (`tests.rs`).

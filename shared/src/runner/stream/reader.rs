@@ -1,5 +1,5 @@
 //! The poller's control logic, apart from the SDK: which shards to read, which iterator to
-//! follow, and where to reopen a shard.
+//! follow and when to reopen one.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -11,6 +11,16 @@ use crate::jobs::StreamChange;
 /// How often the list of shards is read again while no shard has ended (shards end, and their
 /// children appear, every few hours on AWS).
 const SHARD_LIST_REFRESH: Duration = Duration::from_secs(10);
+
+/// Empty reads in a row an iterator is followed through before the shard is reopened at its
+/// saved position. DynamoDB Streams may answer a GetRecords with no records and a next iterator
+/// although the shard has records further on ("it might take multiple calls to get to a portion
+/// of the shard that contains stream records", says the API reference), so reopening after
+/// every empty read could keep a shard from ever reaching its records. Reopening at all: an
+/// iterator is only good for 15 minutes (AWS, and the local stack), and moto 5.2.5 unpatched
+/// left iterators reading a dead copy of the shard after a cancelled transaction; a shard gone
+/// quiet is thus read from a fresh iterator every nine rounds (about a second).
+pub(super) const EMPTY_READS_FOLLOWED: u32 = 8;
 
 /// The shards to read now, in the order given: every shard not read to its end yet whose parent
 /// is read to its end, or is no longer listed (trimmed after 24 h, so long read).
@@ -41,6 +51,15 @@ pub(super) enum ShardError {
     NoSequenceNumber,
 }
 
+/// What the poller knows of one shard between rounds.
+#[derive(Debug, Default)]
+struct ShardState {
+    /// The iterator the last read handed on, if it is worth following.
+    iterator: Option<String>,
+    /// Empty reads in a row along the current iterator's chain.
+    empty_reads: u32,
+}
+
 /// What the poller knows between rounds.
 #[derive(Debug, Default)]
 pub(super) struct StreamReader {
@@ -51,8 +70,7 @@ pub(super) struct StreamReader {
     ended: HashSet<String>,
     /// The saved position of each shard seen (`None`: nothing dispatched from it yet).
     positions: HashMap<String, Option<String>>,
-    /// Iterators handed on by a read that returned records: the only ones worth following.
-    iterators: HashMap<String, String>,
+    states: HashMap<String, ShardState>,
 }
 
 impl StreamReader {
@@ -80,7 +98,7 @@ impl StreamReader {
             let listed: HashSet<&str> = self.shards.iter().map(|s| s.id.as_str()).collect();
             self.ended.retain(|id| listed.contains(id.as_str()));
             self.positions.retain(|id, _| listed.contains(id.as_str()));
-            self.iterators.retain(|id, _| listed.contains(id.as_str()));
+            self.states.retain(|id, _| listed.contains(id.as_str()));
         }
         let readable: Vec<String> = readable_shards(&self.shards, &self.ended)
             .into_iter()
@@ -96,9 +114,13 @@ impl StreamReader {
     /// Forgets everything learnt but the shards' positions: iterators, the shard list, the
     /// stream.
     pub(super) fn forget(&mut self) {
-        self.iterators.clear();
+        self.states.clear();
         self.stream_arn = None;
         self.shards_read_at = None;
+    }
+
+    fn state(&mut self, shard: &str) -> &mut ShardState {
+        self.states.entry(shard.to_owned()).or_default()
     }
 
     /// Reads one batch of a shard, dispatches it, and saves the position after it. On any
@@ -110,7 +132,7 @@ impl StreamReader {
         stream_arn: &str,
         shard: &str,
     ) -> Result<usize, ShardError> {
-        let iterator = match self.iterators.remove(shard) {
+        let iterator = match self.state(shard).iterator.take() {
             Some(iterator) => iterator,
             None => {
                 let saved = match self.positions.get(shard) {
@@ -122,7 +144,9 @@ impl StreamReader {
                     }
                 };
                 let start = saved.as_deref().map_or(Start::TrimHorizon, Start::After);
-                source.open(stream_arn, shard, start).await?
+                let iterator = source.open(stream_arn, shard, start).await?;
+                self.state(shard).empty_reads = 0;
+                iterator
             }
         };
         let batch = source.records(&iterator).await?;
@@ -131,6 +155,7 @@ impl StreamReader {
             self.dispatch(sink, stream_arn, shard, batch.changes)
                 .await?;
         }
+        let state = self.state(shard);
         match batch.next {
             // Closed, and read to its end: its children may start.
             None if dispatched == 0 => {
@@ -141,10 +166,16 @@ impl StreamReader {
             // the end.
             None => {}
             Some(next) if dispatched > 0 => {
-                self.iterators.insert(shard.to_owned(), next);
+                state.empty_reads = 0;
+                state.iterator = Some(next);
             }
-            // Nothing new. Do not follow `next`: the next round reopens at the saved position.
-            Some(_) => {}
+            // Nothing yet: not the end of the shard, which may have records a few reads on.
+            Some(next) => {
+                state.empty_reads += 1;
+                if state.empty_reads <= EMPTY_READS_FOLLOWED {
+                    state.iterator = Some(next);
+                }
+            }
         }
         Ok(dispatched)
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::reader::StreamReader;
+use super::reader::{EMPTY_READS_FOLLOWED, StreamReader};
 use super::sink::{SinkError, StreamSink};
 use super::source::{Batch, ShardInfo, SourceError, Start, StreamSource};
 use crate::jobs::StreamChange;
@@ -25,11 +25,15 @@ struct ScriptedShard {
     records: Vec<String>,
     /// No more records will come: a read reaching the end hands on no iterator.
     closed: bool,
+    /// Empty reads a fresh iterator answers before it reaches the records, as DynamoDB Streams
+    /// may.
+    empty_reads_when_opened: usize,
 }
 
 struct OpenIterator {
     shard: String,
     at: usize,
+    empty_reads_left: usize,
 }
 
 #[derive(Default)]
@@ -39,16 +43,19 @@ struct Script {
     minted: u64,
     /// Every GetShardIterator: (shard, where).
     opened: Vec<(String, String)>,
+    /// GetRecords calls per shard.
+    reads: HashMap<String, usize>,
     described: usize,
 }
 
 impl Script {
-    fn mint(&mut self, shard: &str, at: usize) -> String {
+    fn mint(&mut self, shard: &str, at: usize, empty_reads_left: usize) -> String {
         self.minted += 1;
         let id = format!("it-{}", self.minted);
         let iterator = OpenIterator {
             shard: shard.to_owned(),
             at,
+            empty_reads_left,
         };
         self.iterators.insert(id.clone(), iterator);
         id
@@ -79,6 +86,14 @@ impl ScriptedSource {
         let script = self.script();
         let opened = script.opened.iter().filter(|(s, _)| s == shard);
         opened.map(|(_, at)| at.clone()).collect()
+    }
+
+    fn reads(&self, shard: &str) -> usize {
+        self.script().reads.get(shard).copied().unwrap_or(0)
+    }
+
+    fn append(&self, shard: &str, sequence: &str) {
+        self.script().shard(shard).records.push(sequence.to_owned());
     }
 }
 
@@ -119,15 +134,29 @@ impl StreamSource for ScriptedSource {
                 index + 1
             }
         };
-        Ok(script.mint(shard, at))
+        let empty_reads = scripted.empty_reads_when_opened;
+        Ok(script.mint(shard, at, empty_reads))
     }
 
     async fn records(&self, iterator: &str) -> Result<Batch, SourceError> {
         let mut script = self.script();
-        let Some(OpenIterator { shard, at }) = script.iterators.remove(iterator) else {
+        let Some(OpenIterator {
+            shard,
+            at,
+            empty_reads_left,
+        }) = script.iterators.remove(iterator)
+        else {
             return Err(SourceError::ExpiredIterator(iterator.to_owned()));
         };
+        *script.reads.entry(shard.clone()).or_default() += 1;
         let scripted = script.shard(&shard);
+        if empty_reads_left > 0 {
+            let next = script.mint(&shard, at, empty_reads_left - 1);
+            return Ok(Batch {
+                changes: Vec::new(),
+                next: Some(next),
+            });
+        }
         let end = scripted.records.len().min(at + BATCH);
         let changes = scripted.records[at..end]
             .iter()
@@ -137,7 +166,7 @@ impl StreamSource for ScriptedSource {
             })
             .collect();
         let closed_and_read = scripted.closed && end == scripted.records.len();
-        let next = (!closed_and_read).then(|| script.mint(&shard, end));
+        let next = (!closed_and_read).then(|| script.mint(&shard, end, 0));
         Ok(Batch { changes, next })
     }
 }
@@ -236,6 +265,43 @@ async fn a_shard_is_dispatched_in_order_and_read_on_from_its_saved_position() {
         source.opened("a").last().map(String::as_str),
         Some("after a5")
     );
+}
+
+#[tokio::test]
+async fn records_a_few_empty_reads_into_a_fresh_iterator_are_reached() {
+    let source = ScriptedSource::new(vec![ScriptedShard {
+        empty_reads_when_opened: 3,
+        ..open_shard("a", 3)
+    }]);
+    let sink = ScriptedSink::default();
+    let mut rounds = Rounds::new();
+    rounds.run(10, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("a", 1..=3));
+    assert_eq!(sink.saved("a").as_deref(), Some("a3"));
+    assert_eq!(
+        source.opened("a"),
+        ["trim horizon"],
+        "one iterator, followed"
+    );
+}
+
+#[tokio::test]
+async fn a_quiet_shard_is_reopened_after_a_bounded_run_of_empty_reads() {
+    let source = ScriptedSource::new(vec![open_shard("a", 0)]);
+    let sink = ScriptedSink::default();
+    let mut rounds = Rounds::new();
+    let followed = EMPTY_READS_FOLLOWED as usize;
+    rounds.run(followed, &source, &sink).await;
+    source.append("a", "a1");
+    rounds.run(1, &source, &sink).await;
+    assert_eq!(sink.dispatched(), ["a1"]);
+    // Records restart the count: as many empty reads again are followed...
+    rounds.run(followed + 1, &source, &sink).await;
+    assert_eq!(source.opened("a"), ["trim horizon"]);
+    // ...and then the shard is reopened at its saved position.
+    rounds.run(1, &source, &sink).await;
+    assert_eq!(source.opened("a"), ["trim horizon", "after a1"]);
+    assert_eq!(source.reads("a"), 2 * followed + 3);
 }
 
 #[tokio::test]
