@@ -6,9 +6,10 @@
 //! returned none is followed through a bounded number of empty reads (DynamoDB Streams may need
 //! several calls to reach a shard's records) and then replaced by a fresh one at the saved
 //! position (iterators expire after 15 minutes, and moto 5.2.5 left iterators reading a dead
-//! copy of the shard after any cancelled transaction); after any error, every shard reopens at
-//! its saved position. Shards are read parent before child, as Lambda's event source mapping
-//! does, so the changes of one item are dispatched in order across a split.
+//! copy of the shard after any cancelled transaction). An error in one shard is that shard's: it
+//! is reopened after a pause, at its saved position (or at TRIM_HORIZON when that position was
+//! trimmed), and the other shards read on. Shards are read parent before child, as Lambda's
+//! event source mapping does, so the changes of one item are dispatched in order across a split.
 //!
 //! The logic ([`reader`]) reads through two seams, the stream ([`source`]) and where its records
 //! go ([`sink`]), so that it is tested against scripted streams (`tests.rs`).
@@ -46,12 +47,9 @@ pub(super) async fn poll(
             Ok(0) => tokio::time::sleep(IDLE).await,
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    "stream poll failed; retrying from the saved position"
-                );
-                // Trust nothing learnt before the error: iterators, the shard list, the stream.
-                reader.forget();
+                // Nothing per shard to go on with: the stream or its shard list is unknown.
+                tracing::warn!(error = %e, "stream poll failed; describing the stream again");
+                reader.refresh_stream();
                 tokio::time::sleep(IDLE * 5).await;
             }
         }

@@ -1,5 +1,5 @@
 //! The poller's control logic, apart from the SDK: which shards to read, which iterator to
-//! follow and when to reopen one.
+//! follow and when to reopen one, and what an error in one shard does (to that shard only).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -21,6 +21,19 @@ const SHARD_LIST_REFRESH: Duration = Duration::from_secs(10);
 /// left iterators reading a dead copy of the shard after a cancelled transaction; a shard gone
 /// quiet is thus read from a fresh iterator every nine rounds (about a second).
 pub(super) const EMPTY_READS_FOLLOWED: u32 = 8;
+
+/// The pause before a failed shard is read again: doubled by each failure in a row, up to
+/// [`RETRY_MAX`]. The first is what the whole poller used to pause after any error.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Long enough not to hammer a shard that keeps failing (a throttled or broken one), short
+/// enough that a shard whose trouble passed is read again within seconds.
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+fn retry_delay(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(RETRY_MAX)
+}
 
 /// The shards to read now, in the order given: every shard not read to its end yet whose parent
 /// is read to its end, or is no longer listed (trimmed after 24 h, so long read).
@@ -58,6 +71,9 @@ struct ShardState {
     iterator: Option<String>,
     /// Empty reads in a row along the current iterator's chain.
     empty_reads: u32,
+    /// Failures in a row, and the time before which the shard is left alone.
+    failures: u32,
+    retry_at: Option<Instant>,
 }
 
 /// What the poller knows between rounds.
@@ -68,19 +84,22 @@ pub(super) struct StreamReader {
     shards_read_at: Option<Instant>,
     /// Shards read to their end (closed, and nothing left after the saved position).
     ended: HashSet<String>,
-    /// The saved position of each shard seen (`None`: nothing dispatched from it yet).
+    /// The saved position of each shard seen (`None`: read it from TRIM_HORIZON, the oldest
+    /// record it keeps; nothing was dispatched from it yet, or its position was trimmed).
     positions: HashMap<String, Option<String>>,
     states: HashMap<String, ShardState>,
 }
 
 impl StreamReader {
-    /// One round: one read of each readable shard; returns how many records were dispatched.
+    /// One round: one read of each readable shard not pausing after a failure; returns how
+    /// many records were dispatched. An error in one shard is that shard's (logged, and the
+    /// shard paused); only an error finding the stream or its shards fails the round.
     pub(super) async fn poll_once(
         &mut self,
         source: &impl StreamSource,
         sink: &impl StreamSink,
         now: Instant,
-    ) -> Result<usize, ShardError> {
+    ) -> Result<usize, SourceError> {
         if self.stream_arn.is_none() {
             self.stream_arn = source.stream_arn().await?;
             self.shards_read_at = None;
@@ -106,15 +125,21 @@ impl StreamReader {
             .collect();
         let mut dispatched = 0;
         for shard in readable {
-            dispatched += self.read_shard(source, sink, &stream_arn, &shard).await?;
+            let state = self.states.entry(shard.clone()).or_default();
+            if state.retry_at.is_some_and(|at| now < at) {
+                continue;
+            }
+            match self.read_shard(source, sink, &stream_arn, &shard).await {
+                Ok(n) => dispatched += n,
+                Err(e) => self.shard_failed(&shard, e, now),
+            }
         }
         Ok(dispatched)
     }
 
-    /// Forgets everything learnt but the shards' positions: iterators, the shard list, the
-    /// stream.
-    pub(super) fn forget(&mut self) {
-        self.states.clear();
+    /// Forgets the stream and its shard list (not the shards' positions): the next round
+    /// describes them again.
+    pub(super) fn refresh_stream(&mut self) {
         self.stream_arn = None;
         self.shards_read_at = None;
     }
@@ -156,6 +181,8 @@ impl StreamReader {
                 .await?;
         }
         let state = self.state(shard);
+        state.failures = 0;
+        state.retry_at = None;
         match batch.next {
             // Closed, and read to its end: its children may start.
             None if dispatched == 0 => {
@@ -198,6 +225,58 @@ impl StreamReader {
             .await?;
         self.positions.insert(shard.to_owned(), Some(last_sequence));
         Ok(())
+    }
+
+    /// The shard is reopened after a pause (its iterator is gone already); the other shards
+    /// read on.
+    fn shard_failed(&mut self, shard: &str, error: ShardError, now: Instant) {
+        let state = self.state(shard);
+        state.empty_reads = 0;
+        state.failures += 1;
+        let retry_in = retry_delay(state.failures);
+        state.retry_at = Some(now + retry_in);
+        match &error {
+            ShardError::Read(SourceError::Trimmed(_)) => {
+                // The records between the saved position and the oldest one the stream still
+                // keeps aged out (24-hour retention) before they were dispatched: they are
+                // lost. Lambda's event source mapping does the same in effect: it goes on from
+                // the oldest record there is.
+                let saved = self.positions.insert(shard.to_owned(), None).flatten();
+                tracing::error!(
+                    shard,
+                    saved_position = ?saved,
+                    error = %error,
+                    "stream records LOST: records of this shard aged out of the stream (24-hour \
+                     retention) before they were dispatched; reading on from TRIM_HORIZON, the \
+                     oldest record it keeps"
+                );
+            }
+            ShardError::Read(SourceError::ExpiredIterator(_)) => {
+                tracing::warn!(
+                    shard,
+                    error = %error,
+                    ?retry_in,
+                    "stream shard iterator expired; reopening at the saved position"
+                );
+            }
+            ShardError::Read(SourceError::NotFound(_)) => {
+                tracing::warn!(
+                    shard,
+                    error = %error,
+                    ?retry_in,
+                    "stream or shard not found; describing the stream again"
+                );
+                self.refresh_stream();
+            }
+            _ => {
+                tracing::warn!(
+                    shard,
+                    error = %error,
+                    ?retry_in,
+                    "stream shard failed; reopening it at its saved position after a pause"
+                );
+            }
+        }
     }
 }
 
@@ -251,5 +330,15 @@ mod tests {
             ended.insert(next);
         }
         assert_eq!(order, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_failing_shard_pauses_longer_each_time_up_to_a_bound() {
+        let delays: Vec<Duration> = (1..=8).map(retry_delay).collect();
+        assert_eq!(delays[0], RETRY_FIRST);
+        assert_eq!(delays[1], RETRY_FIRST * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(delays[7], RETRY_MAX);
+        assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
     }
 }

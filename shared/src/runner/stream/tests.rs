@@ -1,6 +1,6 @@
-//! The reader against scripted streams: this is the poller's control logic (which shard to
-//! read, which iterator to follow), not a DynamoDB guarantee, so a stream that answers as told
-//! is the right test double here. The real stream is the integration
+//! The reader against scripted streams: this is the poller's control logic (which iterator to
+//! follow, what one shard's error does to the others), not a DynamoDB guarantee, so a stream
+//! that answers as told is the right test double here. The real stream is the integration
 //! tests' (moto).
 
 use std::collections::HashMap;
@@ -28,6 +28,11 @@ struct ScriptedShard {
     /// Empty reads a fresh iterator answers before it reaches the records, as DynamoDB Streams
     /// may.
     empty_reads_when_opened: usize,
+    /// Records before this index aged out of the stream: an iterator after one of them is
+    /// refused (TrimmedDataAccessException), TRIM_HORIZON starts here.
+    trimmed: usize,
+    /// Every GetRecords of this shard fails so.
+    failing_reads: Option<fn() -> SourceError>,
 }
 
 struct OpenIterator {
@@ -95,6 +100,11 @@ impl ScriptedSource {
     fn append(&self, shard: &str, sequence: &str) {
         self.script().shard(shard).records.push(sequence.to_owned());
     }
+
+    /// Every iterator handed out so far expires.
+    fn expire_iterators(&self) {
+        self.script().iterators.clear();
+    }
 }
 
 impl StreamSource for ScriptedSource {
@@ -124,13 +134,16 @@ impl StreamSource for ScriptedSource {
         script.opened.push((shard.to_owned(), at));
         let scripted = script.shard(shard);
         let at = match start {
-            Start::TrimHorizon => 0,
+            Start::TrimHorizon => scripted.trimmed,
             Start::After(sequence) => {
                 let index = scripted
                     .records
                     .iter()
                     .position(|r| r == sequence)
                     .expect("a sequence number of the shard");
+                if index < scripted.trimmed {
+                    return Err(SourceError::Trimmed(format!("{sequence} was trimmed")));
+                }
                 index + 1
             }
         };
@@ -150,6 +163,9 @@ impl StreamSource for ScriptedSource {
         };
         *script.reads.entry(shard.clone()).or_default() += 1;
         let scripted = script.shard(&shard);
+        if let Some(failure) = scripted.failing_reads {
+            return Err(failure());
+        }
         if empty_reads_left > 0 {
             let next = script.mint(&shard, at, empty_reads_left - 1);
             return Ok(Batch {
@@ -177,6 +193,9 @@ struct Ledger {
     saved: HashMap<String, String>,
     /// Sequence numbers dispatched, in order.
     dispatched: Vec<String>,
+    /// Batches holding a record of this shard fail to dispatch.
+    failing_shard: Option<String>,
+    failed_dispatches: usize,
 }
 
 /// A dispatcher and position store that keep what they were given.
@@ -210,6 +229,15 @@ impl StreamSink for ScriptedSink {
 
     async fn dispatch(&self, changes: Vec<StreamChange>) -> Result<(), SinkError> {
         let mut ledger = self.ledger();
+        let failing = ledger.failing_shard.clone();
+        if let Some(shard) = failing
+            && changes
+                .iter()
+                .any(|c| c.sequence_number.starts_with(&shard))
+        {
+            ledger.failed_dispatches += 1;
+            return Err(SinkError::Dispatch(format!("scripted failure of {shard}")));
+        }
         let sequences = changes.into_iter().map(|c| c.sequence_number);
         ledger.dispatched.extend(sequences);
         Ok(())
@@ -302,6 +330,126 @@ async fn a_quiet_shard_is_reopened_after_a_bounded_run_of_empty_reads() {
     rounds.run(1, &source, &sink).await;
     assert_eq!(source.opened("a"), ["trim horizon", "after a1"]);
     assert_eq!(source.reads("a"), 2 * followed + 3);
+}
+
+#[tokio::test]
+async fn an_expired_iterator_is_replaced_at_the_saved_position() {
+    let source = ScriptedSource::new(vec![open_shard("a", 4)]);
+    let sink = ScriptedSink::default();
+    let mut rounds = Rounds::new();
+    rounds.run(1, &source, &sink).await;
+    source.expire_iterators();
+    rounds.run(10, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("a", 1..=4), "each once");
+    assert!(
+        source
+            .opened("a")
+            .starts_with(&["trim horizon".into(), "after a2".into()])
+    );
+}
+
+/// Shard `bad` (listed first, read first) fails every read with `failure`; shard `good` reads
+/// on in the same rounds, and `bad` is paused between its attempts.
+async fn a_shard_failing_so_leaves_the_other_reading(failure: fn() -> SourceError) {
+    let source = ScriptedSource::new(vec![
+        ScriptedShard {
+            failing_reads: Some(failure),
+            ..open_shard("bad", 3)
+        },
+        open_shard("good", 5),
+    ]);
+    let sink = ScriptedSink::default();
+    let mut rounds = Rounds::new();
+    rounds.run(3, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("good", 1..=5));
+    assert_eq!(sink.saved("good").as_deref(), Some("good5"));
+    assert_eq!(sink.saved("bad"), None);
+    assert_eq!(source.reads("bad"), 1, "paused after its failure");
+    // Tried again after its first pause (five rounds), then after one twice as long.
+    rounds.run(2, &source, &sink).await;
+    assert_eq!(source.reads("bad"), 1);
+    rounds.run(1, &source, &sink).await;
+    assert_eq!(source.reads("bad"), 2);
+    rounds.run(9, &source, &sink).await;
+    assert_eq!(source.reads("bad"), 2);
+    rounds.run(1, &source, &sink).await;
+    assert_eq!(source.reads("bad"), 3);
+    assert!(source.opened("bad").iter().all(|at| at == "trim horizon"));
+    source.append("good", "good6");
+    rounds.run(1, &source, &sink).await;
+    assert_eq!(sink.dispatched().last().map(String::as_str), Some("good6"));
+}
+
+#[tokio::test]
+async fn a_shard_whose_position_is_trimmed_leaves_the_other_reading() {
+    a_shard_failing_so_leaves_the_other_reading(|| SourceError::Trimmed("scripted".into())).await;
+}
+
+#[tokio::test]
+async fn a_shard_whose_iterators_expire_leaves_the_other_reading() {
+    a_shard_failing_so_leaves_the_other_reading(|| SourceError::ExpiredIterator("scripted".into()))
+        .await;
+}
+
+#[tokio::test]
+async fn a_shard_not_found_leaves_the_other_reading_and_the_stream_is_described_again() {
+    let not_found = || SourceError::NotFound("scripted".into());
+    let source = ScriptedSource::new(vec![ScriptedShard {
+        failing_reads: Some(not_found),
+        ..open_shard("bad", 1)
+    }]);
+    let sink = ScriptedSink::default();
+    Rounds::new().run(2, &source, &sink).await;
+    assert_eq!(source.script().described, 2);
+    a_shard_failing_so_leaves_the_other_reading(not_found).await;
+}
+
+#[tokio::test]
+async fn a_shard_failing_otherwise_leaves_the_other_reading() {
+    a_shard_failing_so_leaves_the_other_reading(|| SourceError::Other("throttled".into())).await;
+}
+
+#[tokio::test]
+async fn a_trimmed_position_is_given_up_for_trim_horizon() {
+    // Saved at t1, and t1 to t3 aged out since: t4 and t5 are what the stream still has.
+    let source = ScriptedSource::new(vec![ScriptedShard {
+        trimmed: 3,
+        ..open_shard("t", 5)
+    }]);
+    let sink = ScriptedSink::default();
+    sink.ledger().saved.insert("t".into(), "t1".into());
+    let mut rounds = Rounds::new();
+    rounds.run(10, &source, &sink).await;
+    let opened = source.opened("t");
+    assert!(opened.starts_with(&["after t1".into(), "trim horizon".into()]));
+    assert_eq!(opened.iter().filter(|at| *at == "after t1").count(), 1);
+    assert_eq!(sink.dispatched(), ["t4", "t5"]);
+    assert_eq!(sink.saved("t").as_deref(), Some("t5"));
+}
+
+#[tokio::test]
+async fn a_failed_dispatch_saves_no_position_and_the_other_shard_goes_on() {
+    let source = ScriptedSource::new(vec![open_shard("a", 3), open_shard("b", 3)]);
+    let sink = ScriptedSink::default();
+    sink.ledger().failing_shard = Some("a".into());
+    let mut rounds = Rounds::new();
+    rounds.run(3, &source, &sink).await;
+    assert_eq!(sink.dispatched(), sequences("b", 1..=3));
+    assert_eq!(sink.saved("b").as_deref(), Some("b3"));
+    assert_eq!(sink.saved("a"), None);
+    assert_eq!(sink.ledger().failed_dispatches, 1);
+    // The dispatcher recovers: after its pause, `a` is read again from where it was saved
+    // (nowhere yet), and its records are dispatched.
+    sink.ledger().failing_shard = None;
+    rounds.run(8, &source, &sink).await;
+    assert!(
+        source
+            .opened("a")
+            .starts_with(&["trim horizon".into(), "trim horizon".into()])
+    );
+    let dispatched = sink.dispatched();
+    assert_eq!(dispatched[3..], sequences("a", 1..=3));
+    assert_eq!(sink.saved("a").as_deref(), Some("a3"));
 }
 
 #[tokio::test]
