@@ -587,3 +587,51 @@ async fn a_repeated_retry_never_resumes_twice() {
         "{stored:?}"
     );
 }
+
+/// Strings may hold any character JSON allows, U+FFFE and U+FFFF included, in the payload, the
+/// context, an approver's name and a vote's comment. serde_json writes those two raw, and SQS
+/// refuses a message holding them (InvalidMessageContents; the local stack refuses them as SQS
+/// does): the approval would never execute. Job bodies escape them: it runs once, and the target
+/// gets every value as it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn noncharacters_everywhere_reach_the_target_value_for_value() {
+    let t = TestApp::start_jobs(&[]).await;
+    let odd = "a\u{FFFF}b\u{FFFE}c\u{0}d\u{10FFFF}";
+    let approver = format!("alice\u{FFFF}@example.com");
+    let payload = json!({"say": odd, odd: [odd]});
+    let context = json!({"summary": odd});
+    let body = json!({"action": {"type": "deploy", "payload": payload},
+                      "approvers": [approver], "context": context})
+    .to_string();
+    let id = t.create_ok(KEY_A, "odd-1", &body).await;
+    let decided = t
+        .decide(
+            DECIDER_A,
+            &id,
+            json!({"decision": "approve", "approver": approver, "comment": odd}),
+        )
+        .await;
+    assert_eq!(decided.status, 200, "{}", decided.text());
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(done["execution"]["status"], "succeeded", "{done}");
+    let key = execute_key("odd-1", &id);
+    let calls = t.downstream().calls_to("/ok");
+    let (_, sent) = calls.iter().find(|(k, _)| *k == key).expect("the call");
+    assert_eq!(sent["action"]["payload"], payload);
+    assert_eq!(sent["context"], context);
+    assert_eq!(sent["decision"]["approver"], approver.as_str());
+    assert_eq!(sent["decision"]["comment"], odd);
+    // The notification's key carries the name percent-encoded (a header holds visible ASCII).
+    eventually("the approver is notified", || async {
+        t.downstream()
+            .calls(&format!("{id}:notify:alice%EF%BF%BF@example.com"))
+            == 1
+    })
+    .await;
+    let notified = t.downstream().calls_to("/notify");
+    assert_eq!(
+        notified[0].1["approver"],
+        approver.as_str(),
+        "the name as it was"
+    );
+}

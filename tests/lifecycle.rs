@@ -799,3 +799,56 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
     let requeues = &stored["execution"].as_m().expect("execution")["requeues"];
     assert_eq!(requeues, &AttributeValue::N("1".into()), "re-queued");
 }
+
+/// A stream batch holding an approval's insert and its decision (routine when dispatch is
+/// behind): both changes make the same listing-index keys. DynamoDB refuses a BatchWriteItem that
+/// names one key twice — the whole batch, so the shard would stall and its jobs be lost — and the
+/// local stack refuses it as DynamoDB does. The dispatcher writes each key once, with the latest
+/// status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stream_batch_with_an_insert_and_its_decision_is_dispatched_and_indexed_once() {
+    let t = TestApp::start_jobs(&[]).await;
+    t.stop_runner().await;
+    let id = t.create_ok(KEY_A, "batch-1", &deploy(&[ALICE, BOB])).await;
+    let reply = t
+        .decide(
+            DECIDER_A,
+            &id,
+            json!({"decision": "approve", "approver": ALICE}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let changes = whole_stream(&t).await;
+    assert_eq!(changes.len(), 2, "the insert and the decision");
+    let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
+    let sent = dispatcher
+        .dispatch(&changes)
+        .await
+        .expect("one batch with both changes of the approval");
+    assert_eq!(sent, 3, "2 notify jobs and the execute job");
+    let listed = t
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals?approver={ALICE}&status=approved")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    assert_eq!(
+        listed.json()["approvals"][0]["id"],
+        id.as_str(),
+        "{}",
+        listed.text()
+    );
+    let pending = t
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals?approver={ALICE}&status=pending")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    assert_eq!(
+        pending.json()["approvals"],
+        json!([]),
+        "indexed with its latest status"
+    );
+}

@@ -59,6 +59,10 @@ pub struct ExecuteJob {
     pub decision: Value,
 }
 
+/// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`
+/// itself (every byte outside ASCII is encoded too).
+const HEADER_UNSAFE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ').add(b'%');
+
 /// Whether SQS accepts `c` in a message body: `#x9 | #xA | #xD | #x20–#xD7FF | #xE000–#xFFFD |
 /// #x10000–#x10FFFF` (SendMessage, "MessageBody"); anything else refuses the whole request with
 /// `InvalidMessageContents`.
@@ -111,7 +115,14 @@ impl Job {
     /// The `Idempotency-Key` sent downstream: the same on every attempt of the job.
     pub fn business_key(&self) -> String {
         match self {
-            Self::Notify(j) => format!("{}:notify:{}", j.approval_id, j.approver),
+            // An approver's name may hold any character but controls; a header value only
+            // visible ASCII (and surrounding spaces are trimmed): the rest is percent-encoded, so
+            // `alice@example.com` stays as it is.
+            Self::Notify(j) => format!(
+                "{}:notify:{}",
+                j.approval_id,
+                percent_encoding::utf8_percent_encode(&j.approver, HEADER_UNSAFE)
+            ),
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored
             // result at a target that dedupes.
@@ -288,6 +299,11 @@ mod tests {
             ]
         );
         assert_eq!(jobs[0].business_key(), format!("{}:notify:alice", new.id));
+        let mut odd = pending(1_000);
+        odd.approvers = vec![Approver::parse("José \u{FFFF}%").unwrap()];
+        let key = jobs_for_change(None, Some(&odd), "")[0].business_key();
+        assert_eq!(key, format!("{}:notify:Jos%C3%A9%20%EF%BF%BF%25", odd.id));
+        assert!(axum::http::HeaderValue::from_str(&key).is_ok());
     }
 
     #[test]
