@@ -344,3 +344,41 @@ async fn a_crash_at_a_target_with_a_status_url_is_settled_by_asking_it() {
     }
     scenario.teardown();
 }
+
+/// A worker stalls after a target that does not dedupe answered 502 (outcome unknown), past its
+/// lease; another runner finds the attempt abandoned and hands it to an operator
+/// (`needs_reconciliation`) — the very end the stalled worker then tries to write. The ledger
+/// records who ended the attempt (`ended_by`), so the stalled worker does not take that end for
+/// its own: what it learnt (the target's 502) is kept for the operator, who would otherwise only
+/// read "the worker stopped".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_worker_never_takes_another_workers_end_for_its_own() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[]).await;
+    let _second = t.start_another_runner();
+    fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
+    let id = t.create_ok(KEY_A, "ended-by", &body("unsafe_502")).await;
+    approve(&t, &id).await;
+
+    let done = t
+        .wait_for_approval(KEY_A, &id, WAIT, |a| {
+            a["execution"]["status"] == "needs_reconciliation"
+                && a["execution"]["late_reports"]
+                    .as_array()
+                    .is_some_and(|r| !r.is_empty())
+        })
+        .await;
+    let error = done["execution"]["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("the worker stopped"), "{done}");
+    let report = done["execution"]["late_reports"][0].as_str().unwrap();
+    assert!(
+        report.contains("lease was taken over") && report.contains("HTTP 502"),
+        "{report}"
+    );
+    assert_eq!(
+        t.downstream().calls(&execute_key("ended-by", &id)),
+        1,
+        "never called twice blindly"
+    );
+    scenario.teardown();
+}

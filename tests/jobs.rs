@@ -635,3 +635,87 @@ async fn noncharacters_everywhere_reach_the_target_value_for_value() {
         "the name as it was"
     );
 }
+
+/// What grows on an approval item is bounded by the writes' own conditions, so that it never
+/// passes DynamoDB's 400 KB (past which every later write of it would be refused): an attempt
+/// asked about 25 times keeps the first 20 status queries — every end still recorded — and 12
+/// late reports keep 10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
+    use countersign::domain::StatusCheck;
+    use countersign::store::{AttemptEnd, Begin, Completion, MAX_LATE_REPORTS, MAX_STATUS_CHECKS};
+    let t = TestApp::start_jobs(&[]).await;
+    t.stop_runner().await;
+    let id = t
+        .create_ok(KEY_A, "bounded-1", &body("unsafe", &[ALICE]))
+        .await;
+    approve(&t, &id).await;
+    let stored = || async {
+        let item = t
+            .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
+            .await
+            .expect("the approval");
+        countersign::store::items_to_approval(&item).expect("an approval")
+    };
+    let job = countersign::jobs::execute_job(&stored().await);
+    let store = &t.app.store;
+    let (now, now_ms) = (t.clock.now(), t.clock.now_millis());
+    let began = store
+        .begin_job(&job, "attempt-1", now, now_ms, now_ms + 60_000, false)
+        .await
+        .expect("begin");
+    assert_eq!(began, Begin::Started);
+    for n in 0..25 {
+        let completion = Completion::Unknown(format!("pending, asked {n} times"));
+        let check = StatusCheck {
+            at: now + n,
+            answer: "pending".into(),
+            detail: Some("d".repeat(2_000)),
+        };
+        let end = AttemptEnd {
+            check: Some(&check),
+            ..AttemptEnd::by_owner(&completion, "attempt-1")
+        };
+        assert!(
+            store
+                .end_attempt(&job, "attempt-1", &end, now + n)
+                .await
+                .expect("end"),
+            "end {n} recorded"
+        );
+    }
+    let execution = stored().await.execution;
+    assert_eq!(execution.status_checks.len(), MAX_STATUS_CHECKS);
+    assert_eq!(
+        execution.last_error.as_deref(),
+        Some("pending, asked 24 times")
+    );
+    assert!(
+        execution
+            .status_checks
+            .iter()
+            .all(|c| c.detail.as_deref().map_or(0, str::len) <= 500),
+        "details are cut"
+    );
+    let mut kept = 0;
+    for n in 0..12 {
+        if store
+            .record_late_report(&job, &format!("report {n}: {}", "r".repeat(5_000)))
+            .await
+            .expect("report")
+        {
+            kept += 1;
+        }
+    }
+    let execution = stored().await.execution;
+    assert_eq!(
+        (kept, execution.late_reports.len()),
+        (MAX_LATE_REPORTS, MAX_LATE_REPORTS)
+    );
+    assert!(
+        execution
+            .late_reports
+            .iter()
+            .all(|r| r.chars().count() <= 1_000)
+    );
+}

@@ -291,3 +291,42 @@ async fn a_payload_too_long_once_written_out_is_refused() {
     assert!(refused.text().contains("once written out"));
     assert_eq!(t.approval_count().await, 0);
 }
+
+/// An approval grows after its create (every approver's vote with a comment of up to 2,000
+/// characters, the decision, a cancel, what an execution records), and DynamoDB refuses any write
+/// past 400 KB per item: a create that could outgrow it is refused now, with the field and the
+/// figures, rather than become an approval whose votes some day fail.
+#[tokio::test]
+async fn a_create_that_could_outgrow_an_item_is_refused_and_writes_nothing() {
+    let t = TestApp::start().await;
+    // 20 approvers with long names of 4-byte characters, and numbers written out much longer
+    // than sent (`1e15` is stored as `1000000000000000.0`): the body is well within 64 KiB, the
+    // approval at create well within 400 KB — but not once every approver has voted.
+    let approvers: Vec<String> = (0..20)
+        .map(|i| format!("{i:02}{}", "\u{1F600}".repeat(300)))
+        .collect();
+    let numbers = format!("[{}]", vec!["1e15"; 4_000].join(","));
+    let body = |approvers: &[String]| {
+        format!(
+            r#"{{"action": {{"type": "deploy", "payload": {{"n": {numbers}}}}}, "approvers": {}}}"#,
+            serde_json::json!(approvers)
+        )
+    };
+    let all = body(&approvers);
+    assert!(all.len() < 64 * 1024, "{} bytes", all.len());
+    let refused = t.create(KEY_A, "too-big-to-grow", &all).await;
+    assert_eq!(refused.status, 400, "a create that could outgrow an item");
+    assert_eq!(refused.code(), "invalid_request");
+    let detail = refused.text();
+    assert!(
+        detail.contains("action.payload") && detail.contains("could grow to"),
+        "{}",
+        &detail[..detail.len().min(600)]
+    );
+    assert_eq!(t.approval_count().await, 0);
+    // Three of them, with the same payload, have room to grow.
+    let created = t
+        .create(KEY_A, "room-to-grow", &body(&approvers[..3]))
+        .await;
+    assert_eq!(created.status, 201, "three approvers have room");
+}

@@ -276,6 +276,7 @@ impl TestApp {
             "unsafe_flaky": {"url": format!("{base}/flaky"), "idempotent": false},
             "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
             "unsafe_see_other": {"url": format!("{base}/see-other"), "idempotent": false},
+            "unsafe_502": {"url": format!("{base}/bad-gateway-before"), "idempotent": false},
             "checked": {"url": format!("{base}/ok"), "idempotent": true,
                         "status_url": format!("{base}/status/truth/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_checked": {"url": format!("{base}/ok"), "idempotent": false,
