@@ -597,7 +597,7 @@ async fn a_repeated_retry_never_resumes_twice() {
 async fn noncharacters_everywhere_reach_the_target_value_for_value() {
     let t = TestApp::start_jobs(&[]).await;
     let odd = "a\u{FFFF}b\u{FFFE}c\u{0}d\u{10FFFF}";
-    let approver = format!("alice\u{FFFF}@example.com");
+    let approver = "alice\u{FFFF}@example.com".to_owned();
     let payload = json!({"say": odd, odd: [odd]});
     let context = json!({"summary": odd});
     let body = json!({"action": {"type": "deploy", "payload": payload},
