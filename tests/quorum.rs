@@ -593,3 +593,44 @@ async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
         assert_eq!(downstream.calls(&execute_key(&format!("crash-{i}"), id)), 1);
     }
 }
+
+/// The webhook vote that completes a quorum is two writes (refused as a counted vote, written as
+/// the completing one), each its own transaction with the inbox item — and each with its own
+/// client token: DynamoDB refuses a token sent with two different transactions
+/// (IdempotentParameterMismatchException; the local stack refuses it as DynamoDB does), which
+/// would fail every completing webhook vote, and every redelivery of it, with a 500.
+#[tokio::test]
+async fn a_webhook_vote_completing_a_quorum_is_applied_once() {
+    let t = TestApp::start_with(&[("API_KEYS", &api_keys())]).await;
+    let body = json!({
+        "action": {"type": "deploy", "payload": {"build": 77}},
+        "approvers": [ALICE, BOB],
+        "policy": {"rules": [{"name": "both", "approvers": [ALICE, BOB], "min_approvals": 2}]},
+    })
+    .to_string();
+    let id = t.create_ok(CI_KEY, "q-webhook", &body).await;
+    let counted = vote(&t, &id, ALICE, "approve").await;
+    assert_eq!(counted.status, 200, "{}", counted.text());
+    for delivery in 0..2 {
+        let delivered = t
+            .deliver(
+                "acme",
+                ACME_SECRET,
+                "msg_q_completes",
+                &decided_event(&id, "approve", BOB),
+            )
+            .await;
+        assert_eq!(delivered.status, 200, "{}", delivered.text());
+        assert_eq!(delivered.json()["outcome"], "applied");
+        let status = if delivery == 0 {
+            "processed"
+        } else {
+            "duplicate"
+        };
+        assert_eq!(delivered.json()["status"], status);
+    }
+    let approval = t.get(CI_KEY, &id).await.json();
+    assert_eq!(approval["status"], "approved", "{approval}");
+    assert_eq!(approval["decision"]["approver"], BOB);
+    assert_eq!(approval["decision"]["channel"], "webhook");
+}
