@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use countersign_tests::{KEY_B, TENANT_A, TENANT_B, TestApp, eventually};
+use countersign_tests::{KEY_A, KEY_B, TENANT_A, TENANT_B, TestApp, eventually};
 use serde_json::{Value, json};
 
 const APPROVERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
@@ -320,4 +320,67 @@ async fn me_is_the_caller_s_own_principal() {
             && ids(&page(&t, CI_1, "requested_by=me").await) == expected_outbox
     })
     .await;
+}
+
+/// Each listed approval carries the key that resumes its query right after it — what DynamoDB
+/// itself returns as LastEvaluatedKey when a page ends there — for every query a listing makes
+/// (the approvals table's `by_tenant` and `by_status`, the approval index and its `by_status`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_listed_approval_resumes_its_query_right_after_it() {
+    use countersign::domain::{ApprovalId, Status, TenantId};
+    use countersign::store::ListQuery;
+
+    const ALICE: &str = "alice@example.com";
+    let t = TestApp::start().await;
+    let tenant = TenantId::parse(TENANT_A).expect("tenant");
+    for i in 0..7 {
+        let id = t
+            .create_ok(
+                KEY_A,
+                &format!("resume-{i}"),
+                &countersign_tests::deploy_body(i, &[ALICE]),
+            )
+            .await;
+        let id = ApprovalId::parse(&id).expect("id");
+        let approval = t
+            .app
+            .store
+            .get_approval(&tenant, &id)
+            .await
+            .expect("read")
+            .expect("made");
+        // As dispatch indexes it from the stream.
+        t.app
+            .store
+            .put_index_items(&[&approval])
+            .await
+            .expect("index");
+    }
+    for (status, approver) in [
+        (None, None),
+        (Some(Status::Pending), None),
+        (None, Some(ALICE)),
+        (Some(Status::Pending), Some(ALICE)),
+    ] {
+        let query = ListQuery {
+            tenant: tenant.clone(),
+            status,
+            approver: approver.map(str::to_owned),
+            requested_by: None,
+        };
+        let list = |start, limit| t.app.store.list_approvals(&query, start, limit);
+        let all = list(None, 100).await.expect("list");
+        let ids: Vec<&ApprovalId> = all.approvals.iter().map(|l| &l.approval.id).collect();
+        assert_eq!(ids.len(), 7, "{query:?}");
+        // A page that ends on an approval: DynamoDB's own key is the one the approval carries.
+        let page = list(None, 3).await.expect("list");
+        let last = page.approvals.last().expect("a page");
+        assert_eq!(Some(&last.resume), page.next.as_ref(), "{query:?}");
+        // Resumed after any of them, the query lists exactly the ones after it.
+        for (i, listed) in all.approvals.iter().enumerate() {
+            let rest = list(Some(listed.resume.clone()), 100).await.expect("list");
+            let rest: Vec<&ApprovalId> = rest.approvals.iter().map(|l| &l.approval.id).collect();
+            assert_eq!(rest, ids[i + 1..], "{query:?} after {}", ids[i]);
+        }
+    }
 }

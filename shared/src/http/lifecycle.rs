@@ -173,6 +173,7 @@ pub async fn list(
     let approvals: Vec<Value> = page
         .approvals
         .iter()
+        .map(|listed| &listed.approval)
         // A pending approval past its expiry reads as expired until the sweeper stores it so.
         .filter(|a| {
             list.status
