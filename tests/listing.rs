@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use countersign_tests::{KEY_B, TENANT_A, TENANT_B, TestApp, eventually};
+use countersign_tests::{KEY_A, KEY_B, TENANT_A, TENANT_B, TestApp, eventually};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 const APPROVERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
@@ -320,4 +321,231 @@ async fn me_is_the_caller_s_own_principal() {
             && ids(&page(&t, CI_1, "requested_by=me").await) == expected_outbox
     })
     .await;
+}
+
+/// Lambda's synchronous response limit (6 MB): a larger answer is API Gateway's 500.
+const LAMBDA_RESPONSE_LIMIT: usize = 6 * 1024 * 1024;
+
+/// A listing followed to its end: what it listed, and each page's body size.
+struct Listing {
+    ids: Vec<String>,
+    bodies: Vec<usize>,
+}
+
+/// Follows `next_cursor` from the first page of `query` to the last, checking each page's size
+/// (also as the Lambda response carries it: the body as one JSON string) and round trips (one
+/// Query, and one BatchGetItem when the query reads the keys-only approval index).
+async fn list_all(t: &TestApp, key: &str, query: &str, keys_only: bool) -> Listing {
+    let mut listing = Listing {
+        ids: Vec::new(),
+        bodies: Vec::new(),
+    };
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut q = query.to_owned();
+        if let Some(c) = &cursor {
+            q.push_str(&format!("&cursor={c}"));
+        }
+        t.calls.take();
+        let reply = t
+            .send(
+                t.http
+                    .get(t.url(&format!("/approvals?{q}")))
+                    .bearer_auth(key),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{q}: {}", reply.text());
+        let want: &[&str] = if keys_only {
+            &["Query", "BatchGetItem"]
+        } else {
+            &["Query"]
+        };
+        assert_eq!(t.calls.take(), want, "{q}");
+        let carried = serde_json::to_string(&reply.text()).expect("text").len();
+        assert!(
+            reply.body.len() <= LAMBDA_RESPONSE_LIMIT && carried <= LAMBDA_RESPONSE_LIMIT,
+            "{q}: a body of {} bytes, {carried} as the Lambda response carries it",
+            reply.body.len()
+        );
+        listing.bodies.push(reply.body.len());
+        let page = reply.json();
+        for item in page["approvals"].as_array().expect("approvals") {
+            listing
+                .ids
+                .push(item["id"].as_str().expect("id").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return listing,
+        }
+    }
+}
+
+/// Approvals as large as a create allows list in pages a Lambda can return: a page holds fewer
+/// than `limit` of them, and following `next_cursor` lists each exactly once, newest first —
+/// also where pending approvals past their expiry drop out of a `status=pending` page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_of_large_approvals_fit_a_lambda_response_and_list_each_once() {
+    use countersign::domain::{Approver, CreateRequest, IdempotencyKey, TenantId, fingerprint};
+    use countersign::store::IdempotencyRecord;
+
+    const ALICE: &str = "alice@example.com";
+    let t = TestApp::start().await;
+    // The create route takes a body within its 64 KiB whose payload is written out at over
+    // 190 KiB (of the 192 KiB allowed): `1e15` is written in full, `1000000000000000.0`.
+    let numbers = vec!["1e15"; 10_300].join(",");
+    let body = format!(
+        r#"{{"action": {{"type": "deploy", "payload": {{"numbers": [{numbers}]}}}}, "approvers": ["{ALICE}"]}}"#
+    );
+    assert!(body.len() < countersign::http::CREATE_BODY_LIMIT);
+    let id = t.create_ok(KEY_B, "large", &body).await;
+    let written = t.get(KEY_B, &id).await.json()["action"]["payload"].to_string();
+    assert!(written.len() > 190 * 1024, "{} bytes", written.len());
+
+    // 50 in tenant A, each with a payload written out at over 190 KiB (a long text, quicker for
+    // the test to read than numbers), written as the create route and dispatch write them: the
+    // approval with its idempotency record, and the index items dispatch keeps from the stream.
+    // Every fifth expires a minute after creation.
+    let started = std::time::Instant::now();
+    let tenant = TenantId::parse(TENANT_A).expect("tenant");
+    let requester = Approver::parse("ci@acme").expect("requester");
+    let now = t.clock.now();
+    let short_lived = |i: usize| i.is_multiple_of(5);
+    let text = "x".repeat(194_600);
+    let made: Vec<(String, bool)> = futures::stream::iter(0..50)
+        .map(|i| {
+            let body = json!({
+                "action": {"type": "deploy", "payload": {"n": i, "text": text}},
+                "approvers": [ALICE],
+                "expires_in_seconds": if short_lived(i) { 60 } else { 86_400 },
+            });
+            let (t, tenant, requester) = (&t, tenant.clone(), requester.clone());
+            async move {
+                let key = IdempotencyKey::parse(&format!("large-{i}")).expect("key");
+                let approval = CreateRequest::parse(&body, |_| true)
+                    .expect("a valid body")
+                    .into_approval(tenant, requester, None, key.clone(), now);
+                let record = IdempotencyRecord {
+                    key,
+                    fingerprint: fingerprint(&body),
+                    approval_id: approval.id.clone(),
+                    response_status: 201,
+                    response_body: Vec::new(),
+                    created_at: now,
+                    expires_at: now + 86_400,
+                };
+                t.app
+                    .store
+                    .create_approval(&approval, &record, now)
+                    .await
+                    .expect("create");
+                t.app
+                    .store
+                    .put_index_items(&[&approval])
+                    .await
+                    .expect("index");
+                (approval.id.to_string(), short_lived(i))
+            }
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    println!("50 large approvals written in {:?}", started.elapsed());
+    // The short-lived ones are past their expiry; no sweeper has stored them expired.
+    t.clock.advance(120);
+
+    let newest_first = |pending_only: bool| -> Vec<String> {
+        let mut ids: Vec<String> = made
+            .iter()
+            .filter(|(_, short_lived)| !(pending_only && *short_lived))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        ids
+    };
+    // (`limit=100` only where a page could hold more than the store reads for it: a Query of
+    // the approvals table's indexes stops at 1 MB, five of these.)
+    for query in [
+        format!("approver={ALICE}"),
+        format!("approver={ALICE}&limit=100"),
+        format!("status=pending&approver={ALICE}"),
+        String::new(),
+        "status=pending".to_owned(),
+    ] {
+        let listing = list_all(&t, KEY_A, &query, query.contains("approver")).await;
+        println!(
+            "{query:?}: {} pages, bodies of {:?} bytes",
+            listing.bodies.len(),
+            listing.bodies
+        );
+        assert_eq!(
+            listing.ids,
+            newest_first(query.contains("status=pending")),
+            "{query}: every approval once, newest first"
+        );
+    }
+    println!("listed in {:?}", started.elapsed());
+}
+
+/// Each listed approval carries the key that resumes its query right after it — what DynamoDB
+/// itself returns as LastEvaluatedKey when a page ends there — for every query a listing makes
+/// (the approvals table's `by_tenant` and `by_status`, the approval index and its `by_status`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_listed_approval_resumes_its_query_right_after_it() {
+    use countersign::domain::{ApprovalId, Status, TenantId};
+    use countersign::store::ListQuery;
+
+    const ALICE: &str = "alice@example.com";
+    let t = TestApp::start().await;
+    let tenant = TenantId::parse(TENANT_A).expect("tenant");
+    for i in 0..7 {
+        let id = t
+            .create_ok(
+                KEY_A,
+                &format!("resume-{i}"),
+                &countersign_tests::deploy_body(i, &[ALICE]),
+            )
+            .await;
+        let id = ApprovalId::parse(&id).expect("id");
+        let approval = t
+            .app
+            .store
+            .get_approval(&tenant, &id)
+            .await
+            .expect("read")
+            .expect("made");
+        // As dispatch indexes it from the stream.
+        t.app
+            .store
+            .put_index_items(&[&approval])
+            .await
+            .expect("index");
+    }
+    for (status, approver) in [
+        (None, None),
+        (Some(Status::Pending), None),
+        (None, Some(ALICE)),
+        (Some(Status::Pending), Some(ALICE)),
+    ] {
+        let query = ListQuery {
+            tenant: tenant.clone(),
+            status,
+            approver: approver.map(str::to_owned),
+            requested_by: None,
+        };
+        let list = |start, limit| t.app.store.list_approvals(&query, start, limit);
+        let all = list(None, 100).await.expect("list");
+        let ids: Vec<&ApprovalId> = all.approvals.iter().map(|l| &l.approval.id).collect();
+        assert_eq!(ids.len(), 7, "{query:?}");
+        // A page that ends on an approval: DynamoDB's own key is the one the approval carries.
+        let page = list(None, 3).await.expect("list");
+        let last = page.approvals.last().expect("a page");
+        assert_eq!(Some(&last.resume), page.next.as_ref(), "{query:?}");
+        // Resumed after any of them, the query lists exactly the ones after it.
+        for (i, listed) in all.approvals.iter().enumerate() {
+            let rest = list(Some(listed.resume.clone()), 100).await.expect("list");
+            let rest: Vec<&ApprovalId> = rest.approvals.iter().map(|l| &l.approval.id).collect();
+            assert_eq!(rest, ids[i + 1..], "{query:?} after {}", ids[i]);
+        }
+    }
 }

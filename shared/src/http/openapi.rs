@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::approvals::{CANCEL_BODY_LIMIT, CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
-use super::lifecycle::{DEFAULT_LIMIT, MAX_LIMIT};
+use super::lifecycle::{DEFAULT_LIMIT, LIST_BODY_BUDGET, MAX_LIMIT};
 use super::operator::RESOLVE_BODY_LIMIT;
 use super::problem::ApiError;
 use crate::domain::{Approver, CreateRequest, DecideRequest, Policy};
@@ -111,7 +111,7 @@ fn paths() -> Value {
                 "operationId": "listApprovals",
                 "tags": ["approvals"],
                 "summary": "List the tenant's approvals, newest first (every role)",
-                "description": "Filtered by status, approver and requester (an approver's inbox: `status=pending&approver=me`). Pages carry a signed `next_cursor`, bound to the filters.",
+                "description": format!("Filtered by status, approver and requester (an approver's inbox: `status=pending&approver=me`). Pages carry a signed `next_cursor`, bound to the filters. A page holds at most `limit` approvals, and fewer when they are large: it ends before the approval that would take its approvals past {LIST_BODY_BUDGET} bytes as API Gateway carries the body (Lambda returns at most 6 MB), and always holds at least one. Follow `next_cursor` until it is null: every approval is listed exactly once."),
                 "parameters": [
                     {"name": "status", "in": "query", "schema": {"$ref": "#/components/schemas/ApprovalStatus"}},
                     {"name": "approver", "in": "query", "description": "Approvals listing this approver (`me`: the caller's principal).", "schema": approver_schema()},

@@ -8,6 +8,10 @@
 //!   BatchGetItem.
 //!
 //! Approval ids are ULIDs: sorting by id is sorting by creation time.
+//!
+//! Each listed approval comes with the key that resumes its query right after it, so a page can
+//! end before the last approval read (the HTTP layer cuts pages by size) without skipping or
+//! repeating one.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -15,6 +19,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 
 use super::items::{Item, approval_from_item, approval_key, get_s, s};
+use super::schema::start_key_attributes;
 use super::{Store, StoreError};
 use crate::domain::{Approval, ApprovalId, Status, TenantId};
 
@@ -43,11 +48,22 @@ impl ListQuery {
     }
 }
 
-/// A page of approvals, and where the next page starts (the last key the index read).
+/// A page of approvals, newest first, and where the next page starts once all of them are used
+/// (the last key the query read).
 #[derive(Debug, Clone)]
 pub struct ListPage {
-    pub approvals: Vec<Approval>,
+    pub approvals: Vec<Listed>,
     pub next: Option<HashMap<String, String>>,
+}
+
+/// A listed approval, and where its query resumes right after it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub approval: Approval,
+    /// The exclusive start key of the next page were this page to end here: the key DynamoDB
+    /// would return as LastEvaluatedKey (the table's key and the index's), taken from the item
+    /// the query read.
+    pub resume: HashMap<String, String>,
 }
 
 fn facet_status(facet: &str, status: Status) -> String {
@@ -137,66 +153,108 @@ impl Store {
             .scan_index_forward(false)
             .limit(limit)
             .set_exclusive_start_key(start.map(attributes));
-        let request = match (query.facet(), query.status) {
-            (None, None) => request
-                .table_name(&self.tables.approvals)
-                .index_name("by_tenant")
-                .key_condition_expression("#tenant = :tenant")
-                .expression_attribute_names("#tenant", "tenant")
-                .expression_attribute_values(":tenant", s(tenant)),
-            (None, Some(status)) => request
-                .table_name(&self.tables.approvals)
-                .index_name("by_status")
-                .key_condition_expression("#tenant = :tenant AND begins_with(#status_id, :status)")
-                .expression_attribute_names("#tenant", "tenant")
-                .expression_attribute_names("#status_id", "status_id")
-                .expression_attribute_values(":tenant", s(tenant))
-                .expression_attribute_values(":status", s(format!("{}#", status.as_str()))),
-            (Some(facet), None) => request
-                .table_name(&self.tables.approval_index)
-                .key_condition_expression("#pk = :facet")
-                .expression_attribute_names("#pk", "pk")
-                .expression_attribute_values(":facet", s(facet)),
-            (Some(facet), Some(status)) => request
-                .table_name(&self.tables.approval_index)
-                .index_name("by_status")
-                .key_condition_expression("#facet_status = :facet_status")
-                .expression_attribute_names("#facet_status", "facet_status")
-                .expression_attribute_values(":facet_status", s(facet_status(&facet, status))),
+        // The table (logical name) and index each query reads: their keys resume it.
+        let (table, index, request) = match (query.facet(), query.status) {
+            (None, None) => (
+                "approvals",
+                Some("by_tenant"),
+                request
+                    .table_name(&self.tables.approvals)
+                    .key_condition_expression("#tenant = :tenant")
+                    .expression_attribute_names("#tenant", "tenant")
+                    .expression_attribute_values(":tenant", s(tenant)),
+            ),
+            (None, Some(status)) => (
+                "approvals",
+                Some("by_status"),
+                request
+                    .table_name(&self.tables.approvals)
+                    .key_condition_expression(
+                        "#tenant = :tenant AND begins_with(#status_id, :status)",
+                    )
+                    .expression_attribute_names("#tenant", "tenant")
+                    .expression_attribute_names("#status_id", "status_id")
+                    .expression_attribute_values(":tenant", s(tenant))
+                    .expression_attribute_values(":status", s(format!("{}#", status.as_str()))),
+            ),
+            (Some(facet), None) => (
+                "approval_index",
+                None,
+                request
+                    .table_name(&self.tables.approval_index)
+                    .key_condition_expression("#pk = :facet")
+                    .expression_attribute_names("#pk", "pk")
+                    .expression_attribute_values(":facet", s(facet)),
+            ),
+            (Some(facet), Some(status)) => (
+                "approval_index",
+                Some("by_status"),
+                request
+                    .table_name(&self.tables.approval_index)
+                    .key_condition_expression("#facet_status = :facet_status")
+                    .expression_attribute_names("#facet_status", "facet_status")
+                    .expression_attribute_values(":facet_status", s(facet_status(&facet, status))),
+            ),
         };
         let output = request
+            .set_index_name(index.map(str::to_owned))
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
         let next = output.last_evaluated_key().map(strings);
+        let resume_attributes =
+            start_key_attributes(table, index).ok_or(StoreError::Corrupt("infra/tables.json"))?;
+        let resume = |item: &Item| -> Result<HashMap<String, String>, StoreError> {
+            resume_attributes
+                .iter()
+                .map(|&name| Ok((name.to_owned(), get_s(item, name)?.to_owned())))
+                .collect()
+        };
         let approvals = if query.facet().is_some() {
-            let ids = output
+            let keys = output
                 .items()
                 .iter()
                 .map(|item| {
-                    ApprovalId::parse(get_s(item, "id")?).map_err(|_| StoreError::corrupt("id"))
+                    let id = ApprovalId::parse(get_s(item, "id")?)
+                        .map_err(|_| StoreError::corrupt("id"))?;
+                    Ok((id, resume(item)?))
                 })
-                .collect::<Result<Vec<_>, _>>()?;
-            self.approvals_by_id(&query.tenant, &ids).await?
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            let ids: Vec<&ApprovalId> = keys.iter().map(|(id, _)| id).collect();
+            let mut found = self.approvals_by_id(&query.tenant, &ids).await?;
+            // An index item whose approval is gone (never: approvals are not deleted) is skipped.
+            keys.into_iter()
+                .filter_map(|(id, resume)| {
+                    found
+                        .remove(id.as_str())
+                        .map(|approval| Listed { approval, resume })
+                })
+                .collect()
         } else {
             output
                 .items()
                 .iter()
-                .map(approval_from_item)
-                .collect::<Result<_, _>>()?
+                .map(|item| {
+                    Ok(Listed {
+                        approval: approval_from_item(item)?,
+                        resume: resume(item)?,
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?
         };
         Ok(ListPage { approvals, next })
     }
 
-    /// The tenant's approvals `ids`, in that order (one BatchGetItem; what the store leaves
+    /// The tenant's approvals `ids`, by id (one BatchGetItem; what the store leaves
     /// unprocessed, throttled, is asked for again).
     async fn approvals_by_id(
         &self,
         tenant: &TenantId,
-        ids: &[ApprovalId],
-    ) -> Result<Vec<Approval>, StoreError> {
+        ids: &[&ApprovalId],
+    ) -> Result<HashMap<String, Approval>, StoreError> {
+        let mut found: HashMap<String, Approval> = HashMap::new();
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(found);
         }
         let keys: Vec<HashMap<String, AttributeValue>> = ids
             .iter()
@@ -209,7 +267,6 @@ impl Store {
                 .build()
                 .map_err(|e| StoreError::dynamo("BatchGetItem", e))?,
         );
-        let mut found: HashMap<String, Approval> = HashMap::new();
         let mut pause = Duration::from_millis(25);
         for _ in 0..8 {
             let Some(request) = pending.take() else { break };
@@ -244,11 +301,7 @@ impl Store {
                 message: "keys still unprocessed".to_owned(),
             });
         }
-        // An index item whose approval is gone (never: approvals are not deleted) is skipped.
-        Ok(ids
-            .iter()
-            .filter_map(|id| found.remove(id.as_str()))
-            .collect())
+        Ok(found)
     }
 }
 

@@ -25,7 +25,7 @@ pub use approvals::{
 pub use due::Requeue;
 pub use events::EventPage;
 pub use inbox::{InboxRecord, Ingested};
-pub use listing::{ListPage, ListQuery};
+pub use listing::{ListPage, ListQuery, Listed};
 
 /// An approval from a stored image (a stream record's old or new image).
 pub fn items_to_approval(
