@@ -8,7 +8,10 @@ per request (with a single-threaded HTTP/1.0 server, a busy client opens thousan
 and the kernel's connection queues make some requests wait seconds).
 
 moto itself is patched first (`moto_patches.py`): transactions roll back through a journal
-instead of swapping in deep copies of the tables, and shard iterators expire as on AWS.
+instead of swapping in deep copies of the tables, shard iterators expire as on AWS, and what AWS
+refuses where our guarantees depend on it is refused here too (duplicate keys in a
+BatchWriteItem, SQS characters and sizes, TransactWriteItems client tokens, the 4 MB
+transaction).
 
 Usage: python moto_server.py PORT [--exit-with-stdin]
 With --exit-with-stdin the server exits when its standard input closes, so a test process that
