@@ -73,8 +73,9 @@ pub fn sqs_allows(c: char) -> bool {
 impl Job {
     /// The job as an SQS message body: its JSON with every character SQS refuses written as a
     /// `\uXXXX` escape. serde_json writes U+FFFE and U+FFFF (legal JSON, from any string the
-    /// API accepts) raw; one such body would refuse its whole batch, stall the stream shard
-    /// behind it and never execute the approval. Outside strings JSON is ASCII, so escaping a
+    /// API accepts) raw; SQS refuses such an entry (InvalidMessageContents), the dispatcher
+    /// fails the stream batch so that it comes again, and it never succeeds: the shard stalls
+    /// behind it and the approval never executes. Outside strings JSON is ASCII, so escaping a
     /// character wherever it occurs changes no value: the body parses back to the same job.
     pub fn to_body(&self) -> Result<String, serde_json::Error> {
         let json = serde_json::to_string(self)?;
