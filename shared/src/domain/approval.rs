@@ -228,6 +228,12 @@ pub struct Approval {
     pub approvers: Vec<Approver>,
     pub context: Map<String, Value>,
     pub idempotency_key: IdempotencyKey,
+    /// Whether its execution's downstream key names the approval
+    /// (`{tenant}:{create key}:{approval id}`): true for every approval made since that key
+    /// was introduced. One made before keeps `{tenant}:{create key}` for good — its execution
+    /// may already have called a target with that key, which must see it again on every
+    /// attempt, retry and status query.
+    pub execute_key_names_approval: bool,
     pub created_at: EpochSeconds,
     pub expires_at: EpochSeconds,
     /// `None`: one approving vote by any approver decides (v1).
@@ -477,6 +483,7 @@ pub(crate) mod tests {
             ],
             context: Map::new(),
             idempotency_key: IdempotencyKey::parse("k").unwrap(),
+            execute_key_names_approval: true,
             created_at: 0,
             expires_at,
             policy: None,

@@ -189,6 +189,7 @@ impl CreateRequest {
             approvers: self.approvers,
             context: self.context,
             idempotency_key,
+            execute_key_names_approval: true,
             created_at: now,
             expires_at: now + self.expires_in_seconds,
             policy,

@@ -471,6 +471,7 @@ impl Executor {
             ));
             let end = AttemptEnd {
                 call_ended_ms: Some(self.app.clock.now_millis()),
+                due_at: Some(self.app.clock.now() + status.delay_ms / 1000),
                 ..AttemptEnd::by_owner(&completion, &token)
             };
             let back = Some(seconds_from_ms(status.delay_ms));
@@ -716,9 +717,13 @@ impl Executor {
         let Some(status) = &target.status else {
             return Ok(Disposition::Retry);
         };
+        // An attempt left `unknown` by a version that kept no call end: its last write, which
+        // came after the call ended.
         let call_ended_ms = match entry.status {
             LedgerStatus::InProgress => entry.lease_until_ms,
-            _ => entry.call_ended_ms.unwrap_or(0),
+            _ => entry
+                .call_ended_ms
+                .unwrap_or(entry.updated_at.saturating_mul(1000)),
         };
         let ask_from_ms = call_ended_ms + status.delay_ms;
         let now_ms = self.app.clock.now_millis();

@@ -54,6 +54,10 @@ pub struct ExecuteJob {
     pub generation: u32,
     /// The create request's `Idempotency-Key`: with the tenant, the business key sent downstream.
     pub idempotency_key: String,
+    /// Whether the business key names the approval (see
+    /// [`Approval::execute_key_names_approval`]); jobs queued before it existed do not.
+    #[serde(default)]
+    pub key_names_approval: bool,
     pub action: Value,
     pub context: Value,
     pub decision: Value,
@@ -126,8 +130,12 @@ impl Job {
             ),
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored
-            // result at a target that dedupes.
-            Self::Execute(j) => format!("{}:{}:{}", j.tenant, j.idempotency_key, j.approval_id),
+            // result at a target that dedupes. (An approval from before keeps the key its
+            // execution may already have sent.)
+            Self::Execute(j) if j.key_names_approval => {
+                format!("{}:{}:{}", j.tenant, j.idempotency_key, j.approval_id)
+            }
+            Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key),
             // The receiver dedupes by `webhook-id`, the event id.
             Self::Callback(j) => j.event_id.clone(),
         }
@@ -215,6 +223,7 @@ pub fn execute_job(approval: &Approval) -> Job {
         tenant: approval.tenant.to_string(),
         generation: approval.execution.generation,
         idempotency_key: approval.idempotency_key.as_str().to_owned(),
+        key_names_approval: approval.execute_key_names_approval,
         action: view["action"].clone(),
         context: view["context"].clone(),
         decision: view["decision"].clone(),
@@ -317,6 +326,14 @@ mod tests {
         assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
         assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
         assert_eq!(jobs[0].business_key(), format!("acme:k:{}", new.id));
+        // An approval made before the key named it keeps the key it may already have sent.
+        let mut older = new.clone();
+        older.execute_key_names_approval = false;
+        assert_eq!(execute_job(&older).business_key(), "acme:k");
+        let queued_before = r#"{"kind": "execute", "approval_id": "a", "tenant": "acme", "generation": 0,
+            "idempotency_key": "k", "action": {}, "context": {}, "decision": {}}"#;
+        let queued_before: Job = serde_json::from_str(queued_before).unwrap();
+        assert_eq!(queued_before.business_key(), "acme:k");
         let Job::Execute(job) = &jobs[0] else {
             panic!("not an execute job")
         };

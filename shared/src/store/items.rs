@@ -44,6 +44,10 @@ pub(crate) fn n(value: impl ToString) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
+/// The `execute_key` attribute of an approval whose downstream key names it (absent on
+/// approvals made before: theirs is `{tenant}:{create key}`).
+const EXECUTE_KEY_NAMES_APPROVAL: &str = "tenant:create_key:approval_id";
+
 pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     let mut item = HashMap::from([
         (
@@ -85,6 +89,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     ]);
     if let Some(decision) = &approval.decision {
         item.insert("decision".to_owned(), decision_to_attr(decision));
+    }
+    if approval.execute_key_names_approval {
+        item.insert("execute_key".to_owned(), s(EXECUTE_KEY_NAMES_APPROVAL));
     }
     match (approval.status, approval.execution.status) {
         (Status::Pending, _) => {
@@ -330,6 +337,8 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         context: json_object(item, "context")?,
         idempotency_key: IdempotencyKey::parse(get_s(item, "idempotency_key")?)
             .map_err(|_| StoreError::corrupt("idempotency_key"))?,
+        execute_key_names_approval: opt_s(item, "execute_key").as_deref()
+            == Some(EXECUTE_KEY_NAMES_APPROVAL),
         created_at: get_n(item, "created_at")?,
         expires_at: get_n(item, "expires_at")?,
         policy,
@@ -459,6 +468,7 @@ mod tests {
             ],
             context: json!({"summary": "<b>x</b>"}).as_object().unwrap().clone(),
             idempotency_key: IdempotencyKey::parse("k#1").unwrap(),
+            execute_key_names_approval: true,
             created_at: 1_700_000_000,
             expires_at: 1_700_604_800,
             policy: Some(Policy {
@@ -519,6 +529,14 @@ mod tests {
         assert_eq!(
             approval_from_item(&approval_to_item(&approval)).unwrap(),
             approval
+        );
+        // An approval stored before the execute key named the approval reads as one.
+        let mut item = approval_to_item(&approval);
+        item.remove("execute_key");
+        assert!(
+            !approval_from_item(&item)
+                .unwrap()
+                .execute_key_names_approval
         );
     }
 

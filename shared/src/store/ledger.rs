@@ -86,6 +86,8 @@ pub struct LedgerEntry {
     pub last_error: Option<String>,
     /// When the call whose outcome is unknown ended (epoch ms), for an attempt left `unknown`.
     pub call_ended_ms: Option<i64>,
+    /// The last write's time (epoch seconds).
+    pub updated_at: EpochSeconds,
 }
 
 impl LedgerEntry {
@@ -99,6 +101,7 @@ impl LedgerEntry {
             attempts: get_n(item, "attempts")?,
             last_error: opt_s(item, "last_error"),
             call_ended_ms: get_n(item, "call_ended_at").ok(),
+            updated_at: get_n(item, "updated_at").unwrap_or(0),
         })
     }
 }
@@ -278,6 +281,10 @@ pub struct AttemptEnd<'a> {
     /// When the call whose outcome is unknown ended (epoch ms), for an `unknown` end that
     /// follows a call: `not_found` is believed only the target's status delay after it.
     pub call_ended_ms: Option<i64>,
+    /// When the execution is next due (epoch seconds), if later than now: the status query the
+    /// delay puts off. The reconciler counts its bound from then, so a long status delay is not
+    /// taken for a lost job.
+    pub due_at: Option<EpochSeconds>,
 }
 
 impl<'a> AttemptEnd<'a> {
@@ -288,6 +295,7 @@ impl<'a> AttemptEnd<'a> {
             check: None,
             ended_by: token,
             call_ended_ms: None,
+            due_at: None,
         }
     }
 }
@@ -648,7 +656,8 @@ impl Store {
         let event = ledger_event(job, completion, now);
         let mut check = end.check;
         loop {
-            let execution = self.execution_end(job, completion, check, now, unchanged_since)?;
+            let execution =
+                self.execution_end(job, completion, check, now, end.due_at, unchanged_since)?;
             match self
                 .ledger_transaction_with(ledger.clone(), execution, event.clone())
                 .await?
@@ -685,6 +694,7 @@ impl Store {
         completion: &Completion,
         check: Option<&StatusCheck>,
         now: EpochSeconds,
+        due_at: Option<EpochSeconds>,
         unchanged_since: Option<EpochSeconds>,
     ) -> Result<Option<Update>, StoreError> {
         let status = completion.status();
@@ -701,7 +711,7 @@ impl Store {
         // reconciler watches it); ended, nothing is due.
         match status {
             LedgerStatus::RetryWait | LedgerStatus::Unknown if completion.error().is_some() => {
-                set.push("#due_at = :now");
+                set.push("#due_at = :due_at");
             }
             _ => remove.extend(["#due_kind", "#due_at"]),
         }
@@ -718,6 +728,9 @@ impl Store {
             (":exec_status", s(status.execution_status().as_str())),
             (":now", epoch(now)),
         ]);
+        if set.contains(&"#due_at = :due_at") {
+            vals.insert(":due_at".to_owned(), epoch(due_at.unwrap_or(now).max(now)));
+        }
         if let Some(error) = completion.error() {
             vals.insert(":error".to_owned(), s(error));
         }
