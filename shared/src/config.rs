@@ -7,8 +7,9 @@ use serde::Deserialize;
 
 use crate::auth::ApiKeys;
 use crate::domain::TenantId;
-use crate::events::EventType;
+use crate::domain::trail::EventType;
 use crate::review_token::TokenSecret;
+use crate::store::Tables;
 use crate::webhook::WebhookSecret;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,31 +24,6 @@ impl ConfigError {
         Self {
             variable,
             problem: problem.into(),
-        }
-    }
-}
-
-/// The DynamoDB table names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tables {
-    pub approvals: String,
-    pub idempotency_keys: String,
-    pub webhook_inbox: String,
-    pub execution_ledger: String,
-    pub events: String,
-    pub approval_index: String,
-}
-
-impl Tables {
-    /// The local defaults (`countersign-approvals` and so on), or every name under one prefix.
-    pub fn with_prefix(prefix: &str) -> Self {
-        Self {
-            approvals: format!("{prefix}-approvals"),
-            idempotency_keys: format!("{prefix}-idempotency-keys"),
-            webhook_inbox: format!("{prefix}-webhook-inbox"),
-            execution_ledger: format!("{prefix}-execution-ledger"),
-            events: format!("{prefix}-events"),
-            approval_index: format!("{prefix}-approval-index"),
         }
     }
 }
@@ -309,7 +285,7 @@ impl Config {
             }
         };
         match function {
-            Function::Create => {
+            Function::Api => {
                 require(self.api_keys.is_some(), "API_KEYS")?;
                 // Page cursors are signed with a key derived from it.
                 require(
@@ -366,7 +342,8 @@ impl Config {
 /// Countersign's functions, for [`Config::check_for`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Function {
-    Create,
+    /// The HTTP API's approvals routes (functions/api).
+    Api,
     Decide,
     Webhook,
     Dispatch,
@@ -522,14 +499,14 @@ mod tests {
     fn each_function_requires_only_what_it_uses() {
         let bare = config(&[]).unwrap();
         let missing = |f| bare.check_for(f).unwrap_err().variable;
-        assert_eq!(missing(Function::Create), "API_KEYS");
+        assert_eq!(missing(Function::Api), "API_KEYS");
         assert_eq!(missing(Function::Decide), "API_KEYS");
         assert_eq!(missing(Function::Webhook), "WEBHOOK_SOURCES");
         assert_eq!(missing(Function::Dispatch), "JOBS_QUEUE_URL");
         assert_eq!(missing(Function::Executor), "JOBS_QUEUE_URL");
         let keys = config(&[KEYS]).unwrap();
         assert_eq!(
-            keys.check_for(Function::Create).unwrap_err().variable,
+            keys.check_for(Function::Api).unwrap_err().variable,
             "DECISION_TOKEN_SECRET",
             "page cursors are signed"
         );
@@ -538,7 +515,7 @@ mod tests {
         assert_eq!(
             config(&[KEYS, secret])
                 .unwrap()
-                .check_for(Function::Create)
+                .check_for(Function::Api)
                 .unwrap_err()
                 .variable,
             "ACTION_TARGETS"
@@ -550,7 +527,7 @@ mod tests {
         assert!(
             config(&[KEYS, TARGETS, secret])
                 .unwrap()
-                .check_for(Function::Create)
+                .check_for(Function::Api)
                 .is_ok()
         );
         let queue = ("JOBS_QUEUE_URL", "http://localhost/q");

@@ -11,7 +11,6 @@ pub mod clock;
 pub mod config;
 pub mod cursor;
 pub mod domain;
-pub mod events;
 pub mod http;
 pub mod jobs;
 pub mod review_token;

@@ -110,7 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // The runner hosts every function, so it needs everything each of them does.
     for function in [
-        Function::Create,
+        Function::Api,
         Function::Decide,
         Function::Webhook,
         Function::Dispatch,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a value was refused; the message is safe to show to the caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,8 +16,8 @@ pub struct InvalidValue(pub &'static str);
 /// no read to pick its one conditional write. It is only a hint — every condition checks the
 /// item itself; an id made before policies existed (any last character) costs at most one
 /// more round trip, never a wrong count. 75 random bits remain.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ApprovalId(String);
 
 impl ApprovalId {
@@ -65,8 +65,8 @@ impl fmt::Display for ApprovalId {
 
 /// A tenant id from the configuration: `[A-Za-z0-9_.-]{1,64}`. It never contains `#`, so it can
 /// prefix a DynamoDB key unambiguously.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub struct TenantId(String);
 
 impl TenantId {
@@ -97,8 +97,8 @@ impl fmt::Display for TenantId {
 }
 
 /// The client's `Idempotency-Key`: 1-255 printable ASCII characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub struct IdempotencyKey(String);
 
 impl IdempotencyKey {
@@ -119,8 +119,8 @@ impl IdempotencyKey {
 
 /// An approver as the requester named them: non-empty, not only whitespace, at most 320
 /// characters (the longest e-mail address), no control characters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Approver(String);
 
 impl Approver {
@@ -147,6 +147,39 @@ impl Approver {
     /// cannot list itself in another spelling (`Alice@Example.com `) and approve its own request.
     pub fn identity(&self) -> String {
         self.0.trim().to_lowercase()
+    }
+}
+
+/// Deserialised only through `parse`: a job or an event never carries an id that is not one.
+impl TryFrom<String> for ApprovalId {
+    type Error = InvalidValue;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        Self::parse(&raw)
+    }
+}
+
+impl TryFrom<String> for TenantId {
+    type Error = InvalidValue;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        Self::parse(&raw)
+    }
+}
+
+impl TryFrom<String> for IdempotencyKey {
+    type Error = InvalidValue;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        Self::parse(&raw)
+    }
+}
+
+impl TryFrom<String> for Approver {
+    type Error = InvalidValue;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        Self::parse(&raw)
     }
 }
 
@@ -216,5 +249,19 @@ mod tests {
         for raw in ["", "   ", "a\nb", &"a".repeat(321)] {
             assert!(Approver::parse(raw).is_err(), "{raw:?} accepted");
         }
+    }
+
+    #[test]
+    fn ids_deserialise_only_through_parse() {
+        let id = ApprovalId::generate();
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<ApprovalId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<ApprovalId>("\"apr_123\"").is_err());
+        assert!(serde_json::from_str::<TenantId>("\"a#b\"").is_err());
+        assert!(serde_json::from_str::<Approver>("\"a\\nb\"").is_err());
+        assert!(serde_json::from_str::<IdempotencyKey>("\"\"").is_err());
+        let alice: Approver = serde_json::from_str("\"Alice@Example.com\"").unwrap();
+        assert_eq!(alice.as_str(), "Alice@Example.com");
     }
 }

@@ -2,16 +2,19 @@
 //! the code never re-checks them.
 
 pub(crate) mod approval;
+mod attempt;
 mod create;
 mod decide;
 mod ids;
 mod numbers;
 mod policy;
+pub mod trail;
 
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
     Status, StatusCheck,
 };
+pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};

@@ -2,11 +2,13 @@
 
 mod approvals;
 mod extract;
-mod lifecycle;
+mod listing;
 mod openapi;
 mod operator;
+mod pages;
 mod problem;
 mod review;
+mod trail;
 mod webhooks;
 
 use std::sync::Arc;
@@ -34,9 +36,9 @@ pub const REQUEST_ID: &str = "x-request-id";
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// The create Lambda's routes: create, read, and (later) the operator endpoints.
-pub fn create_router(app: Arc<App>) -> Router {
-    finish(create_routes(), app)
+/// The API Lambda's routes: create, read, list, the trail, cancel, and the operator's.
+pub fn api_router(app: Arc<App>) -> Router {
+    finish(api_routes(), app)
 }
 
 /// The decide Lambda's routes.
@@ -52,18 +54,18 @@ pub fn webhook_router(app: Arc<App>) -> Router {
 /// Every route, for the local runner and the tests.
 pub fn router(app: Arc<App>) -> Router {
     finish(
-        create_routes()
+        api_routes()
             .merge(decide_routes())
             .merge(webhook_routes()),
         app,
     )
 }
 
-fn create_routes() -> Router<Arc<App>> {
+fn api_routes() -> Router<Arc<App>> {
     Router::new()
-        .route("/approvals", post(approvals::create).get(lifecycle::list))
+        .route("/approvals", post(approvals::create).get(listing::list))
         .route("/approvals/{id}", get(approvals::get))
-        .route("/approvals/{id}/events", get(lifecycle::events))
+        .route("/approvals/{id}/events", get(trail::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))

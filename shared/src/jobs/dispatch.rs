@@ -10,7 +10,7 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
 use super::job::{Job, callback_jobs, jobs_for_change};
 use crate::App;
-use crate::events::{EventType, events_for_change, stream_position};
+use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::store::{StoreError, items_to_approval};
 
 /// One change of one approval item, from whichever source delivers the stream.

@@ -1,11 +1,15 @@
 //! The jobs, and which committed change makes which job (pure).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::config::Subscription;
-use crate::domain::{Approval, EpochSeconds, Status, rfc3339};
-use crate::events::Event;
+use crate::domain::trail::{EventType, TrailEvent};
+use crate::domain::{
+    Approval, ApprovalId, Approver, Completion, EpochSeconds, IdempotencyKey, Status, TenantId,
+    rfc3339,
+};
+use crate::store::{Guarded, LedgerKey, size};
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
 /// their action, context or decision once approved), so the executor reads nothing before
@@ -20,9 +24,9 @@ pub enum Job {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NotifyJob {
-    pub approval_id: String,
-    pub tenant: String,
-    pub approver: String,
+    pub approval_id: ApprovalId,
+    pub tenant: TenantId,
+    pub approver: Approver,
     pub action: Value,
     pub context: Value,
     pub expires_at: EpochSeconds,
@@ -35,8 +39,8 @@ pub struct NotifyJob {
 /// One event delivered to the tenant's subscription.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallbackJob {
-    pub approval_id: String,
-    pub tenant: String,
+    pub approval_id: ApprovalId,
+    pub tenant: TenantId,
     pub event_id: String,
     pub event_type: String,
     /// The event's trail order: `callback.delivered` / `callback.failed` sort right after it.
@@ -47,20 +51,70 @@ pub struct CallbackJob {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ExecuteJobBody")]
 pub struct ExecuteJob {
-    pub approval_id: String,
-    pub tenant: String,
+    pub approval_id: ApprovalId,
+    pub tenant: TenantId,
     /// 0 for the approval's own execution, n for the nth operator retry.
     pub generation: u32,
     /// The create request's `Idempotency-Key`: with the tenant, the business key sent downstream.
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     /// Whether the business key names the approval (see
     /// [`Approval::execute_key_names_approval`]); jobs queued before it existed do not.
-    #[serde(default)]
     pub key_names_approval: bool,
-    pub action: Value,
+    /// The configured action type, which names the target.
+    pub action_type: String,
+    pub payload: Map<String, Value>,
     pub context: Value,
     pub decision: Value,
+}
+
+/// An execute job as a message body holds it: as [`ExecuteJob`] writes it, or as jobs queued
+/// before action types and payloads were fields of their own (`action: {"type", "payload"}`),
+/// which a deploy may find still in the queue.
+#[derive(Deserialize)]
+struct ExecuteJobBody {
+    approval_id: ApprovalId,
+    tenant: TenantId,
+    generation: u32,
+    idempotency_key: IdempotencyKey,
+    #[serde(default)]
+    key_names_approval: bool,
+    action_type: Option<String>,
+    payload: Option<Map<String, Value>>,
+    action: Option<ActionBody>,
+    context: Value,
+    decision: Value,
+}
+
+#[derive(Deserialize)]
+struct ActionBody {
+    #[serde(rename = "type")]
+    action_type: String,
+    payload: Map<String, Value>,
+}
+
+impl TryFrom<ExecuteJobBody> for ExecuteJob {
+    type Error = &'static str;
+
+    fn try_from(body: ExecuteJobBody) -> Result<Self, Self::Error> {
+        let (action_type, payload) = match (body.action_type, body.payload, body.action) {
+            (Some(action_type), Some(payload), _) => (action_type, payload),
+            (None, None, Some(action)) => (action.action_type, action.payload),
+            _ => return Err("an execute job names its action_type and payload"),
+        };
+        Ok(Self {
+            approval_id: body.approval_id,
+            tenant: body.tenant,
+            generation: body.generation,
+            idempotency_key: body.idempotency_key,
+            key_names_approval: body.key_names_approval,
+            action_type,
+            payload,
+            context: body.context,
+            decision: body.decision,
+        })
+    }
 }
 
 /// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`
@@ -101,20 +155,71 @@ impl Job {
     /// The job's deduplication identity.
     pub fn id(&self) -> String {
         match self {
-            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
+            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver.as_str()),
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
         }
     }
 
-    /// The execution-ledger item that guards the job (one per notify, one per execution across
-    /// its operator retries).
-    pub fn ledger_key(&self) -> String {
-        match self {
-            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver),
-            Self::Execute(j) => format!("{}#execute", j.approval_id),
-            Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
+    /// The job as the execution ledger knows it: the item that guards it (one per notification,
+    /// per callback, and per execution across its operator retries) and its generation.
+    pub fn ledger(&self) -> LedgerKey {
+        let guards = match self {
+            Self::Notify(j) => Guarded::Notification(j.approver.clone()),
+            Self::Execute(_) => Guarded::Execution,
+            Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
+        };
+        LedgerKey {
+            tenant: self.tenant().clone(),
+            approval_id: self.approval_id().clone(),
+            guards,
+            generation: self.generation(),
         }
+    }
+
+    /// The trail event an attempt's end makes (`completion`, as the ledger keeps it): a
+    /// notification sent or failed, a callback delivered or failed. An execution's events come
+    /// from the approval's own change, on the stream, so an execute job's end makes none here.
+    pub fn ended_event(&self, completion: &Completion, now: EpochSeconds) -> Option<TrailEvent> {
+        let completion = size::kept(completion);
+        let (after, kind, discriminator, data) = match (self, &completion) {
+            (Self::Notify(j), Completion::Succeeded) => (
+                &j.after,
+                EventType::NotificationSent,
+                j.approver.identity(),
+                json!({ "approver": j.approver }),
+            ),
+            // Refused by the notifier, or out of attempts: no review link reached the approver.
+            (Self::Notify(j), Completion::Failed(error)) => (
+                &j.after,
+                EventType::NotificationFailed,
+                j.approver.identity(),
+                json!({ "approver": j.approver, "error": error }),
+            ),
+            (Self::Callback(j), Completion::Succeeded) => (
+                &j.event_order,
+                EventType::CallbackDelivered,
+                j.event_id.clone(),
+                json!({ "event_id": j.event_id, "event_type": j.event_type}),
+            ),
+            (Self::Callback(j), Completion::Failed(error)) => (
+                &j.event_order,
+                EventType::CallbackFailed,
+                j.event_id.clone(),
+                json!({ "event_id": j.event_id, "event_type": j.event_type, "error": error }),
+            ),
+            _ => return None,
+        };
+        let actor = json!({ "channel": self.kind() });
+        Some(TrailEvent::recorded_after(
+            after,
+            kind,
+            (self.tenant(), self.approval_id()),
+            &discriminator,
+            now,
+            actor,
+            data,
+        ))
     }
 
     /// The `Idempotency-Key` sent downstream: the same on every attempt of the job.
@@ -126,16 +231,21 @@ impl Job {
             Self::Notify(j) => format!(
                 "{}:notify:{}",
                 j.approval_id,
-                percent_encoding::utf8_percent_encode(&j.approver, HEADER_UNSAFE)
+                percent_encoding::utf8_percent_encode(j.approver.as_str(), HEADER_UNSAFE)
             ),
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored
             // result at a target that dedupes. (An approval from before keeps the key its
             // execution may already have sent.)
             Self::Execute(j) if j.key_names_approval => {
-                format!("{}:{}:{}", j.tenant, j.idempotency_key, j.approval_id)
+                format!(
+                    "{}:{}:{}",
+                    j.tenant,
+                    j.idempotency_key.as_str(),
+                    j.approval_id
+                )
             }
-            Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key),
+            Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key.as_str()),
             // The receiver dedupes by `webhook-id`, the event id.
             Self::Callback(j) => j.event_id.clone(),
         }
@@ -149,7 +259,7 @@ impl Job {
         }
     }
 
-    pub fn approval_id(&self) -> &str {
+    pub fn approval_id(&self) -> &ApprovalId {
         match self {
             Self::Notify(j) => &j.approval_id,
             Self::Execute(j) => &j.approval_id,
@@ -157,7 +267,7 @@ impl Job {
         }
     }
 
-    pub fn tenant(&self) -> &str {
+    pub fn tenant(&self) -> &TenantId {
         match self {
             Self::Notify(j) => &j.tenant,
             Self::Execute(j) => &j.tenant,
@@ -186,9 +296,9 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
     if old.is_none() && new.status == Status::Pending {
         jobs.extend(new.approvers.iter().map(|approver| {
             Job::Notify(NotifyJob {
-                approval_id: new.id.to_string(),
-                tenant: new.tenant.to_string(),
-                approver: approver.as_str().to_owned(),
+                approval_id: new.id.clone(),
+                tenant: new.tenant.clone(),
+                approver: approver.clone(),
                 action: view["action"].clone(),
                 context: view["context"].clone(),
                 expires_at: new.expires_at,
@@ -219,12 +329,13 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
 pub fn execute_job(approval: &Approval) -> Job {
     let view = json!(approval.view(approval.created_at));
     Job::Execute(ExecuteJob {
-        approval_id: approval.id.to_string(),
-        tenant: approval.tenant.to_string(),
+        approval_id: approval.id.clone(),
+        tenant: approval.tenant.clone(),
         generation: approval.execution.generation,
-        idempotency_key: approval.idempotency_key.as_str().to_owned(),
+        idempotency_key: approval.idempotency_key.clone(),
         key_names_approval: approval.execute_key_names_approval,
-        action: view["action"].clone(),
+        action_type: approval.action_type.clone(),
+        payload: approval.payload.clone(),
         context: view["context"].clone(),
         decision: view["decision"].clone(),
     })
@@ -234,7 +345,7 @@ pub fn execute_job(approval: &Approval) -> Job {
 /// change left it.
 pub fn callback_jobs(
     approval: &Approval,
-    events: &[Event],
+    events: &[TrailEvent],
     subscription: Option<&Subscription>,
 ) -> Vec<Job> {
     let Some(subscription) = subscription else {
@@ -324,21 +435,30 @@ mod tests {
         let jobs = jobs_for_change(Some(&old), Some(&new), "");
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
-        assert_eq!(jobs[0].ledger_key(), format!("{}#execute", new.id));
+        assert_eq!(jobs[0].ledger().pk(), format!("{}#execute", new.id));
         assert_eq!(jobs[0].business_key(), format!("acme:k:{}", new.id));
         // An approval made before the key named it keeps the key it may already have sent.
         let mut older = new.clone();
         older.execute_key_names_approval = false;
         assert_eq!(execute_job(&older).business_key(), "acme:k");
-        let queued_before = r#"{"kind": "execute", "approval_id": "a", "tenant": "acme", "generation": 0,
-            "idempotency_key": "k", "action": {}, "context": {}, "decision": {}}"#;
-        let queued_before: Job = serde_json::from_str(queued_before).unwrap();
+        let queued_before = format!(
+            r#"{{"kind": "execute", "approval_id": "{}", "tenant": "acme", "generation": 0,
+            "idempotency_key": "k", "action": {{"type": "deploy", "payload": {{"build": 7}}}},
+            "context": {{}}, "decision": {{}}}}"#,
+            new.id
+        );
+        let queued_before: Job = serde_json::from_str(&queued_before).unwrap();
         assert_eq!(queued_before.business_key(), "acme:k");
+        let Job::Execute(old_shape) = &queued_before else {
+            panic!("not an execute job")
+        };
+        assert_eq!(old_shape.action_type, "deploy");
+        assert_eq!(old_shape.payload["build"], 7);
         let Job::Execute(job) = &jobs[0] else {
             panic!("not an execute job")
         };
         assert_eq!(job.decision["outcome"], "approved");
-        assert_eq!(job.action["type"], "deploy");
+        assert_eq!(job.action_type, "deploy");
     }
 
     #[test]
@@ -396,7 +516,7 @@ mod tests {
     #[test]
     fn a_callback_too_large_for_one_message_leaves_out_payload_and_context() {
         use crate::config::Subscription;
-        use crate::events::events_for_change;
+        use crate::domain::trail::events_for_change;
         let mut big = pending(1_000);
         big.context
             .insert("log".into(), Value::String("x".repeat(190 * 1024)));
@@ -434,7 +554,7 @@ mod tests {
 
         use super::*;
         use crate::config::Subscription;
-        use crate::events::events_for_change;
+        use crate::domain::trail::events_for_change;
 
         /// Any character a JSON string may hold, the ones SQS refuses and the edges of its
         /// ranges much more often than chance would pick them.
@@ -512,7 +632,7 @@ mod tests {
                     prop_assert!(body.chars().all(sqs_allows), "{body:?}");
                     prop_assert_eq!(&serde_json::from_str::<Job>(&body).unwrap(), job);
                     if let Job::Execute(j) = job {
-                        prop_assert_eq!(&j.action["payload"], &Value::Object(new.payload.clone()));
+                        prop_assert_eq!(&j.payload, &new.payload);
                         prop_assert_eq!(&j.context, &Value::Object(new.context.clone()));
                         prop_assert_eq!(&j.decision["approver"], &Value::String(approver.as_str().to_owned()));
                     }

@@ -1,13 +1,16 @@
 //! Jobs: the dispatcher turns committed approval changes (the table's stream) into jobs on SQS;
 //! the executor performs them, with the execution ledger written before and after every
-//! downstream call.
+//! downstream call; the expirer and the reconciler, run on a schedule, move on what time has
+//! left behind (approvals past their expiry, executions whose job was lost).
 
 mod dispatch;
 mod executor;
+mod expiry;
 mod job;
-mod sweep;
+mod reconcile;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
+pub use expiry::Expirer;
 pub use job::{CallbackJob, ExecuteJob, Job, NotifyJob, execute_job, jobs_for_change};
-pub use sweep::{REQUEUE_LIMIT, SweepFailed, SweepReport, Sweeper};
+pub use reconcile::{REQUEUE_LIMIT, Reconciler, SweepFailed, SweepReport};

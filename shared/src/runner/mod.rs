@@ -13,7 +13,7 @@ use std::time::Duration;
 pub use queue::{JobQueues, REDRIVE_HEADROOM, ensure_queues};
 
 use crate::App;
-use crate::jobs::{Dispatcher, Executor, Sweeper};
+use crate::jobs::{Dispatcher, Executor, Expirer, Reconciler};
 
 /// How long a poller waits after finding nothing (moto is served one request at a time, so the
 /// pollers never long-poll: a long poll would hold up every other request).
@@ -33,8 +33,8 @@ impl Drop for Pollers {
 }
 
 impl Pollers {
-    /// Starts the stream poller (→ dispatch), the queue poller (→ executor) and the sweeper
-    /// (expiry and stuck executions).
+    /// Starts the stream poller (→ dispatch), the queue poller (→ executor) and the scheduled
+    /// functions (the expirer and the reconciler).
     pub fn start(
         app: Arc<App>,
         streams: aws_sdk_dynamodbstreams::Client,
@@ -46,7 +46,11 @@ impl Pollers {
         let period = Duration::from_secs(app.config.sweep_interval_seconds.max(1) as u64);
         let stream_task = tokio::spawn(stream::poll(app.clone(), streams, dispatcher));
         let queue_task = tokio::spawn(queue::poll(sqs, queue_url, executor));
-        let sweep_task = tokio::spawn(sweep(Sweeper::new(app), period));
+        let sweep_task = tokio::spawn(sweep(
+            Expirer::new(app.clone()),
+            Reconciler::new(app),
+            period,
+        ));
         Self {
             tasks: vec![stream_task, queue_task, sweep_task],
         }
@@ -62,19 +66,21 @@ impl Pollers {
 }
 
 /// The scheduled functions, on their period (`SWEEP_INTERVAL_SECONDS`), as the template's
-/// schedules run them.
-async fn sweep(sweeper: Sweeper, period: Duration) {
+/// schedules run them: each on its own, so that one failing does not hold up the other.
+async fn sweep(expirer: Expirer, reconciler: Reconciler, period: Duration) {
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        match sweeper.run().await {
-            Ok(report) if report != Default::default() => {
-                tracing::info!(?report, "sweep");
+        for (name, run) in [("expiry", expirer.run().await), ("reconcile", reconciler.run().await)] {
+            match run {
+                Ok(report) if report != Default::default() => {
+                    tracing::info!(?report, name, "sweep");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, name, "sweep failed; next period"),
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "sweep failed; next period"),
         }
     }
 }

@@ -1,15 +1,18 @@
-//! What is due: pending approvals past their expiry (the sweeper) and executions that sat
+//! What is due: pending approvals past their expiry (the expirer) and executions that sat
 //! queued or running past their bound (the reconciler), found through the sparse `due` index —
-//! only items with something due carry its key, so a query reads candidates, never the table.
-//! Each action is a conditional write on the approval that holds only while it is still due.
+//! only items with something due carry its key (see [`super::indexes`]), so a query reads
+//! candidates, never the table. Each action is a conditional write on the approval that holds
+//! only while it is still due.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use super::expr::names;
-use super::items::{DUE_EXECUTION, DUE_EXPIRY, epoch, get_s, n, s, status_id};
-use super::{Store, StoreError};
+use super::attr::{epoch, get_s, n, s};
+use super::client::Store;
+use super::conditions::ONLY_IF_EXISTS;
+use super::error::StoreError;
+use super::expr::{UpdateExpr, names};
+use super::indexes::{DUE_EXECUTION, DUE_EXPIRY, Indexed};
+use super::keys::parse_approval_key;
 use crate::domain::{Approval, ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
 
 /// How many candidates one run takes on; the rest wait for the next run.
@@ -17,7 +20,6 @@ const RUN_LIMIT: usize = 500;
 
 /// only_if_pending_and_past_expiry: a decision or cancel that won first keeps its outcome.
 const ONLY_IF_EXPIRED: &str = "#status = :pending AND #expires_at <= :now";
-const EXPIRE: &str = "SET #status = :expired, #status_id = :status_id REMOVE #due_kind, #due_at";
 
 /// only_if_stuck: approved, the execution queued or running, unchanged since the cut-off.
 const ONLY_IF_STUCK: &str = "#status = :approved AND #execution.#status IN (:queued, :running) \
@@ -25,8 +27,7 @@ const ONLY_IF_STUCK: &str = "#status = :approved AND #execution.#status IN (:que
 /// ... and not re-queued too often already.
 const ONLY_IF_REQUEUES_LEFT: &str =
     "(attribute_not_exists(#execution.#requeues) OR #execution.#requeues < :limit)";
-const REQUEUE: &str =
-    "SET #execution.#requeues = if_not_exists(#execution.#requeues, :zero) + :one, #due_at = :now";
+const REQUEUE: &str = "#execution.#requeues = if_not_exists(#execution.#requeues, :zero) + :one";
 
 /// How a stuck execution was handled.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,12 +38,6 @@ pub enum Requeue {
     Exhausted(Box<Approval>),
     /// No longer stuck (it moved on since it was found).
     NotStuck,
-}
-
-fn key_of(item: &HashMap<String, AttributeValue>) -> Option<(TenantId, ApprovalId)> {
-    let pk = get_s(item, "pk").ok()?;
-    let (tenant, id) = pk.split_once('#')?;
-    Some((TenantId::parse(tenant).ok()?, ApprovalId::parse(id).ok()?))
 }
 
 impl Store {
@@ -70,7 +65,12 @@ impl Store {
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("Query", e))?;
-            found.extend(output.items().iter().filter_map(key_of));
+            found.extend(
+                output
+                    .items()
+                    .iter()
+                    .filter_map(|item| parse_approval_key(get_s(item, "pk").ok()?)),
+            );
             start = output.last_evaluated_key().cloned();
             if start.is_none() || found.len() >= RUN_LIMIT {
                 found.truncate(RUN_LIMIT);
@@ -103,20 +103,23 @@ impl Store {
         id: &ApprovalId,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        let values = HashMap::from([
+        let mut values = HashMap::from([
             (":pending".to_owned(), s(Status::Pending.as_str())),
             (":expired".to_owned(), s(Status::Expired.as_str())),
-            (":status_id".to_owned(), status_id(Status::Expired, id)),
             (":now".to_owned(), epoch(now)),
         ]);
-        let condition = format!("attribute_exists(#pk) AND {ONLY_IF_EXPIRED}");
+        let expired = Indexed::after(id, Status::Expired, true, ExecutionStatus::NotStarted, now);
+        let update = expired
+            .apply(UpdateExpr::default().set("#status = :expired"), &mut values)
+            .build();
+        let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_EXPIRED}");
         let outcome = self
             .update_approval(
                 tenant,
                 id,
-                EXPIRE,
+                &update,
                 &condition,
-                names(&[EXPIRE, &condition]),
+                names(&[&update, &condition]),
                 values,
             )
             .await?;
@@ -132,7 +135,7 @@ impl Store {
         limit: u32,
         now: EpochSeconds,
     ) -> Result<Requeue, StoreError> {
-        let values = HashMap::from([
+        let mut values = HashMap::from([
             (":approved".to_owned(), s(Status::Approved.as_str())),
             (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
             (":running".to_owned(), s(ExecutionStatus::Running.as_str())),
@@ -141,17 +144,21 @@ impl Store {
             (":limit".to_owned(), n(limit)),
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
-            (":now".to_owned(), epoch(now)),
         ]);
-        let condition =
-            format!("attribute_exists(#pk) AND {ONLY_IF_STUCK} AND {ONLY_IF_REQUEUES_LEFT}");
+        // Still queued or running (its condition says so): due again from now, when the job
+        // it sends again is expected.
+        let requeued = Indexed::after(id, Status::Approved, false, ExecutionStatus::Queued, now);
+        let update = requeued
+            .apply(UpdateExpr::default().set(REQUEUE), &mut values)
+            .build();
+        let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_STUCK} AND {ONLY_IF_REQUEUES_LEFT}");
         let outcome = self
             .update_approval(
                 tenant,
                 id,
-                REQUEUE,
+                &update,
                 &condition,
-                names(&[REQUEUE, &condition]),
+                names(&[&update, &condition]),
                 values,
             )
             .await?;

@@ -1,5 +1,6 @@
-//! Expression attribute names: every attribute in an expression is written `#name`, so none
-//! can collide with one of DynamoDB's several hundred reserved words (`status`, `data`, …).
+//! Expressions: attribute names (every attribute in an expression is written `#name`, so none
+//! can collide with one of DynamoDB's several hundred reserved words: `status`, `data`, …) and
+//! update expressions assembled from their clauses.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,44 @@ pub(crate) fn names(expressions: &[&str]) -> HashMap<String, String> {
         }
     }
     names
+}
+
+/// An update expression assembled clause by clause: DynamoDB takes each of `SET`, `REMOVE` and
+/// `ADD` once, so writes that add their own clauses to shared ones (the index attributes) meet
+/// here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct UpdateExpr {
+    set: Vec<String>,
+    remove: Vec<String>,
+    add: Vec<String>,
+}
+
+impl UpdateExpr {
+    /// `#name = value` (or `#name = list_append(…)`, …).
+    pub(crate) fn set(mut self, clause: impl Into<String>) -> Self {
+        self.set.push(clause.into());
+        self
+    }
+
+    pub(crate) fn remove(mut self, path: impl Into<String>) -> Self {
+        self.remove.push(path.into());
+        self
+    }
+
+    /// `#set :values`.
+    pub(crate) fn add(mut self, clause: impl Into<String>) -> Self {
+        self.add.push(clause.into());
+        self
+    }
+
+    pub(crate) fn build(&self) -> String {
+        [("SET", &self.set), ("REMOVE", &self.remove), ("ADD", &self.add)]
+            .iter()
+            .filter(|(_, clauses)| !clauses.is_empty())
+            .map(|(action, clauses)| format!("{action} {}", clauses.join(", ")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 #[cfg(test)]
@@ -40,5 +79,16 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_update_names_each_action_once() {
+        let update = UpdateExpr::default()
+            .set("#a = :a")
+            .remove("#c")
+            .add("#voters :voter")
+            .set("#b = :b");
+        assert_eq!(update.build(), "SET #a = :a, #b = :b REMOVE #c ADD #voters :voter");
+        assert_eq!(UpdateExpr::default().build(), "");
     }
 }

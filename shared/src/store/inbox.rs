@@ -7,10 +7,14 @@ use aws_sdk_dynamodb::types::{
     Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::approvals::ONLY_IF_NEW;
+use super::attr::{Item, epoch, get_s, s};
+use super::client::{Store, Transaction, condition_failed_item};
+use super::codec::approval_from_item;
+use super::conditions::ONLY_IF_NEW;
+use super::error::{StoreError, is_transient};
 use super::expr::names;
-use super::items::{Item, approval_from_item, approval_key, epoch, get_s, s};
-use super::{Store, StoreError, Transaction, condition_failed_item, votes};
+use super::keys::{approval_key, inbox_key};
+use super::votes;
 use crate::domain::{
     ApprovalId, DecideRequest, Decision, EpochSeconds, TenantId, WebhookOutcome, classify_refusal,
 };
@@ -43,10 +47,7 @@ pub enum Ingested {
 impl InboxRecord {
     fn to_item(&self, outcome: WebhookOutcome) -> Item {
         let mut item = Item::from([
-            (
-                "pk".to_owned(),
-                s(format!("{}#{}", self.source, self.event_id)),
-            ),
+            ("pk".to_owned(), s(inbox_key(&self.source, &self.event_id))),
             ("source".to_owned(), s(&self.source)),
             ("event_id".to_owned(), s(&self.event_id)),
             ("event_type".to_owned(), s(&self.event_type)),
@@ -166,7 +167,7 @@ impl Store {
             .send()
             .await;
         let result = match result {
-            Err(e) if super::is_transient(&e) => return Err(StoreError::from_sdk("PutItem", e)),
+            Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("PutItem", e)),
             other => other.map_err(|e| e.into_service_error()),
         };
         match result {

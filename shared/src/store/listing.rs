@@ -18,9 +18,12 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 
-use super::items::{Item, approval_from_item, approval_key, get_s, s};
+use super::attr::{Item, get_s, s};
+use super::client::Store;
+use super::codec::approval_from_item;
+use super::error::StoreError;
+use super::keys::approval_key;
 use super::schema::start_key_attributes;
-use super::{Store, StoreError};
 use crate::domain::{Approval, ApprovalId, Status, TenantId};
 
 /// Separates a facet's parts: identities and tenant ids never hold a control character.

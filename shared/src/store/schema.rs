@@ -13,8 +13,9 @@ use aws_sdk_dynamodb::types::{
 };
 use serde::Deserialize;
 
-use super::{Store, StoreError};
-use crate::config::Tables;
+use super::client::Store;
+use super::error::StoreError;
+use super::tables::Tables;
 
 const DEFINITIONS: &str = include_str!("../../../infra/tables.json");
 

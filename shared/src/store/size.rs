@@ -2,17 +2,18 @@
 //! 400 KB, so an approval that could outgrow it would, some day, refuse a vote, an attempt's end
 //! or an operator's resolve — a stuck approval. Everything that grows on the item after its
 //! create is bounded (votes by the approvers and the comment limit, status queries, late
-//! reports, retry keys and errors by the caps here and in the ledger), and a create whose
+//! reports, retry keys and errors by the caps here), and a create whose
 //! approval could pass the limit once all of it has grown is refused.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::items::{
-    Item, approval_to_item, cancellation_to_attr, decision_to_attr, s, status_check_to_attr,
+use super::attr::{Item, s};
+use super::codec::{
+    approval_to_item, cancellation_to_attr, decision_to_attr, status_check_to_attr,
 };
-use super::ledger::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};
 use crate::domain::{
-    Approval, Approver, Cancellation, Channel, DecideRequest, Decision, Outcome, StatusCheck,
+    Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, Outcome,
+    StatusCheck,
 };
 
 /// DynamoDB's item size limit (400 KB, counted as 1,024-byte KB).
@@ -24,6 +25,12 @@ pub const APPROVAL_BUDGET_BYTES: usize = MAX_ITEM_BYTES - 8 * 1024;
 /// The most characters of an error kept on the ledger and the execution (a target's reason
 /// inside it included).
 pub const MAX_ERROR_CHARS: usize = 1_000;
+/// The status queries one execution generation keeps on the approval (an operator's retry
+/// starts a new list); one asked beyond them still decides the attempt, and is logged.
+pub const MAX_STATUS_CHECKS: usize = 20;
+/// Reports of attempts taken over that an approval keeps, and the characters of each.
+pub const MAX_LATE_REPORTS: usize = 10;
+pub const MAX_REPORT_CHARS: usize = 1_000;
 /// The most characters of a status query's detail kept on the execution.
 pub const MAX_CHECK_DETAIL_CHARS: usize = 500;
 /// A webhook's event id (`webhook-id`), as the webhook route accepts it.
@@ -111,7 +118,7 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         + MAX_LATE_REPORTS * (1 + value_bytes(&s(widest(MAX_REPORT_CHARS))))
         + 4 * MAX_ERROR_CHARS
         + 4 * MAX_NOTE_CHARS
-        + (super::approvals::MAX_RETRIES as usize + 1) * (1 + MAX_RETRY_KEY_BYTES)
+        + (super::operator::MAX_RETRIES as usize + 1) * (1 + MAX_RETRY_KEY_BYTES)
         + SMALL_ATTRIBUTES_BYTES;
     created + votes + decision + cancellation + execution
 }
@@ -119,6 +126,13 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
 /// Cuts `text` to `chars` characters.
 pub(crate) fn cut(text: &str, chars: usize) -> String {
     text.chars().take(chars).collect()
+}
+
+/// An attempt's end as the ledger and the execution keep it: its error (which may quote the one
+/// before it, and a target's reason) cut to its first [`MAX_ERROR_CHARS`]. The trail event of
+/// the end is made from this, so that it says what was kept.
+pub fn kept(completion: &Completion) -> Completion {
+    completion.with_error(completion.error().map(|e| cut(e, MAX_ERROR_CHARS)))
 }
 
 #[cfg(test)]

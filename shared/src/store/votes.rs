@@ -41,12 +41,17 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::approvals::ONLY_IF_DECIDABLE;
-use super::expr::names;
-use super::items::{DUE_EXECUTION, decision_to_attr, epoch, n, s, status_id};
+use super::approvals::DecideOutcome;
+use super::attr::{epoch, n, s};
+use super::client::Store;
+use super::codec::decision_to_attr;
+use super::conditions::ONLY_IF_DECIDABLE;
+use super::error::StoreError;
+use super::expr::{UpdateExpr, names};
+use super::indexes::Indexed;
 use crate::domain::{
     Approval, ApprovalId, Approver, DecideRefusal, DecideRequest, Decision, EpochSeconds,
-    ExecutionStatus, Outcome, Status, classify_refusal,
+    ExecutionStatus, Outcome, Status, TenantId, classify_refusal,
 };
 
 /// ... and the voter has not voted yet.
@@ -54,12 +59,7 @@ const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
 
 /// Records the vote (a list in the order applied) and its voter (a set, for the condition).
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
-const ADD_VOTER: &str = "ADD #voters :voter_set";
-
-/// An approved approval's execution is due to end (the reconciler watches it from now on).
-const EXECUTION_DUE: &str = "#due_kind = :execution_due, #due_at = :now";
-/// A rejected approval has nothing due.
-const NOTHING_DUE: &str = "REMOVE #due_kind, #due_at";
+const ADD_VOTER: &str = "#voters :voter_set";
 
 /// Which write a vote is (see the module's notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,20 +88,14 @@ fn uses(expression: &str, token: &str) -> bool {
 }
 
 impl VoteWrite {
+    /// `update`, with the index attributes of the outcome it sets (`None`: it leaves the
+    /// approval pending), while `condition` holds.
     fn new(
         kind: WriteKind,
-        update: String,
+        update: UpdateExpr,
         condition: String,
-        id: &ApprovalId,
-        vote: &Decision,
-        sent_by: Option<&Approver>,
-        now: EpochSeconds,
+        (id, vote, sent_by, now): (&ApprovalId, &Decision, Option<&Approver>, EpochSeconds),
     ) -> Self {
-        let mut names = names(&[&update, &condition]);
-        if names.contains_key("#voter") {
-            // The voter's ballot is found under its identity (any characters: only ever a name).
-            names.insert("#voter".to_owned(), vote.approver.identity());
-        }
         let mut values = HashMap::from([
             (":outcome".to_owned(), s(vote.outcome.status().as_str())),
             (":decision".to_owned(), decision_to_attr(vote)),
@@ -125,12 +119,30 @@ impl VoteWrite {
             ),
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
-            (
-                ":status_id".to_owned(),
-                status_id(vote.outcome.status(), id),
-            ),
-            (":execution_due".to_owned(), s(DUE_EXECUTION)),
         ]);
+        // The outcome a deciding write sets: rejected (nothing due), or approved with the
+        // execution queued (due to end from now).
+        let decides = matches!(
+            kind,
+            WriteKind::Veto | WriteKind::Single | WriteKind::Completing(_)
+        );
+        let update = match decides {
+            true => {
+                let execution = match vote.outcome {
+                    Outcome::Approved => ExecutionStatus::Queued,
+                    Outcome::Rejected => ExecutionStatus::NotStarted,
+                };
+                Indexed::after(id, vote.outcome.status(), true, execution, now)
+                    .apply(update, &mut values)
+            }
+            false => update,
+        }
+        .build();
+        let mut names = names(&[&update, &condition]);
+        if names.contains_key("#voter") {
+            // The voter's ballot is found under its identity (any characters: only ever a name).
+            names.insert("#voter".to_owned(), vote.approver.identity());
+        }
         // DynamoDB refuses a value the expressions do not use.
         values.retain(|v, _| uses(&update, v) || uses(&condition, v));
         Self {
@@ -141,6 +153,46 @@ impl VoteWrite {
             values,
         }
     }
+}
+
+impl Store {
+    /// Records a vote (see the module's notes): one conditional update, and a second only for
+    /// the approve that completes a quorum (or after an id's wrong hint). Every vote that is not
+    /// counted gets the item as it was.
+    /// `sent_by`: the principal of the key that sent the vote, when it is not the approver's.
+    pub async fn decide(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        vote: &Decision,
+        sent_by: Option<&Approver>,
+        now: EpochSeconds,
+    ) -> Result<DecideOutcome, StoreError> {
+        let mut write = first(id, vote, sent_by, now);
+        loop {
+            let outcome = self
+                .update_approval(
+                    tenant,
+                    id,
+                    &write.update,
+                    &write.condition,
+                    write.names,
+                    write.values,
+                )
+                .await?;
+            let old = match outcome {
+                Ok(approval) => return Ok(DecideOutcome::Won(Box::new(approval))),
+                Err(old) => old,
+            };
+            // The vote that completes a quorum is written again as the completing write (and a
+            // wrong hint gets the right kind); each kind once, so this ends.
+            match next(write.kind, old.as_ref(), vote, sent_by, now) {
+                Some(next) => write = next,
+                None => return Ok(DecideOutcome::Refused(old.map(Box::new))),
+            }
+        }
+    }
+
 }
 
 /// The first write of a vote on approval `id`.
@@ -197,107 +249,65 @@ fn write(
     now: EpochSeconds,
 ) -> VoteWrite {
     let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
+    let decides = UpdateExpr::default()
+        .set("#status = :outcome")
+        .set("#decision = :decision");
+    let vote_of = (id, vote, sent_by, now);
     match kind {
         WriteKind::Veto => {
-            let update = format!(
-                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
-                 {RECORD_VOTE} {ADD_VOTER} {NOTHING_DUE}"
-            );
-            VoteWrite::new(kind, update, decidable, id, vote, sent_by, now)
+            let update = decides.set(RECORD_VOTE).add(ADD_VOTER);
+            VoteWrite::new(kind, update, decidable, vote_of)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
             // votes is kept (nothing is recorded after the outcome).
-            let update = format!(
-                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
-                 #execution.#status = :queued, #execution.#updated_at = :now, {EXECUTION_DUE}"
-            );
+            let update = decides
+                .set("#execution.#status = :queued")
+                .set("#execution.#updated_at = :now");
             let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
-            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
+            VoteWrite::new(kind, update, condition, vote_of)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
             // condition fails without the update being evaluated against missing attributes.
-            let counters: Vec<String> = (0..rules)
-                .map(|i| {
-                    format!(
-                        "#approvals_{i} = if_not_exists(#approvals_{i}, :zero) + if_not_exists(#ballots.#voter.#m{i}, :zero)"
-                    )
-                })
-                .collect();
+            let mut update = UpdateExpr::default().set(RECORD_VOTE).add(ADD_VOTER);
+            for i in 0..rules {
+                update = update.set(format!(
+                    "#approvals_{i} = if_not_exists(#approvals_{i}, :zero) + if_not_exists(#ballots.#voter.#m{i}, :zero)"
+                ));
+            }
             let short: Vec<String> = (0..rules)
                 .map(|i| format!("#approvals_{i} < #ballots.#voter.#t{i}"))
                 .collect();
-            let update = format!("SET {RECORD_VOTE}, {} {ADD_VOTER}", counters.join(", "));
             let condition = format!(
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
+            VoteWrite::new(kind, update, condition, vote_of)
         }
         WriteKind::Completing(rules) => {
             // The policy was confirmed by the refused write's item: every counter and ballot
             // exists.
-            let counters: Vec<String> = (0..rules)
-                .map(|i| format!(", #approvals_{i} = #approvals_{i} + #ballots.#voter.#m{i}"))
-                .collect();
+            let mut update = decides
+                .set("#execution.#status = :queued")
+                .set("#execution.#updated_at = :now")
+                .set(RECORD_VOTE)
+                .add(ADD_VOTER);
+            for i in 0..rules {
+                update = update.set(format!(
+                    "#approvals_{i} = #approvals_{i} + #ballots.#voter.#m{i}"
+                ));
+            }
             let enough: Vec<String> = (0..rules)
                 .map(|i| format!("#approvals_{i} >= #ballots.#voter.#t{i}"))
                 .collect();
-            let update = format!(
-                "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
-                 #execution.#status = :queued, #execution.#updated_at = :now, {EXECUTION_DUE}, \
-                 {RECORD_VOTE}{} {ADD_VOTER}",
-                counters.concat()
-            );
             let condition = format!(
                 "{decidable} AND attribute_exists(#while_pending) AND {}",
                 enough.join(" AND ")
             );
-            VoteWrite::new(kind, update, condition, id, vote, sent_by, now)
+            VoteWrite::new(kind, update, condition, vote_of)
         }
     }
-}
-
-/// What a quorum approval carries from its create for its votes' writes: the marker that keeps it
-/// pending, each rule's count (0), and each approver's ballot (`m_i`, `t_i` per rule).
-pub(crate) fn quorum_attributes(approval: &Approval) -> Vec<(String, AttributeValue)> {
-    let Some(policy) = &approval.policy else {
-        return Vec::new();
-    };
-    let while_pending = AttributeValue::M(HashMap::from([
-        ("status".to_owned(), s(Status::Pending.as_str())),
-        ("decision".to_owned(), AttributeValue::Null(true)),
-        (
-            "execution_status".to_owned(),
-            s(approval.execution.status.as_str()),
-        ),
-        (
-            "execution_updated_at".to_owned(),
-            epoch(approval.execution.updated_at),
-        ),
-    ]));
-    let ballots = approval
-        .approvers
-        .iter()
-        .map(|voter| {
-            let mut ballot = HashMap::new();
-            for (i, t) in policy.thresholds(voter).into_iter().enumerate() {
-                let member = policy.rules[i].approvers.contains(voter);
-                ballot.insert(format!("m{i}"), n(u8::from(member)));
-                ballot.insert(format!("t{i}"), n(t));
-            }
-            (voter.identity(), AttributeValue::M(ballot))
-        })
-        .collect();
-    let mut attributes = vec![
-        ("while_pending".to_owned(), while_pending),
-        ("ballots".to_owned(), AttributeValue::M(ballots)),
-    ];
-    for i in 0..policy.rules.len() {
-        attributes.push((format!("approvals_{i}"), n(0)));
-    }
-    attributes
 }
 
 #[cfg(test)]

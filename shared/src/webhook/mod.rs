@@ -1,10 +1,10 @@
 //! Webhook ingestion: Standard Webhooks signatures prove where an event came from; the inbox
 //! (in the store) proves we have not handled it before.
 
-mod event;
+mod inbound;
 mod signature;
 
-pub use event::{WebhookEvent, parse_event};
+pub use inbound::{WebhookEvent, parse_event};
 pub use signature::{SignatureError, TOLERANCE_SECONDS, WebhookSecret, verify};
 
 /// The largest webhook body accepted; checked before any HMAC work.

@@ -36,9 +36,8 @@ pub(super) async fn poll(
     dispatcher: Dispatcher,
 ) {
     let source = TableStream {
-        dynamodb: app.store.client().clone(),
+        store: app.store.clone(),
         streams,
-        table: app.config.tables.approvals.clone(),
     };
     let sink = DispatchSink { app, dispatcher };
     let mut reader = StreamReader::default();

@@ -5,10 +5,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
 use crate::App;
 use crate::jobs::{Dispatcher, StreamChange};
+use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SinkError {
@@ -41,20 +40,14 @@ pub(crate) trait StreamSink {
     ) -> impl Future<Output = Result<(), SinkError>> + Send;
 }
 
-/// The runner's sink: the dispatcher, and the positions in the ledger table.
+/// The runner's sink: the dispatcher, and the positions the store keeps.
 pub(crate) struct DispatchSink {
     pub app: Arc<App>,
     pub dispatcher: Dispatcher,
 }
 
-fn error<E: std::error::Error + 'static>(e: E) -> SinkError {
-    SinkError::Position(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string())
-}
-
-/// Where the runner keeps its position in a shard: an item of the ledger table (never of the
-/// approvals table, whose writes would feed the stream itself).
-fn position_key(stream_arn: &str, shard_id: &str) -> String {
-    format!("_local_runner#stream#{stream_arn}#{shard_id}")
+fn error(e: StoreError) -> SinkError {
+    SinkError::Position(e.to_string())
 }
 
 impl StreamSink for DispatchSink {
@@ -63,23 +56,11 @@ impl StreamSink for DispatchSink {
         stream_arn: &str,
         shard: &str,
     ) -> Result<Option<String>, SinkError> {
-        Ok(self
-            .app
+        self.app
             .store
-            .client()
-            .get_item()
-            .table_name(&self.app.config.tables.execution_ledger)
-            .key("pk", AttributeValue::S(position_key(stream_arn, shard)))
-            .consistent_read(true)
-            .send()
+            .stream_position(stream_arn, shard)
             .await
-            .map_err(error)?
-            .item
-            .and_then(|item| {
-                item.get("sequence_number")
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-            }))
+            .map_err(error)
     }
 
     async fn save_position(
@@ -90,15 +71,9 @@ impl StreamSink for DispatchSink {
     ) -> Result<(), SinkError> {
         self.app
             .store
-            .client()
-            .put_item()
-            .table_name(&self.app.config.tables.execution_ledger)
-            .item("pk", AttributeValue::S(position_key(stream_arn, shard)))
-            .item("sequence_number", AttributeValue::S(sequence.to_owned()))
-            .send()
+            .save_stream_position(stream_arn, shard, sequence)
             .await
-            .map_err(error)?;
-        Ok(())
+            .map_err(error)
     }
 
     async fn dispatch(&self, changes: Vec<StreamChange>) -> Result<(), SinkError> {

@@ -9,6 +9,7 @@ use aws_sdk_dynamodbstreams::error::SdkError;
 use aws_sdk_dynamodbstreams::types::{Shard, ShardIteratorType};
 
 use crate::jobs::StreamChange;
+use crate::store::Store;
 
 /// A shard as the poller needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,26 +104,16 @@ pub(crate) trait StreamSource {
 
 /// The approvals table's stream on AWS (or on whatever the SDK's endpoint variables name).
 pub(crate) struct TableStream {
-    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub store: Store,
     pub streams: aws_sdk_dynamodbstreams::Client,
-    pub table: String,
 }
 
 impl StreamSource for TableStream {
     async fn stream_arn(&self) -> Result<Option<String>, SourceError> {
-        let table = self
-            .dynamodb
-            .describe_table()
-            .table_name(&self.table)
-            .send()
+        self.store
+            .approvals_stream_arn()
             .await
-            .map_err(|e| {
-                SourceError::Other(aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string())
-            })?;
-        Ok(table
-            .table()
-            .and_then(|t| t.latest_stream_arn())
-            .map(str::to_owned))
+            .map_err(|e| SourceError::Other(e.to_string()))
     }
 
     /// DescribeStream pages through the shards.

@@ -1,48 +1,19 @@
-//! Approval and idempotency items ⇄ DynamoDB attribute maps.
+//! Approval items ⇄ DynamoDB attribute maps.
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Map, Value};
 
-use super::StoreError;
+use super::attr::{Item, get_n, get_s, n, opt_s, s};
+use super::ballots::quorum_attributes;
+use super::error::StoreError;
+use super::indexes::Indexed;
+use super::keys::approval_key;
 use crate::domain::{
-    Approval, ApprovalId, Approver, Cancellation, Channel, Decision, EpochSeconds, Execution,
+    Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution,
     ExecutionStatus, IdempotencyKey, Outcome, Policy, Rule, Status, StatusCheck, TenantId,
 };
-
-pub(crate) type Item = HashMap<String, AttributeValue>;
-
-/// The approvals table's key: the tenant is part of it, so no read or write can reach another
-/// tenant's approval by id alone.
-pub(crate) fn approval_key(tenant: &TenantId, id: &ApprovalId) -> AttributeValue {
-    AttributeValue::S(format!("{tenant}#{id}"))
-}
-
-/// The idempotency table's key: keys are scoped per tenant. Tenant ids never contain `#`.
-pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> AttributeValue {
-    AttributeValue::S(format!("{tenant}#{}", key.as_str()))
-}
-
-/// The `by_status` index's sort key: the status, then the id (newest last), so one tenant's
-/// approvals of one status are a range of the index.
-pub(crate) fn status_id(status: Status, id: &ApprovalId) -> AttributeValue {
-    AttributeValue::S(format!("{}#{id}", status.as_str()))
-}
-
-/// The `due` index's partitions: pending approvals by expiry (the sweeper's), and executions
-/// queued or running by their last change (the reconciler's). Terminal items have neither.
-pub(crate) const DUE_EXPIRY: &str = "expiry";
-pub(crate) const DUE_EXECUTION: &str = "execution";
-
-pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
-}
-
-pub(crate) fn n(value: impl ToString) -> AttributeValue {
-    AttributeValue::N(value.to_string())
-}
 
 /// The `execute_key` attribute of an approval whose downstream key names it (absent on
 /// approvals made before: theirs is `{tenant}:{create key}`).
@@ -57,10 +28,6 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         ("tenant".to_owned(), s(approval.tenant.as_str())),
         ("id".to_owned(), s(approval.id.as_str())),
         ("status".to_owned(), s(approval.status.as_str())),
-        (
-            "status_id".to_owned(),
-            status_id(approval.status, &approval.id),
-        ),
         ("action_type".to_owned(), s(&approval.action_type)),
         // Payload and context are kept as JSON text: exactly what the requester sent, with no
         // number or null conversions through DynamoDB's types.
@@ -93,17 +60,7 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if approval.execute_key_names_approval {
         item.insert("execute_key".to_owned(), s(EXECUTE_KEY_NAMES_APPROVAL));
     }
-    match (approval.status, approval.execution.status) {
-        (Status::Pending, _) => {
-            item.insert("due_kind".to_owned(), s(DUE_EXPIRY));
-            item.insert("due_at".to_owned(), n(approval.expires_at));
-        }
-        (Status::Approved, ExecutionStatus::Queued | ExecutionStatus::Running) => {
-            item.insert("due_kind".to_owned(), s(DUE_EXECUTION));
-            item.insert("due_at".to_owned(), n(approval.execution.updated_at));
-        }
-        _ => {}
-    }
+    item.extend(Indexed::of(approval).attributes());
     // Without a policy the decision is the one vote (see `Approval::recorded_votes`).
     if approval.policy.is_some() || !approval.votes.is_empty() {
         item.insert(
@@ -113,7 +70,7 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     }
     if let Some(policy) = &approval.policy {
         item.insert("policy".to_owned(), policy_to_attr(policy));
-        item.extend(super::votes::quorum_attributes(approval));
+        item.extend(quorum_attributes(approval));
     }
     if let Some(cancellation) = &approval.cancellation {
         item.insert(
@@ -397,51 +354,11 @@ fn strings_from(
     }
 }
 
-pub(crate) fn get_s<'a>(item: &'a Item, name: &'static str) -> Result<&'a str, StoreError> {
-    match item.get(name) {
-        Some(AttributeValue::S(v)) => Ok(v),
-        _ => Err(StoreError::corrupt(name)),
-    }
-}
-
-pub(crate) fn opt_s(item: &Item, name: &str) -> Option<String> {
-    match item.get(name) {
-        Some(AttributeValue::S(v)) => Some(v.clone()),
-        _ => None,
-    }
-}
-
-pub(crate) fn get_n<T: std::str::FromStr>(
-    item: &Item,
-    name: &'static str,
-) -> Result<T, StoreError> {
-    match item.get(name) {
-        Some(AttributeValue::N(v)) => v.parse().map_err(|_| StoreError::corrupt(name)),
-        _ => Err(StoreError::corrupt(name)),
-    }
-}
-
-pub(crate) fn get_b<'a>(item: &'a Item, name: &'static str) -> Result<&'a [u8], StoreError> {
-    match item.get(name) {
-        Some(AttributeValue::B(v)) => Ok(v.as_ref()),
-        _ => Err(StoreError::corrupt(name)),
-    }
-}
-
-pub(crate) fn b(bytes: &[u8]) -> AttributeValue {
-    AttributeValue::B(Blob::new(bytes))
-}
-
 fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, StoreError> {
     match serde_json::from_str(get_s(item, name)?) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(StoreError::corrupt(name)),
     }
-}
-
-/// Epoch seconds, for the conditions that compare times.
-pub(crate) fn epoch(at: EpochSeconds) -> AttributeValue {
-    n(at)
 }
 
 #[cfg(test)]

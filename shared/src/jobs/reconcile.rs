@@ -1,16 +1,15 @@
-//! The scheduled functions: the expiry sweeper (pending approvals past their expiry become
-//! `expired` in the table, which emits `approval.expired` and its callback) and the
-//! stuck-execution reconciler (an approved approval whose execution sat queued or running past
-//! the job's whole retry budget, its job lost, has the job re-queued — nothing was sent, or the
-//! executor's ledger decides what a repeat may do — and, re-queued as often as allowed, ends
-//! `failed` or `needs_reconciliation`, where an operator's retry picks it up).
+//! The stuck-execution reconciler (a Lambda run on a schedule): an approved approval whose
+//! execution sat queued or running past the job's whole retry budget, its job lost, has the job
+//! re-queued — nothing was sent, or the executor's ledger decides what a repeat may do — and,
+//! re-queued as often as allowed, ends `failed` or `needs_reconciliation`, where an operator's
+//! retry picks it up. Candidates come from the `due` index, never a scan.
 
 use std::sync::Arc;
 
 use super::job::execute_job;
 use crate::App;
-use crate::domain::{Approval, TenantId};
-use crate::store::{AttemptEnd, Completion, LedgerStatus, Requeue, StoreError};
+use crate::domain::{Approval, Completion, LedgerStatus, TenantId};
+use crate::store::{AttemptEnd, Requeue, StoreError};
 
 /// How often one execution generation is re-queued before the reconciler ends it.
 pub const REQUEUE_LIMIT: u32 = 3;
@@ -43,41 +42,18 @@ impl SweepReport {
 #[error("{} candidates failed ({} expired, {} re-queued, {} ended)", .0.failures, .0.expired, .0.requeued, .0.ended)]
 pub struct SweepFailed(pub SweepReport);
 
-pub struct Sweeper {
+pub struct Reconciler {
     app: Arc<App>,
 }
 
-impl Sweeper {
+impl Reconciler {
     pub fn new(app: Arc<App>) -> Self {
         Self { app }
     }
 
-    /// Moves every pending approval past its expiry to `expired`. Each candidate on its own:
-    /// one that cannot be expired (an item this version cannot read, a refused write) is logged
-    /// and counted, and the others are expired all the same. Only finding the candidates (one
-    /// index query) fails the run.
-    pub async fn expire(&self) -> Result<SweepReport, StoreError> {
-        let now = self.app.clock.now();
-        let mut report = SweepReport::default();
-        for (tenant, id) in self.app.store.expired_candidates(now).await? {
-            match self.app.store.expire(&tenant, &id, now).await {
-                Ok(true) => {
-                    tracing::info!(tenant = %tenant, approval_id = %id, "approval expired");
-                    report.expired += 1;
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "approval not expired; the others go on");
-                    report.failures += 1;
-                }
-            }
-        }
-        Ok(report)
-    }
-
     /// Re-queues, or ends, every execution stuck past `STUCK_EXECUTION_SECONDS`, each on its own
-    /// (as [`Sweeper::expire`]).
-    pub async fn reconcile(&self) -> Result<SweepReport, StoreError> {
+    /// (as [`super::Expirer::run`]): one that fails is logged and counted, the others are handled.
+    pub async fn run(&self) -> Result<SweepReport, StoreError> {
         let now = self.app.clock.now();
         let cutoff = now - self.app.config.stuck_execution_seconds;
         let store = &self.app.store;
@@ -108,15 +84,6 @@ impl Sweeper {
         Ok(report)
     }
 
-    /// Both, as one scheduled run (the local runner's).
-    pub async fn run(&self) -> Result<SweepReport, StoreError> {
-        let expired = self.expire().await?;
-        let mut report = self.reconcile().await?;
-        report.expired = expired.expired;
-        report.failures += expired.failures;
-        Ok(report)
-    }
-
     /// Ends an execution re-queued as often as allowed, from what its ledger says.
     async fn end(
         &self,
@@ -126,23 +93,22 @@ impl Sweeper {
     ) -> Result<bool, StoreError> {
         let store = &self.app.store;
         let now = self.app.clock.now();
-        let job = execute_job(approval);
+        // An execution's end makes no trail event of its own (the approval's change does).
+        let key = execute_job(approval).ledger();
         let tries = approval.execution.requeues;
-        let entry = store.ledger_entry(&job).await?;
+        // An attempt of an older generation is none of this one's.
+        let entry = store
+            .ledger_entry(&key)
+            .await?
+            .filter(|e| e.generation >= key.generation);
         let ended = match entry {
             None => {
                 let reason = format!(
                     "never attempted: its job was lost and re-queued {tries} times without an attempt beginning"
                 );
-                store.fail_unbegun_job(&job, &reason, now).await?
+                store.fail_unbegun_job(&key, &reason, None, now).await?
             }
-            Some(e) if e.generation < job.generation() => {
-                let reason = format!(
-                    "never attempted: its job was lost and re-queued {tries} times without an attempt beginning"
-                );
-                store.fail_unbegun_job(&job, &reason, now).await?
-            }
-            Some(e) if e.generation > job.generation() => false,
+            Some(e) if e.generation > key.generation => false,
             Some(e) => {
                 let completion = match e.status {
                     LedgerStatus::RetryWait => Completion::Failed(format!(
@@ -166,7 +132,7 @@ impl Sweeper {
                 let ender = ulid::Ulid::new().to_string();
                 store
                     .end_stuck_attempt(
-                        &job,
+                        &key,
                         &e.token,
                         &AttemptEnd::by_owner(&completion, &ender),
                         cutoff,

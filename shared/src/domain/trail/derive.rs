@@ -1,0 +1,284 @@
+//! Which events one committed change of an approval makes (see the module's notes).
+
+use serde_json::{Value, json};
+
+use super::{EventType, TrailEvent, event_id};
+use crate::domain::{Approval, Decision, EpochSeconds, ExecutionStatus, Outcome, Status, rfc3339};
+
+/// A stream record's position as an order key: sequence numbers are decimal strings of up to
+/// 40 digits, so zero-padded to 40 they sort as numbers.
+pub fn stream_position(sequence_number: &str) -> String {
+    format!("{sequence_number:0>40}")
+}
+
+/// The events of one committed change of an approval (the stream record at `position`).
+pub fn events_for_change(
+    old: Option<&Approval>,
+    new: Option<&Approval>,
+    position: &str,
+) -> Vec<TrailEvent> {
+    let Some(new) = new else {
+        return Vec::new();
+    };
+    let mut derived = Derived {
+        approval: new,
+        position,
+        events: Vec::new(),
+    };
+    if old.is_none() {
+        derived.push(
+            EventType::Created,
+            "",
+            new.created_at,
+            requester_actor(new),
+            json!({
+                "action_type": new.action_type,
+                "approvers": new.approvers,
+                "expires_at": rfc3339(new.expires_at),
+                "policy": new.policy.is_some(),
+            }),
+        );
+    }
+    let earlier_votes = old.map(Approval::recorded_votes).unwrap_or_default();
+    for vote in new.recorded_votes() {
+        let identity = vote.approver.identity();
+        if earlier_votes
+            .iter()
+            .any(|v| v.approver.identity() == identity)
+        {
+            continue;
+        }
+        derived.push(
+            EventType::VoteRecorded,
+            &identity,
+            vote.decided_at,
+            vote_actor(vote),
+            json!({
+                "vote": match vote.outcome {
+                    Outcome::Approved => "approve",
+                    Outcome::Rejected => "reject",
+                },
+                "comment": vote.comment,
+            }),
+        );
+    }
+    let old_status = old.map(|o| o.status);
+    if old_status != Some(new.status) {
+        match new.status {
+            Status::Approved | Status::Rejected => {
+                if let Some(decision) = &new.decision {
+                    let kind = if new.status == Status::Approved {
+                        EventType::Approved
+                    } else {
+                        EventType::Rejected
+                    };
+                    derived.push(
+                        kind,
+                        "",
+                        decision.decided_at,
+                        vote_actor(decision),
+                        json!({ "deciding_vote": decision.approver }),
+                    );
+                }
+            }
+            Status::Cancelled => {
+                if let Some(cancellation) = &new.cancellation {
+                    derived.push(
+                        EventType::Cancelled,
+                        "",
+                        cancellation.at,
+                        json!({ "principal": cancellation.by, "channel": "api" }),
+                        json!({ "reason": cancellation.reason }),
+                    );
+                }
+            }
+            Status::Expired => derived.push(
+                EventType::Expired,
+                "",
+                new.expires_at,
+                json!({ "channel": "sweeper" }),
+                json!({ "expires_at": rfc3339(new.expires_at) }),
+            ),
+            Status::Pending => {}
+        }
+    }
+    if new.status == Status::Approved {
+        derived.execution(old.filter(|o| o.status == Status::Approved));
+    }
+    derived.events
+}
+
+struct Derived<'a> {
+    approval: &'a Approval,
+    position: &'a str,
+    events: Vec<TrailEvent>,
+}
+
+impl Derived<'_> {
+    fn push(
+        &mut self,
+        kind: EventType,
+        discriminator: &str,
+        at: EpochSeconds,
+        actor: Value,
+        data: Value,
+    ) {
+        let tenant = &self.approval.tenant;
+        let approval_id = &self.approval.id;
+        self.events.push(TrailEvent {
+            id: event_id(tenant, approval_id, kind, discriminator),
+            kind,
+            at,
+            actor,
+            data,
+            order: format!("{}#{:02}", self.position, self.events.len()),
+            tenant: tenant.clone(),
+            approval_id: approval_id.clone(),
+        });
+    }
+
+    /// The execution's transitions between `old` (the approval as it was, if it was already
+    /// approved) and the approval now.
+    fn execution(&mut self, old: Option<&Approval>) {
+        let new = &self.approval.execution;
+        let at = new.updated_at;
+        let generation = new.generation;
+        let executor = json!({ "channel": "executor" });
+        let operator = json!({ "channel": "api" });
+        let (old_generation, old_status, old_attempts) = match old {
+            Some(o) => (
+                Some(o.execution.generation),
+                o.execution.status,
+                o.execution.attempts,
+            ),
+            None => (None, ExecutionStatus::NotStarted, 0),
+        };
+        let this_generation = |attempt: u32| format!("{generation}/{attempt}");
+        if old_generation.is_none_or(|g| g < generation) {
+            if old_generation.is_some() {
+                self.push(
+                    EventType::Retried,
+                    &generation.to_string(),
+                    at,
+                    operator.clone(),
+                    json!({ "generation": generation }),
+                );
+            }
+            if new.status != ExecutionStatus::NotStarted {
+                self.push(
+                    EventType::Queued,
+                    &generation.to_string(),
+                    at,
+                    executor.clone(),
+                    json!({ "generation": generation }),
+                );
+            }
+            return;
+        }
+        // Questions put to the target's status URL, with their answers, before what they led to.
+        let old_checks = old.map_or(0, |o| o.execution.status_checks.len());
+        for (n, check) in new.status_checks.iter().enumerate().skip(old_checks) {
+            self.push(
+                EventType::StatusChecked,
+                &format!("{generation}/check/{n}"),
+                check.at,
+                executor.clone(),
+                json!({ "attempt": new.attempts, "answer": check.answer, "detail": check.detail }),
+            );
+        }
+        let old_requeues = old.map_or(0, |o| o.execution.requeues);
+        if new.requeues > old_requeues {
+            self.push(
+                EventType::Queued,
+                &format!("{generation}/requeue/{}", new.requeues),
+                at,
+                json!({ "channel": "reconciler" }),
+                json!({ "generation": generation, "requeued": new.requeues,
+                        "reason": "the execution sat queued or running past its bound with no live attempt" }),
+            );
+        }
+        if old_status == new.status && old_attempts == new.attempts {
+            return;
+        }
+        // An attempt began: the one before it, if still running, was abandoned (its worker
+        // stopped and another took it over).
+        if new.attempts > old_attempts {
+            if old_status == ExecutionStatus::Running {
+                self.push(
+                    EventType::AttemptEnded,
+                    &this_generation(old_attempts),
+                    at,
+                    executor.clone(),
+                    json!({ "attempt": old_attempts, "outcome": "abandoned", "error": null }),
+                );
+            }
+            if new.status == ExecutionStatus::Running {
+                self.push(
+                    EventType::AttemptStarted,
+                    &this_generation(new.attempts),
+                    at,
+                    executor.clone(),
+                    json!({ "attempt": new.attempts }),
+                );
+                return;
+            }
+        }
+        let was_running = old_status == ExecutionStatus::Running || new.attempts > old_attempts;
+        if was_running && new.status != ExecutionStatus::Running {
+            let outcome = match new.status {
+                ExecutionStatus::Queued => "retryable",
+                ExecutionStatus::Succeeded => "succeeded",
+                ExecutionStatus::Failed => "failed",
+                ExecutionStatus::NeedsReconciliation => "unknown",
+                ExecutionStatus::Running | ExecutionStatus::NotStarted => "ended",
+            };
+            self.push(
+                EventType::AttemptEnded,
+                &this_generation(new.attempts),
+                at,
+                executor.clone(),
+                json!({ "attempt": new.attempts, "outcome": outcome, "error": new.last_error }),
+            );
+        }
+        let resolved = old_status == ExecutionStatus::NeedsReconciliation;
+        let kind = match new.status {
+            _ if resolved => Some(EventType::Resolved),
+            ExecutionStatus::Succeeded => Some(EventType::Succeeded),
+            ExecutionStatus::Failed => Some(EventType::Failed),
+            ExecutionStatus::NeedsReconciliation => Some(EventType::NeedsReconciliation),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            let actor = if kind == EventType::Resolved {
+                operator
+            } else {
+                executor
+            };
+            self.push(
+                kind,
+                &generation.to_string(),
+                at,
+                actor,
+                json!({
+                    "status": new.status.as_str(),
+                    "attempts": new.attempts,
+                    "error": new.last_error,
+                    "note": new.note,
+                }),
+            );
+        }
+    }
+}
+
+fn requester_actor(approval: &Approval) -> Value {
+    json!({ "principal": approval.requested_by, "channel": "api" })
+}
+
+fn vote_actor(vote: &Decision) -> Value {
+    let mut actor = json!({ "approver": vote.approver, "channel": vote.channel.as_str() });
+    if let Some(event) = &vote.webhook_event_id {
+        actor["webhook_event_id"] = json!(event);
+    }
+    actor
+}
+

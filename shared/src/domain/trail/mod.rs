@@ -1,0 +1,218 @@
+//! The audit trail: one event per committed transition (pure).
+//!
+//! Events are derived from committed state — a change of the approval item as the approvals
+//! stream delivers it (its old and new image), or a ledger transition the executor commits
+//! together with the event — never recorded by a request handler, so recording them costs the
+//! hot paths nothing and a transition that did not commit has no event.
+//!
+//! Each event's id is a hash of what identifies the transition (the approval, the type and, for
+//! a transition that can happen more than once, the vote's voter or the execution's generation
+//! and attempt), never of when or how often it was seen: a stream record or job delivered twice
+//! derives the same ids, and the events table is keyed by id, so it holds each event once.
+//! Events are listed in `order`: the stream record's sequence number (DynamoDB keeps one item's
+//! changes in order) and the event's index in its record; an event the executor records sorts
+//! right after the event that caused it (a notification after the creation, a callback's
+//! delivery after the event it delivered).
+
+mod derive;
+#[cfg(test)]
+mod tests;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{ApprovalId, EpochSeconds, TenantId, rfc3339};
+
+pub use derive::{events_for_change, stream_position};
+
+/// Every event type, as the API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum EventType {
+    #[serde(rename = "approval.created")]
+    Created,
+    #[serde(rename = "approval.vote_recorded")]
+    VoteRecorded,
+    #[serde(rename = "approval.approved")]
+    Approved,
+    #[serde(rename = "approval.rejected")]
+    Rejected,
+    #[serde(rename = "approval.cancelled")]
+    Cancelled,
+    #[serde(rename = "approval.expired")]
+    Expired,
+    #[serde(rename = "execution.queued")]
+    Queued,
+    #[serde(rename = "execution.attempt_started")]
+    AttemptStarted,
+    #[serde(rename = "execution.attempt_ended")]
+    AttemptEnded,
+    #[serde(rename = "execution.succeeded")]
+    Succeeded,
+    #[serde(rename = "execution.failed")]
+    Failed,
+    #[serde(rename = "execution.needs_reconciliation")]
+    NeedsReconciliation,
+    #[serde(rename = "execution.retried")]
+    Retried,
+    #[serde(rename = "execution.resolved")]
+    Resolved,
+    #[serde(rename = "execution.status_checked")]
+    StatusChecked,
+    #[serde(rename = "notification.sent")]
+    NotificationSent,
+    #[serde(rename = "notification.failed")]
+    NotificationFailed,
+    #[serde(rename = "callback.delivered")]
+    CallbackDelivered,
+    #[serde(rename = "callback.failed")]
+    CallbackFailed,
+}
+
+impl EventType {
+    pub const ALL: [Self; 19] = [
+        Self::Created,
+        Self::VoteRecorded,
+        Self::Approved,
+        Self::Rejected,
+        Self::Cancelled,
+        Self::Expired,
+        Self::Queued,
+        Self::AttemptStarted,
+        Self::AttemptEnded,
+        Self::Succeeded,
+        Self::Failed,
+        Self::NeedsReconciliation,
+        Self::Retried,
+        Self::Resolved,
+        Self::StatusChecked,
+        Self::NotificationSent,
+        Self::NotificationFailed,
+        Self::CallbackDelivered,
+        Self::CallbackFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "approval.created",
+            Self::VoteRecorded => "approval.vote_recorded",
+            Self::Approved => "approval.approved",
+            Self::Rejected => "approval.rejected",
+            Self::Cancelled => "approval.cancelled",
+            Self::Expired => "approval.expired",
+            Self::Queued => "execution.queued",
+            Self::AttemptStarted => "execution.attempt_started",
+            Self::AttemptEnded => "execution.attempt_ended",
+            Self::Succeeded => "execution.succeeded",
+            Self::Failed => "execution.failed",
+            Self::NeedsReconciliation => "execution.needs_reconciliation",
+            Self::Retried => "execution.retried",
+            Self::Resolved => "execution.resolved",
+            Self::StatusChecked => "execution.status_checked",
+            Self::NotificationSent => "notification.sent",
+            Self::NotificationFailed => "notification.failed",
+            Self::CallbackDelivered => "callback.delivered",
+            Self::CallbackFailed => "callback.failed",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == raw)
+    }
+
+    /// Whether a subscription may receive it: only the events the stream derives (the
+    /// dispatcher makes callbacks). A callback's own outcome is never delivered as a callback
+    /// (each delivery would make another event to deliver), and `notification.sent` /
+    /// `notification.failed` are recorded by the executor, with no stream change to make a
+    /// callback from.
+    pub fn is_deliverable(self) -> bool {
+        !matches!(
+            self,
+            Self::CallbackDelivered
+                | Self::CallbackFailed
+                | Self::NotificationSent
+                | Self::NotificationFailed
+        )
+    }
+}
+
+/// One entry of an approval's audit trail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrailEvent {
+    pub id: String,
+    pub kind: EventType,
+    pub at: EpochSeconds,
+    /// Who or what caused it: `principal` or `approver`, `channel`, and the request or webhook
+    /// event that carried it where known.
+    pub actor: Value,
+    pub data: Value,
+    /// Where it sorts in the approval's trail (see the module's comment).
+    pub order: String,
+    pub tenant: TenantId,
+    pub approval_id: ApprovalId,
+}
+
+impl TrailEvent {
+    /// The public JSON shape.
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id,
+            "type": self.kind.as_str(),
+            "at": rfc3339(self.at),
+            "actor": self.actor,
+            "data": self.data,
+        })
+    }
+
+    /// An event the executor records with a ledger transition, right after the event `after`
+    /// (the order of the event that caused it), of the approval `(tenant, approval_id)`.
+    pub fn recorded_after(
+        after: &str,
+        kind: EventType,
+        (tenant, approval_id): (&TenantId, &ApprovalId),
+        discriminator: &str,
+        at: EpochSeconds,
+        actor: Value,
+        data: Value,
+    ) -> Self {
+        Self {
+            id: event_id(tenant, approval_id, kind, discriminator),
+            kind,
+            at,
+            actor,
+            data,
+            order: format!("{after}#{}", order_suffix(kind, discriminator)),
+            tenant: tenant.clone(),
+            approval_id: approval_id.clone(),
+        }
+    }
+}
+
+fn order_suffix(kind: EventType, discriminator: &str) -> String {
+    match kind {
+        EventType::NotificationSent | EventType::NotificationFailed => {
+            format!("n#{discriminator}")
+        }
+        _ => "c".to_owned(),
+    }
+}
+
+/// The event's id: `evt_` and 32 hex digits of a hash of what identifies the transition.
+pub fn event_id(
+    tenant: &TenantId,
+    approval_id: &ApprovalId,
+    kind: EventType,
+    discriminator: &str,
+) -> String {
+    let digest = Sha256::new()
+        .chain_update(tenant.as_str().as_bytes())
+        .chain_update([0])
+        .chain_update(approval_id.as_str().as_bytes())
+        .chain_update([0])
+        .chain_update(kind.as_str().as_bytes())
+        .chain_update([0])
+        .chain_update(discriminator.as_bytes())
+        .finalize();
+    format!("evt_{}", hex::encode(&digest[..16]))
+}
+

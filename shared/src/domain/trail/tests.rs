@@ -1,0 +1,225 @@
+use serde_json::json;
+
+use super::*;
+use crate::domain::approval::tests::pending;
+use crate::domain::{Approver, Channel, Decision, ExecutionStatus, Outcome, Status};
+
+fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
+    Decision {
+        outcome,
+        approver: Approver::parse(approver).unwrap(),
+        decided_at: at,
+        channel: Channel::Api,
+        comment: None,
+        webhook_event_id: None,
+    }
+}
+
+fn types(events: &[TrailEvent]) -> Vec<&'static str> {
+    events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+/// The approval's life, one committed change after another, and the events of each.
+#[test]
+fn a_quorum_approval_and_its_execution_make_each_event_once() {
+    let created = pending(1_000);
+    let mut one_vote = created.clone();
+    one_vote.votes.push(vote("alice", Outcome::Approved, 10));
+    let mut approved = one_vote.clone();
+    let bob = vote("bob", Outcome::Approved, 11);
+    approved.votes.push(bob.clone());
+    approved.status = Status::Approved;
+    approved.decision = Some(bob);
+    approved.execution.status = ExecutionStatus::Queued;
+    let mut running = approved.clone();
+    running.execution.status = ExecutionStatus::Running;
+    running.execution.attempts = 1;
+    let mut waiting = running.clone();
+    waiting.execution.status = ExecutionStatus::Queued;
+    waiting.execution.last_error = Some("HTTP 503".into());
+    let mut again = waiting.clone();
+    again.execution.status = ExecutionStatus::Running;
+    again.execution.attempts = 2;
+    let mut done = again.clone();
+    done.execution.status = ExecutionStatus::Succeeded;
+    done.execution.last_error = None;
+
+    let life = [
+        None,
+        Some(&created),
+        Some(&one_vote),
+        Some(&approved),
+        Some(&running),
+        Some(&waiting),
+        Some(&again),
+        Some(&done),
+    ];
+    let mut all = Vec::new();
+    for (i, pair) in life.windows(2).enumerate() {
+        all.extend(events_for_change(
+            pair[0],
+            pair[1],
+            &stream_position(&i.to_string()),
+        ));
+    }
+    assert_eq!(
+        types(&all),
+        [
+            "approval.created",
+            "approval.vote_recorded",
+            "approval.vote_recorded",
+            "approval.approved",
+            "execution.queued",
+            "execution.attempt_started",
+            "execution.attempt_ended",
+            "execution.attempt_started",
+            "execution.attempt_ended",
+            "execution.succeeded",
+        ]
+    );
+    assert_eq!(all[6].data["outcome"], "retryable");
+    assert_eq!(all[6].data["error"], "HTTP 503");
+    assert_eq!(all[8].data["outcome"], "succeeded");
+    let mut ids: Vec<_> = all.iter().map(|e| e.id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), all.len(), "ids are distinct");
+    let mut orders: Vec<_> = all.iter().map(|e| e.order.clone()).collect();
+    orders.sort();
+    assert_eq!(
+        orders,
+        all.iter().map(|e| e.order.clone()).collect::<Vec<_>>()
+    );
+
+    // The same change derived again (a redelivered record) makes the same events.
+    assert_eq!(
+        events_for_change(Some(&one_vote), Some(&approved), "p"),
+        events_for_change(Some(&one_vote), Some(&approved), "p")
+    );
+    // A change that records nothing new (a late report, the same image) makes none.
+    assert!(events_for_change(Some(&done), Some(&done), "p").is_empty());
+}
+
+#[test]
+fn a_policy_less_decision_is_its_one_vote_and_the_outcome() {
+    let created = pending(1_000);
+    let mut rejected = created.clone();
+    rejected.status = Status::Rejected;
+    rejected.decision = Some(vote("alice", Outcome::Rejected, 12));
+    let events = events_for_change(Some(&created), Some(&rejected), "p");
+    assert_eq!(
+        types(&events),
+        ["approval.vote_recorded", "approval.rejected"]
+    );
+    assert_eq!(events[0].actor["approver"], "alice");
+    assert_eq!(events[0].data["vote"], "reject");
+}
+
+#[test]
+fn operator_retries_takeovers_and_resolutions_are_events() {
+    let mut failed = pending(1_000);
+    failed.status = Status::Approved;
+    failed.decision = Some(vote("alice", Outcome::Approved, 12));
+    failed.execution.status = ExecutionStatus::Failed;
+    failed.execution.attempts = 5;
+    let mut retried = failed.clone();
+    retried.execution.status = ExecutionStatus::Queued;
+    retried.execution.generation = 1;
+    assert_eq!(
+        types(&events_for_change(Some(&failed), Some(&retried), "p")),
+        ["execution.retried", "execution.queued"]
+    );
+    let mut running = retried.clone();
+    running.execution.status = ExecutionStatus::Running;
+    running.execution.attempts = 6;
+    let mut taken_over = running.clone();
+    taken_over.execution.attempts = 7;
+    let events = events_for_change(Some(&running), Some(&taken_over), "p");
+    assert_eq!(
+        types(&events),
+        ["execution.attempt_ended", "execution.attempt_started"]
+    );
+    assert_eq!(events[0].data["outcome"], "abandoned");
+    let mut unknown = taken_over.clone();
+    unknown.execution.status = ExecutionStatus::NeedsReconciliation;
+    assert_eq!(
+        types(&events_for_change(Some(&taken_over), Some(&unknown), "p")),
+        ["execution.attempt_ended", "execution.needs_reconciliation"]
+    );
+    let mut resolved = unknown.clone();
+    resolved.execution.status = ExecutionStatus::Succeeded;
+    resolved.execution.note = Some("done by hand".into());
+    let events = events_for_change(Some(&unknown), Some(&resolved), "p");
+    assert_eq!(types(&events), ["execution.resolved"]);
+    assert_eq!(events[0].data["note"], "done by hand");
+    // A job that never began and is recorded as failed.
+    let mut never = retried.clone();
+    never.execution.status = ExecutionStatus::Failed;
+    assert_eq!(
+        types(&events_for_change(Some(&retried), Some(&never), "p")),
+        ["execution.failed"]
+    );
+}
+
+#[test]
+fn each_status_query_is_an_event_before_what_it_led_to() {
+    let mut running = pending(1_000);
+    running.status = Status::Approved;
+    running.decision = Some(vote("alice", Outcome::Approved, 12));
+    running.execution.status = ExecutionStatus::Running;
+    running.execution.attempts = 1;
+    let check = |answer: &str| crate::domain::StatusCheck {
+        at: 20,
+        answer: answer.into(),
+        detail: None,
+    };
+    let mut waiting = running.clone();
+    waiting.execution.status_checks.push(check("pending"));
+    let events = events_for_change(Some(&running), Some(&waiting), "p");
+    assert_eq!(types(&events), ["execution.status_checked"]);
+    assert_eq!(events[0].data["answer"], "pending");
+    let mut done = waiting.clone();
+    done.execution.status_checks.push(check("succeeded"));
+    done.execution.status = ExecutionStatus::Succeeded;
+    let events = events_for_change(Some(&waiting), Some(&done), "p");
+    assert_eq!(
+        types(&events),
+        [
+            "execution.status_checked",
+            "execution.attempt_ended",
+            "execution.succeeded"
+        ]
+    );
+    assert_ne!(
+        events[0].id,
+        events_for_change(Some(&running), Some(&waiting), "p")[0].id,
+        "each query is its own event"
+    );
+}
+
+#[test]
+fn executor_events_sort_right_after_their_cause() {
+    let created = format!("{}#00", stream_position("7"));
+    let next = format!("{}#01", stream_position("7"));
+    let (tenant, id) = (TenantId::parse("acme").unwrap(), ApprovalId::generate());
+    let sent = TrailEvent::recorded_after(
+        &created,
+        EventType::NotificationSent,
+        (&tenant, &id),
+        "alice",
+        5,
+        json!({}),
+        json!({}),
+    );
+    assert!(created < sent.order && sent.order < next);
+    assert!(sent.order < format!("{}#00", stream_position("8")));
+    assert_eq!(
+        sent.id,
+        event_id(&tenant, &id, EventType::NotificationSent, "alice")
+    );
+    assert!(
+        EventType::ALL
+            .iter()
+            .all(|t| EventType::parse(t.as_str()) == Some(*t))
+    );
+}

@@ -1,0 +1,254 @@
+//! The document's component schemas: every body the API takes or answers with.
+
+use serde_json::{Value, json};
+
+use super::{APPROVAL_ID_PATTERN, PRINTABLE_PATTERN, approver_schema, nullable, timestamp};
+use crate::domain::trail::EventType;
+use crate::domain::{CreateRequest, DecideRequest, Policy};
+use crate::http::problem::ApiError;
+
+pub(super) fn schemas() -> Value {
+    let comment =
+        json!({"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS});
+    let approver = json!({"$ref": "#/components/schemas/Approver"});
+    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook"]});
+    json!({
+        "Approver": approver_schema(),
+        "ApprovalId": {"type": "string", "pattern": APPROVAL_ID_PATTERN},
+        "ApprovalStatus": {"type": "string", "enum": ["pending", "approved", "rejected", "expired", "cancelled"]},
+        "ExecutionStatus": {"type": "string", "enum": ["not_started", "queued", "running", "succeeded", "failed", "needs_reconciliation"]},
+        "CreateApproval": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["action", "approvers"],
+            "properties": {
+                "action": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["type"],
+                    "properties": {
+                        "type": {"type": "string", "minLength": 1, "description": "A configured action type (`ACTION_TARGETS`)."},
+                        "payload": {"type": "object", "description": "What the action target receives."}
+                    }
+                },
+                "approvers": {
+                    "type": "array", "minItems": 1, "maxItems": CreateRequest::MAX_APPROVERS,
+                    "uniqueItems": true, "items": approver
+                },
+                "context": {"type": "object", "description": "Shown to approvers; not sent to the target."},
+                "expires_in_seconds": {
+                    "type": "integer",
+                    "minimum": CreateRequest::MIN_EXPIRES_IN,
+                    "maximum": CreateRequest::MAX_EXPIRES_IN,
+                    "default": CreateRequest::DEFAULT_EXPIRES_IN
+                },
+                "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"}))
+            },
+            "description": format!("`payload` and `context` together take at most {} bytes once written out; numbers must be exact (integers within ±2^53).", CreateRequest::MAX_WRITTEN_BYTES),
+            "examples": [{"action": {"type": "deploy", "payload": {"service": "api", "build": 1042}}, "approvers": ["alice@example.com", "bob@example.com"]}]
+        },
+        "PolicyInput": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["rules"],
+            "description": "k-of-n quorums: every rule must be met; one reject decides. Without a policy, one approving vote decides.",
+            "properties": {"rules": {
+                "type": "array", "minItems": 1, "maxItems": Policy::MAX_RULES,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["name", "approvers", "min_approvals"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "maxLength": Policy::MAX_NAME_CHARS, "pattern": PRINTABLE_PATTERN},
+                        "approvers": {"type": "array", "minItems": 1, "uniqueItems": true, "items": approver, "description": "Each listed in the approval's `approvers`."},
+                        "min_approvals": {"type": "integer", "minimum": 1, "maximum": u32::MAX}
+                    }
+                }
+            }}
+        },
+        "Decide": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["decision"],
+            "properties": {
+                "decision": {"type": "string", "enum": ["approve", "reject"]},
+                "approver": {"oneOf": [approver, {"type": "null"}], "description": "Required for a decider key; an approver key votes as itself (naming anyone else is 403)."},
+                "comment": comment
+            }
+        },
+        "DecideForm": {
+            "type": "object",
+            "required": ["token", "decision"],
+            "properties": {
+                "token": {"type": "string"},
+                "decision": {"type": "string", "enum": ["approve", "reject"]},
+                "comment": {"type": "string", "maxLength": DecideRequest::MAX_COMMENT_CHARS}
+            }
+        },
+        "CancelApproval": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {"reason": comment}
+        },
+        "Resolve": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["outcome", "note"],
+            "properties": {
+                "outcome": {"type": "string", "enum": ["succeeded", "failed"]},
+                "note": {"type": "string", "minLength": 1, "maxLength": DecideRequest::MAX_COMMENT_CHARS, "pattern": "\\S", "description": "What happened, and how you know."}
+            }
+        },
+        "WebhookEvent": {
+            "type": "object",
+            "required": ["type"],
+            "description": "`approval.decided` decides; other types are recorded and ignored.",
+            "properties": {
+                "type": {"type": "string", "minLength": 1, "maxLength": 200},
+                "data": {
+                    "type": "object",
+                    "properties": {
+                        "approval_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "decision": {"type": "string", "enum": ["approve", "reject"]},
+                        "approver": approver,
+                        "comment": comment
+                    }
+                }
+            }
+        },
+        "WebhookReceipt": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["status", "outcome"],
+            "properties": {
+                "status": {"type": "string", "enum": ["processed", "duplicate"]},
+                "outcome": {"type": "string", "enum": ["applied", "superseded", "not_an_approver", "unknown_approval", "ignored", "self_approval_forbidden"]}
+            }
+        },
+        "Vote": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["approver", "vote", "at", "channel", "comment", "webhook_event_id"],
+            "properties": {
+                "approver": {"type": "string"},
+                "vote": {"type": "string", "enum": ["approve", "reject"]},
+                "at": timestamp(),
+                "channel": channel,
+                "comment": {"type": ["string", "null"]},
+                "webhook_event_id": {"type": ["string", "null"]}
+            }
+        },
+        "Approval": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["id", "status", "requested_by", "action", "approvers", "policy", "context", "idempotency_key", "created_at", "expires_at", "votes", "decision", "execution"],
+            "properties": {
+                "id": {"$ref": "#/components/schemas/ApprovalId"},
+                "status": {"$ref": "#/components/schemas/ApprovalStatus"},
+                "requested_by": {"type": ["string", "null"]},
+                "action": {
+                    "type": "object", "additionalProperties": false, "required": ["type", "payload"],
+                    "properties": {"type": {"type": "string"}, "payload": {"type": "object"}}
+                },
+                "approvers": {"type": "array", "items": {"type": "string"}},
+                "policy": nullable(json!({
+                    "type": "object", "additionalProperties": false, "required": ["rules"],
+                    "properties": {"rules": {"type": "array", "items": {
+                        "type": "object", "additionalProperties": false,
+                        "required": ["name", "approvers", "min_approvals", "approvals"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "approvers": {"type": "array", "items": {"type": "string"}},
+                            "min_approvals": {"type": "integer", "minimum": 1},
+                            "approvals": {"type": "integer", "minimum": 0, "description": "Approving votes counted so far."}
+                        }
+                    }}}
+                })),
+                "context": {"type": "object"},
+                "idempotency_key": {"type": "string"},
+                "created_at": timestamp(),
+                "expires_at": timestamp(),
+                "votes": {"type": "array", "items": {"$ref": "#/components/schemas/Vote"}},
+                "decision": nullable(json!({
+                    "type": "object", "additionalProperties": false,
+                    "required": ["outcome", "approver", "decided_at", "channel", "comment", "webhook_event_id"],
+                    "properties": {
+                        "outcome": {"type": "string", "enum": ["approved", "rejected"]},
+                        "approver": {"type": "string"},
+                        "decided_at": timestamp(),
+                        "channel": channel,
+                        "comment": {"type": ["string", "null"]},
+                        "webhook_event_id": {"type": ["string", "null"]}
+                    }
+                })),
+                "cancellation": {
+                    "type": "object", "additionalProperties": false, "required": ["by", "at", "reason"],
+                    "description": "Only on a cancelled approval.",
+                    "properties": {"by": {"type": "string"}, "at": timestamp(), "reason": {"type": ["string", "null"]}}
+                },
+                "execution": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["status", "attempts", "last_error", "updated_at"],
+                    "properties": {
+                        "status": {"$ref": "#/components/schemas/ExecutionStatus"},
+                        "attempts": {"type": "integer", "minimum": 0},
+                        "last_error": {"type": ["string", "null"]},
+                        "updated_at": timestamp(),
+                        "note": {"type": "string", "description": "An operator's resolution note."},
+                        "late_reports": {"type": "array", "items": {"type": "string"}},
+                        "status_checks": {"type": "array", "items": {
+                            "type": "object", "additionalProperties": false, "required": ["at", "answer", "detail"],
+                            "properties": {"at": timestamp(), "answer": {"type": "string"}, "detail": {"type": ["string", "null"]}}
+                        }}
+                    }
+                }
+            }
+        },
+        "ApprovalPage": {
+            "type": "object", "additionalProperties": false, "required": ["approvals", "next_cursor"],
+            "properties": {
+                "approvals": {"type": "array", "items": {"$ref": "#/components/schemas/Approval"}},
+                "next_cursor": {"type": ["string", "null"]}
+            }
+        },
+        "Event": {
+            "type": "object", "additionalProperties": false, "required": ["id", "type", "at", "actor", "data"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^evt_[0-9a-f]{32}$", "description": "Stable: a redelivered callback carries the same id."},
+                "type": {"type": "string", "enum": EventType::ALL.iter().map(|t| t.as_str()).collect::<Vec<_>>()},
+                "at": timestamp(),
+                "actor": {"type": ["object", "null"]},
+                "data": {"type": "object"}
+            }
+        },
+        "EventPage": {
+            "type": "object", "additionalProperties": false, "required": ["events", "next_cursor"],
+            "properties": {
+                "events": {"type": "array", "items": {"$ref": "#/components/schemas/Event"}},
+                "next_cursor": {"type": ["string", "null"]}
+            }
+        },
+        "FieldError": {
+            "type": "object", "additionalProperties": false, "required": ["field", "message"],
+            "properties": {
+                "field": {"type": "string", "description": "A path into the body (`policy.rules[0].name`), a query parameter, or empty for the whole body."},
+                "message": {"type": "string"}
+            }
+        },
+        "Problem": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["type", "title", "status", "detail", "code"],
+            "description": "RFC 9457. `code` is stable: branch on it.",
+            "properties": {
+                "type": {"type": "string"},
+                "title": {"type": "string"},
+                "status": {"type": "integer"},
+                "detail": {"type": "string"},
+                "code": {"type": "string", "enum": ApiError::CODES.iter().map(|(c, _)| *c).collect::<Vec<_>>()},
+                "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}, "description": "`invalid_request` and `policy_unsatisfiable`: every field at fault."},
+                "approval": {"$ref": "#/components/schemas/Approval", "description": "`already_decided`, `already_voted`, `not_retryable`, `not_resolvable`: the approval as it is."}
+            }
+        }
+    })
+}

@@ -1,0 +1,240 @@
+//! The calls the executor makes: the action targets, the notifier and the tenants' callback
+//! receivers (one `send` per job, answered as a [`CallOutcome`]), and a target's status URL
+//! (`ask`, answered as a [`StatusAnswer`]). Only configured URLs are ever called.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::policy::{CallOutcome, StatusAnswer, classify};
+use crate::config::{Config, KEY_PLACEHOLDER};
+use crate::domain::rfc3339;
+use crate::jobs::job::{CallbackJob, Job, NotifyJob};
+use crate::review_token::TokenSecret;
+use crate::{App, ConfigError};
+
+/// How long a review link outlives its approval's expiry: long enough to show the approver
+/// what became of it (deciding is refused by the decision's own condition from the expiry on).
+const REVIEW_LINK_GRACE_SECONDS: i64 = 7 * 86_400;
+
+/// The longest a status query may take.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a job's call goes, resolved from the configuration.
+pub(super) struct Target {
+    /// `None`: nowhere (the action type is not configured, the tenant has no subscription): the
+    /// job fails without a call.
+    pub url: Option<String>,
+    /// Whether the receiver dedupes by the job's business key.
+    pub idempotent: bool,
+    /// How a doubt about whether it acted is settled, if the target can say.
+    pub status: Option<StatusQuery>,
+}
+
+/// A target's status URL and how long after a doubtful call it is asked.
+pub(super) struct StatusQuery {
+    pub url: String,
+    pub delay_ms: i64,
+}
+
+impl Target {
+    /// Where `job`'s call goes under `config`.
+    pub fn of(job: &Job, config: &Config, notifier_url: &str) -> Self {
+        match job {
+            Job::Notify(_) => Self {
+                url: Some(notifier_url.to_owned()),
+                idempotent: true,
+                status: None,
+            },
+            // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
+            Job::Callback(j) => Self {
+                url: config
+                    .event_subscriptions
+                    .get(&j.tenant)
+                    .map(|s| s.url.clone()),
+                idempotent: true,
+                status: None,
+            },
+            Job::Execute(j) => match config.action_targets.get(&j.action_type) {
+                Some(target) => Self {
+                    url: Some(target.url.clone()),
+                    idempotent: target.idempotent,
+                    status: target.status_url.clone().map(|url| StatusQuery {
+                        url,
+                        delay_ms: target.status_delay_seconds * 1000,
+                    }),
+                },
+                None => Self {
+                    url: None,
+                    idempotent: true,
+                    status: None,
+                },
+            },
+        }
+    }
+}
+
+/// The HTTP side of the executor, built once per process (its client pools connections).
+pub(super) struct Downstream {
+    app: Arc<App>,
+    http: reqwest::Client,
+    public_base_url: String,
+    token_secret: TokenSecret,
+}
+
+impl Downstream {
+    /// `call_timeout`: a call's longest time (a third of an attempt's lease).
+    pub fn new(
+        app: Arc<App>,
+        call_timeout: Duration,
+        public_base_url: &str,
+        token_secret: TokenSecret,
+    ) -> Result<Self, ConfigError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(call_timeout.min(Duration::from_secs(2)))
+            .timeout(call_timeout)
+            // Only configured URLs are ever called: a redirect is an answer, not an instruction.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ConfigError {
+                variable: "ACTION_TARGETS",
+                problem: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(Self {
+            app,
+            http,
+            public_base_url: public_base_url.to_owned(),
+            token_secret,
+        })
+    }
+
+    /// Sends `job` to `url` with the job's business key as `Idempotency-Key`, within `budget`.
+    pub async fn send(
+        &self,
+        job: &Job,
+        url: &str,
+        idempotent: bool,
+        budget: Duration,
+    ) -> CallOutcome {
+        let request = match job {
+            // Its receiver dedupes by `webhook-id`.
+            Job::Callback(j) => match self.signed_delivery(j, url) {
+                Some(request) => request,
+                None => return CallOutcome::Refused("the tenant has no subscription".to_owned()),
+            },
+            Job::Execute(j) => self.http.post(url).json(&json!({
+                "approval_id": j.approval_id,
+                "tenant": j.tenant,
+                "action": {"type": j.action_type, "payload": j.payload},
+                "context": j.context,
+                "decision": j.decision,
+            })),
+            Job::Notify(j) => self.http.post(url).json(&self.notification(j)),
+        };
+        let request = match job {
+            Job::Callback(_) => request,
+            Job::Execute(_) | Job::Notify(_) => {
+                request.header("Idempotency-Key", job.business_key())
+            }
+        };
+        let result = request.timeout(budget).send().await;
+        match result {
+            Ok(response) => classify(response.status().as_u16(), idempotent),
+            // Nothing reached the target.
+            Err(e) if e.is_connect() => {
+                CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
+            }
+            Err(e) if e.is_timeout() => {
+                CallOutcome::Unknown("no answer within the timeout".to_owned())
+            }
+            Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
+        }
+    }
+
+    /// A notification: the approver's review link (minted here, never stored), and what to
+    /// review.
+    fn notification(&self, job: &NotifyJob) -> serde_json::Value {
+        let token = self.token_secret.mint(
+            &job.tenant,
+            &job.approval_id,
+            &job.approver,
+            job.expires_at + REVIEW_LINK_GRACE_SECONDS,
+        );
+        json!({
+            "approval_id": job.approval_id,
+            "approver": job.approver,
+            "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, job.approval_id),
+            "action": job.action,
+            "context": job.context,
+            "expires_at": rfc3339(job.expires_at),
+        })
+    }
+
+    /// One event for its tenant's subscription, signed per Standard Webhooks: the same
+    /// `webhook-id` (the event id) and body on every attempt, a fresh timestamp and signature.
+    /// `None` when the tenant has no subscription.
+    fn signed_delivery(&self, job: &CallbackJob, url: &str) -> Option<reqwest::RequestBuilder> {
+        let secret = &self.app.config.event_subscriptions.get(&job.tenant)?.secret;
+        let body = job.body.to_string();
+        let timestamp = self.app.clock.now();
+        Some(
+            self.http
+                .post(url)
+                .header("content-type", "application/json")
+                .header("webhook-id", &job.event_id)
+                .header("webhook-timestamp", timestamp.to_string())
+                .header(
+                    "webhook-signature",
+                    secret.sign(&job.event_id, timestamp, body.as_bytes()),
+                )
+                .body(body),
+        )
+    }
+
+    /// Asks the target's status URL what became of the job's business key. Never a call of the
+    /// action: a GET with its own short timeout.
+    pub async fn ask(&self, job: &Job, status_url: &str, budget: Option<Duration>) -> StatusAnswer {
+        let Some(budget) = budget else {
+            return StatusAnswer::CouldNotTell(
+                "not asked: too little of the invocation or the lease was left".to_owned(),
+            );
+        };
+        let key = job.business_key();
+        let encoded =
+            percent_encoding::utf8_percent_encode(&key, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let url = status_url.replace(KEY_PLACEHOLDER, &encoded);
+        let request = self
+            .http
+            .get(url)
+            .timeout(budget.min(STATUS_TIMEOUT))
+            .header("Idempotency-Key", &key);
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => {
+                return StatusAnswer::CouldNotTell(format!(
+                    "status query failed: {}",
+                    error_kind(&e)
+                ));
+            }
+        };
+        let code = response.status().as_u16();
+        if code != 200 {
+            return StatusAnswer::CouldNotTell(format!("status query answered HTTP {code}"));
+        }
+        match response.json().await {
+            Ok(body) => StatusAnswer::parse(&body),
+            Err(_) => StatusAnswer::CouldNotTell("status answer is not JSON".to_owned()),
+        }
+    }
+}
+
+/// The error's kind without its URL (a review link's token must not reach the logs).
+fn error_kind(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(url) = error.url() {
+        text = text.replace(url.as_str(), "<url>");
+    }
+    text
+}

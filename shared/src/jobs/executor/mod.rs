@@ -1,0 +1,370 @@
+//! The executor: performs jobs exactly once in effect. For each job: begin (a conditional
+//! ledger write, before any downstream call) → the downstream call with the job's business
+//! `Idempotency-Key`, the same on every attempt → complete (ledger and approval in one
+//! transaction). Outcomes it cannot know are never reported as success.
+//!
+//! In parts: the orchestration of one receive (here), the queue's side ([`message`]), the pure
+//! decisions ([`policy`]), the calls ([`downstream`]) and what a receive does when it finds an
+//! attempt it did not begin, or the job out of attempts ([`recovery`]).
+
+mod downstream;
+mod message;
+mod policy;
+mod recovery;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::domain::{Completion, rfc3339};
+use crate::jobs::job::Job;
+use crate::store::{AttemptEnd, Begin, LedgerKey, StoreError};
+use crate::{App, ConfigError};
+use downstream::{Downstream, Target};
+use message::{Disposition, JobQueue};
+use policy::{
+    ANSWER_MARGIN, CallOutcome, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE,
+    SHORTEST_END_WRITE, call_budget, comes_back, seconds_from_ms,
+};
+
+pub use message::JobMessage;
+
+pub struct Executor {
+    app: Arc<App>,
+    queue: JobQueue,
+    downstream: Downstream,
+    notifier_url: String,
+    /// How long an attempt's lease lasts, in milliseconds: a little under the visibility
+    /// timeout, so that a message that comes back because its worker died (its receive came
+    /// before the begin) most likely finds the lease ended; if not, it comes back once more.
+    lease_ms: i64,
+    /// A downstream call's longest time: a third of the lease.
+    call_timeout: Duration,
+}
+
+/// One receive of a job: its message, the job, how the ledger knows it, where its call goes,
+/// and when the invocation ends (Lambda's deadline, if any).
+struct Receipt<'a> {
+    message: &'a JobMessage,
+    job: Job,
+    ledger: LedgerKey,
+    target: Target,
+    deadline: Option<Instant>,
+}
+
+/// The attempt this worker began: the token it owns it by, and when its lease ends (measured
+/// before the begin, so about the lease the begin writes: an estimate, as safety never depends
+/// on it — every end write is conditioned on the token).
+struct Attempt {
+    token: String,
+    lease_end: Instant,
+}
+
+impl Receipt<'_> {
+    /// How much of the invocation is left.
+    fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+impl Executor {
+    /// Builds the executor once per process (the HTTP client pools connections across jobs).
+    pub fn new(app: Arc<App>) -> Result<Self, ConfigError> {
+        let jobs = app.config.jobs()?;
+        let visibility = app.config.job_visibility_timeout_seconds;
+        // The call must end well inside the lease, so that a target that never answers cannot
+        // hold a job past it.
+        let call_timeout = Duration::from_millis((visibility as u64 * 1000 / 3).max(500));
+        let downstream = Downstream::new(
+            app.clone(),
+            call_timeout,
+            jobs.public_base_url,
+            jobs.token_secret.clone(),
+        )?;
+        Ok(Self {
+            queue: JobQueue {
+                sqs: app.sqs.clone(),
+                url: jobs.queue_url.to_owned(),
+            },
+            notifier_url: jobs.notifier_url.to_owned(),
+            lease_ms: visibility * 1000 - (visibility * 250).min(1000),
+            call_timeout,
+            downstream,
+            app,
+        })
+    }
+
+    /// Handles a batch as Lambda delivers it; returns the ids of the messages to report as
+    /// batch item failures. Messages are handled concurrently: one slow target does not delay
+    /// the others.
+    /// `deadline`: when the invocation ends (Lambda's), if it does.
+    pub async fn handle_batch(
+        &self,
+        messages: &[JobMessage],
+        deadline: Option<Instant>,
+    ) -> Vec<String> {
+        let results =
+            futures::future::join_all(messages.iter().map(|m| self.handle(m, deadline))).await;
+        messages
+            .iter()
+            .zip(results)
+            .filter_map(|(message, result)| match result {
+                Ok(Disposition::Ack) => None,
+                Ok(Disposition::Retry) => Some(message.message_id.clone()),
+                Err(err) => {
+                    tracing::error!(message_id = message.message_id, error = %err, "job failed; it will come back");
+                    Some(message.message_id.clone())
+                }
+            })
+            .collect()
+    }
+
+    async fn handle(
+        &self,
+        message: &JobMessage,
+        deadline: Option<Instant>,
+    ) -> Result<Disposition, StoreError> {
+        let job: Job = match serde_json::from_str(&message.body) {
+            Ok(job) => job,
+            Err(e) => {
+                // Left to come back until the redrive policy moves it to the DLQ, where it is
+                // seen; deleting it would lose it silently.
+                tracing::error!(message_id = message.message_id, error = %e, "not a job");
+                return Ok(Disposition::Retry);
+            }
+        };
+        let receipt = Receipt {
+            message,
+            ledger: job.ledger(),
+            target: Target::of(&job, &self.app.config, &self.notifier_url),
+            job,
+            deadline,
+        };
+        if message.receive_count > self.app.config.job_max_attempts {
+            return self.give_up(&receipt).await;
+        }
+        self.attempt(&receipt).await
+    }
+
+    /// Whether this receive is the job's last allowed attempt.
+    fn last_attempt(&self, receipt: &Receipt<'_>) -> bool {
+        receipt.message.receive_count >= self.app.config.job_max_attempts
+    }
+
+    /// Begins an attempt, calls the target, and records what the call told.
+    async fn attempt(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
+        if let Job::Execute(_) = r.job {
+            fail::fail_point!("execute::before_begin");
+        }
+        let lease = Duration::from_millis(self.lease_ms as u64);
+        if call_budget(self.call_timeout, r.remaining(), lease).is_none() {
+            // Not begun, nothing sent: the message comes back to an invocation with time.
+            tracing::warn!(
+                job = r.job.id(),
+                "too little of the invocation left to call; later"
+            );
+            return Ok(Disposition::Retry);
+        }
+        let attempt = Attempt {
+            token: ulid::Ulid::new().to_string(),
+            lease_end: Instant::now() + lease,
+        };
+        let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
+        let begun = self
+            .app
+            .store
+            .begin_job(
+                &r.ledger,
+                &attempt.token,
+                now,
+                now_ms,
+                now_ms + self.lease_ms,
+                // A target that can say what became of a key is asked instead of called again.
+                r.target.idempotent && r.target.status.is_none(),
+            )
+            .await?;
+        if let Begin::Refused(entry) = begun {
+            return self.refused(r, entry).await;
+        }
+
+        // Again after the begin, which a throttled store can make slow: the call must still end
+        // before the invocation and the lease do, or the attempt's end could not be written.
+        let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
+        let budget = call_budget(self.call_timeout, r.remaining(), until_lease_end);
+        let outcome = match (&r.target.url, budget) {
+            (Some(_), None) => CallOutcome::Retryable(
+                "not sent: too little of the invocation or the lease was left after the begin"
+                    .to_owned(),
+            ),
+            (Some(url), Some(budget)) => {
+                self.downstream
+                    .send(&r.job, url, r.target.idempotent, budget)
+                    .await
+            }
+            (None, _) => {
+                let kind = match &r.job {
+                    Job::Execute(j) => j.action_type.as_str(),
+                    Job::Notify(_) | Job::Callback(_) => r.job.kind(),
+                };
+                CallOutcome::Refused(format!("action type {kind:?} is not configured"))
+            }
+        };
+        match &r.job {
+            Job::Execute(_) => {
+                if let Some(ms) = stall_after_downstream() {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+            }
+            Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
+            Job::Callback(_) => {}
+        }
+
+        // Whether it acted is not known, and the target can say: ask it — not now, but once it
+        // has had its status delay to record the key (a gateway's 504 can come while the target
+        // still works on the request, and its `not_found` would then be wrong). The message
+        // comes back after the delay; other jobs go on meanwhile.
+        if let (CallOutcome::Unknown(error), Some(status)) = (&outcome, &r.target.status) {
+            let completion = Completion::Unknown(format!(
+                "outcome unknown ({error}); the target's status URL is asked from {} s after the call",
+                status.delay_ms / 1000
+            ));
+            let end = AttemptEnd {
+                call_ended_ms: Some(self.app.clock.now_millis()),
+                due_at: Some(self.app.clock.now() + status.delay_ms / 1000),
+                ..AttemptEnd::by_owner(&completion, &attempt.token)
+            };
+            let back = Some(seconds_from_ms(status.delay_ms));
+            return self
+                .finish(r, &attempt, end, Disposition::Retry, back)
+                .await;
+        }
+        let (completion, disposition) = policy::after_call(
+            outcome,
+            matches!(r.job, Job::Notify(_) | Job::Callback(_)),
+            r.target.idempotent,
+            self.last_attempt(r),
+        );
+        let end = AttemptEnd::by_owner(&completion, &attempt.token);
+        let back = comes_back(&completion, disposition, r.message.receive_count);
+        self.finish(r, &attempt, end, disposition, back).await
+    }
+
+    /// Records the end of this worker's attempt, then makes the message come back in `back`
+    /// seconds (if set). When the attempt was taken over first, what it learnt is kept as a
+    /// late report and the message comes back as it would (the other attempt completes the job).
+    async fn finish(
+        &self,
+        r: &Receipt<'_>,
+        attempt: &Attempt,
+        end: AttemptEnd<'_>,
+        disposition: Disposition,
+        back: Option<i32>,
+    ) -> Result<Disposition, StoreError> {
+        if !self.complete(r, attempt, end).await? {
+            // Our lease ended and another worker took the job over (or ended it): it completes
+            // it. What we learnt is still worth keeping: if the other attempt ends unknown, this
+            // may be the only word on whether the action ran.
+            let report = format!(
+                "an attempt whose lease was taken over learnt, at {}: {}",
+                rfc3339(self.app.clock.now()),
+                end.completion.describe()
+            );
+            tracing::warn!(
+                job = r.job.id(),
+                report,
+                "attempt taken over before it completed"
+            );
+            match self.app.store.record_late_report(&r.ledger, &report).await {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
+                    job = r.job.id(),
+                    "late report not kept: the execution holds the most it keeps"
+                ),
+                Err(e) => tracing::warn!(job = r.job.id(), error = %e, "late report not recorded"),
+            }
+            return Ok(Disposition::Retry);
+        }
+        tracing::info!(job = r.job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        if let Some(seconds) = back {
+            self.queue.come_back_in(r.message, seconds).await;
+        }
+        Ok(disposition)
+    }
+
+    /// Records the attempt's end. After a call, what the target answered exists only in this
+    /// worker until it is written: a write the store refuses for now (throttled, unavailable,
+    /// contended) is sent again, with backoff, while the lease and the invocation last —
+    /// otherwise the job would come back and call the target again (a refusal could turn into
+    /// a success; at a target that does not dedupe, an operator would have to reconcile).
+    /// Each try is conditioned on this attempt's token, so one that lands after a takeover
+    /// changes nothing.
+    ///
+    /// In Lambda each try is also cut off shortly before the invocation's deadline (and a new
+    /// one is only started with time for it left): a write the deadline kills would lose the
+    /// whole batch's answer. A try cut off may still apply; the token condition makes that safe.
+    async fn complete(
+        &self,
+        r: &Receipt<'_>,
+        attempt: &Attempt,
+        end: AttemptEnd<'_>,
+    ) -> Result<bool, StoreError> {
+        let hard_end = r
+            .deadline
+            .map(|d| d.checked_sub(ANSWER_MARGIN).unwrap_or(d));
+        let mut pause = END_WRITE_FIRST_PAUSE;
+        loop {
+            let write = self.write_end(r, &attempt.token, end);
+            let result = match hard_end {
+                None => write.await,
+                Some(end) => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    tokio::time::timeout(left, write).await.unwrap_or_else(|_| {
+                        Err(StoreError::Unavailable {
+                            operation: "TransactWriteItems",
+                            message: "cut off before the invocation's deadline".to_owned(),
+                        })
+                    })
+                }
+            };
+            let next_try = Instant::now() + pause;
+            let time_for_another = next_try < attempt.lease_end
+                && hard_end.is_none_or(|end| next_try + SHORTEST_END_WRITE < end);
+            match result {
+                Err(e) if e.is_transient() && time_for_another => {
+                    tracing::warn!(job = r.job.id(), error = %e, "attempt's end not written yet; again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(END_WRITE_LONGEST_PAUSE);
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Writes an end of the attempt `owner` (this worker's, or one it found and settles), with
+    /// the trail event the end makes: every end the executor writes comes through here.
+    async fn write_end(
+        &self,
+        r: &Receipt<'_>,
+        owner: &str,
+        end: AttemptEnd<'_>,
+    ) -> Result<bool, StoreError> {
+        let now = self.app.clock.now();
+        let event = r.job.ended_event(end.completion, now);
+        let end = AttemptEnd {
+            event: event.as_ref(),
+            ..end
+        };
+        self.app
+            .store
+            .end_attempt(&r.ledger, owner, &end, now)
+            .await
+    }
+}
+
+/// The `execute::after_downstream` failpoint: `panic` crashes the worker; `return(ms)` stalls
+/// it for `ms` without blocking its thread (a slow worker, a long pause).
+fn stall_after_downstream() -> Option<u64> {
+    fail::fail_point!("execute::after_downstream", |ms: Option<String>| ms
+        .and_then(|ms| ms.parse().ok()));
+    None
+}

@@ -1,0 +1,50 @@
+//! What a quorum approval carries for its votes' writes (see [`super::votes`]): written with
+//! the approval at its create, read by the conditions of every vote.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::attr::{epoch, n, s};
+use crate::domain::{Approval, Status};
+
+/// What a quorum approval carries from its create for its votes' writes: the marker that keeps it
+/// pending, each rule's count (0), and each approver's ballot (`m_i`, `t_i` per rule).
+pub(crate) fn quorum_attributes(approval: &Approval) -> Vec<(String, AttributeValue)> {
+    let Some(policy) = &approval.policy else {
+        return Vec::new();
+    };
+    let while_pending = AttributeValue::M(HashMap::from([
+        ("status".to_owned(), s(Status::Pending.as_str())),
+        ("decision".to_owned(), AttributeValue::Null(true)),
+        (
+            "execution_status".to_owned(),
+            s(approval.execution.status.as_str()),
+        ),
+        (
+            "execution_updated_at".to_owned(),
+            epoch(approval.execution.updated_at),
+        ),
+    ]));
+    let ballots = approval
+        .approvers
+        .iter()
+        .map(|voter| {
+            let mut ballot = HashMap::new();
+            for (i, t) in policy.thresholds(voter).into_iter().enumerate() {
+                let member = policy.rules[i].approvers.contains(voter);
+                ballot.insert(format!("m{i}"), n(u8::from(member)));
+                ballot.insert(format!("t{i}"), n(t));
+            }
+            (voter.identity(), AttributeValue::M(ballot))
+        })
+        .collect();
+    let mut attributes = vec![
+        ("while_pending".to_owned(), while_pending),
+        ("ballots".to_owned(), AttributeValue::M(ballots)),
+    ];
+    for i in 0..policy.rules.len() {
+        attributes.push((format!("approvals_{i}"), n(0)));
+    }
+    attributes
+}

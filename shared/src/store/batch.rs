@@ -1,0 +1,126 @@
+//! BatchWriteItem, as every batch of puts is sent: at most 25 items a request, each key once,
+//! and what the store leaves unprocessed (throttled) sent again.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::WriteRequest;
+
+use super::client::Store;
+use super::error::StoreError;
+
+/// BatchWriteItem's limit.
+const BATCH_ITEMS: usize = 25;
+/// Tries of a batch whose items the store left unprocessed (throttled), with backoff between.
+const BATCH_TRIES: u32 = 8;
+
+/// The puts of `requests` with the last of each `pk`/`id` key kept, in the order of their first
+/// put (a later put of a key replaces the earlier one: the stream delivers an approval's changes
+/// in order, so the last is its latest state).
+fn last_put_per_key(requests: Vec<WriteRequest>) -> Vec<WriteRequest> {
+    let key = |request: &WriteRequest| {
+        let item = request.put_request().map(|p| p.item());
+        let part = |name: &str| {
+            item.and_then(|i| i.get(name))
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+        };
+        (part("pk"), part("id"))
+    };
+    let mut position: HashMap<(Option<String>, Option<String>), usize> = HashMap::new();
+    let mut kept: Vec<WriteRequest> = Vec::with_capacity(requests.len());
+    for request in requests {
+        match position.entry(key(&request)) {
+            std::collections::hash_map::Entry::Occupied(at) => kept[*at.get()] = request,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(kept.len());
+                kept.push(request);
+            }
+        }
+    }
+    kept
+}
+
+impl Store {
+    /// BatchWriteItem in batches of 25, sending again what the store left unprocessed. The
+    /// items are puts keyed by `pk` and `id` (events, index items); of several puts of one key,
+    /// only the last is sent: DynamoDB refuses a whole batch that names one key twice
+    /// ("Provided list of item keys contains duplicates"), and a stream batch routinely holds
+    /// two changes of one approval (its insert and its decision), each making the same key.
+    pub(crate) async fn batch_write(
+        &self,
+        table: &str,
+        requests: Vec<WriteRequest>,
+    ) -> Result<(), StoreError> {
+        let requests = last_put_per_key(requests);
+        for chunk in requests.chunks(BATCH_ITEMS) {
+            let mut pending = chunk.to_vec();
+            let mut pause = Duration::from_millis(25);
+            for attempt in 1..=BATCH_TRIES {
+                let output = self
+                    .client
+                    .batch_write_item()
+                    .request_items(table, pending)
+                    .send()
+                    .await
+                    .map_err(|e| StoreError::from_sdk("BatchWriteItem", e))?;
+                pending = output
+                    .unprocessed_items()
+                    .and_then(|u| u.get(table))
+                    .cloned()
+                    .unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt == BATCH_TRIES {
+                    return Err(StoreError::Unavailable {
+                        operation: "BatchWriteItem",
+                        message: format!("{} items still unprocessed", pending.len()),
+                    });
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+        Ok(())
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::types::PutRequest;
+
+    use super::*;
+    use crate::store::attr::{get_s, s};
+
+    fn put(pk: &str, id: &str, status: &str) -> WriteRequest {
+        let item = HashMap::from([
+            ("pk".to_owned(), s(pk)),
+            ("id".to_owned(), s(id)),
+            ("facet_status".to_owned(), s(status)),
+        ]);
+        WriteRequest::builder()
+            .put_request(PutRequest::builder().set_item(Some(item)).build().unwrap())
+            .build()
+    }
+
+    fn status(request: &WriteRequest) -> String {
+        get_s(request.put_request().unwrap().item(), "facet_status")
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_batch_names_each_key_once_with_its_last_put() {
+        let kept = last_put_per_key(vec![
+            put("a", "1", "pending"),
+            put("b", "1", "pending"),
+            put("a", "2", "pending"),
+            put("a", "1", "approved"),
+            put("b", "1", "rejected"),
+        ]);
+        let got: Vec<String> = kept.iter().map(status).collect();
+        assert_eq!(got, ["approved", "rejected", "pending"]);
+    }
+}

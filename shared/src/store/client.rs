@@ -1,0 +1,234 @@
+//! The store itself: one DynamoDB client and the table names, and the transaction every
+//! multi-item write goes through.
+
+use std::time::Duration;
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+
+use super::attr::Item;
+use super::codec::approval_from_item;
+use super::error::{StoreError, is_transient};
+use super::keys::approval_key;
+use super::tables::Tables;
+use crate::domain::{Approval, ApprovalId, TenantId};
+
+/// The DynamoDB store: one client (built once per process) and the table names.
+#[derive(Debug, Clone)]
+pub struct Store {
+    // Only the store's own modules reach the client: every request is one of its operations.
+    pub(super) client: Client,
+    pub(super) tables: Tables,
+}
+
+impl Store {
+    pub fn new(client: Client, tables: Tables) -> Self {
+        Self { client, tables }
+    }
+
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Whether the tables answer: one DescribeTable each, for `/health`.
+    pub async fn check(&self) -> Result<(), StoreError> {
+        for table in [&self.tables.approvals, &self.tables.idempotency_keys] {
+            self.client
+                .describe_table()
+                .table_name(table)
+                .send()
+                .await
+                .map_err(|e| StoreError::dynamo("DescribeTable", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A transaction's end, once conflicts with other in-flight transactions have been retried.
+pub(crate) enum Transaction {
+    Committed,
+    /// A condition refused it: one reason per action, in order, with the item as it was where
+    /// the action asked for `ALL_OLD`.
+    Cancelled(Vec<CancellationReason>),
+}
+
+/// The item returned by the `index`th action's failed condition, if that is why it was cancelled.
+pub(crate) fn condition_failed_item(
+    reasons: &[CancellationReason],
+    index: usize,
+) -> Option<&Item> {
+    reasons
+        .get(index)
+        .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+        .and_then(|r| r.item())
+}
+
+impl Store {
+    /// Runs one `TransactWriteItems`. A cancellation caused only by `TransactionConflict` (another
+    /// transaction on the same items in flight) is retried with jitter: once the other commits,
+    /// the retry meets its result in a condition, which is answered from the returned item.
+    ///
+    /// `token` names this one write (at most 32 characters; a caller that sends a different
+    /// write, such as the completing write of a vote after its counted write, passes another
+    /// token). It makes the SDK's own retries of a transaction that did commit, but whose answer
+    /// was lost, come back as committed. DynamoDB keeps a token for 10 minutes and refuses any
+    /// other request with it (`IdempotentParameterMismatchException`), so each try after a
+    /// cancellation — a new request, since the last one was answered — gets a token of its own
+    /// ([`try_token`]); only a try still in progress is asked again with the same one.
+    pub(crate) async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+        token: &str,
+    ) -> Result<Transaction, StoreError> {
+        let mut tries = 1;
+        let mut in_progress_waits = 0;
+        loop {
+            let result = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .client_request_token(try_token(token, tries))
+                .send()
+                .await;
+            let cancelled = match result {
+                Ok(_) => return Ok(Transaction::Committed),
+                Err(e) if is_transient(&e) => {
+                    return Err(StoreError::from_sdk("TransactWriteItems", e));
+                }
+                Err(e) => match e.into_service_error() {
+                    TransactWriteItemsError::TransactionCanceledException(cancelled) => cancelled,
+                    // The same token's earlier try is still being applied (the SDK retried a
+                    // request whose answer was lost): ask again shortly, with the same token.
+                    TransactWriteItemsError::TransactionInProgressException(_)
+                        if in_progress_waits < TRANSACTION_TRIES =>
+                    {
+                        in_progress_waits += 1;
+                        tokio::time::sleep(conflict_backoff(in_progress_waits)).await;
+                        continue;
+                    }
+                    other => return Err(StoreError::from_service("TransactWriteItems", other)),
+                },
+            };
+            let reasons = cancelled.cancellation_reasons();
+            if reasons
+                .iter()
+                .any(|r| r.code() == Some("ConditionalCheckFailed"))
+            {
+                return Ok(Transaction::Cancelled(reasons.to_vec()));
+            }
+            // Throttled inside the transaction: unavailable for now, like a throttled request.
+            if reasons.iter().any(|r| {
+                matches!(
+                    r.code(),
+                    Some("ThrottlingError" | "ProvisionedThroughputExceeded")
+                )
+            }) {
+                return Err(StoreError::Unavailable {
+                    operation: "TransactWriteItems",
+                    message: format!("{cancelled}"),
+                });
+            }
+            if !reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"))
+            {
+                return Err(StoreError::dynamo("TransactWriteItems", cancelled));
+            }
+            if tries == TRANSACTION_TRIES {
+                return Err(StoreError::Contention("TransactWriteItems"));
+            }
+            tokio::time::sleep(conflict_backoff(tries)).await;
+            tries += 1;
+        }
+    }
+}
+
+impl Store {
+    /// One conditional `UpdateItem` on an approval: the approval as it is now when the
+    /// condition held (`ALL_NEW`), or as it was when it did not (`ALL_OLD`; `None` when there
+    /// is no such approval) — either way in the same round trip.
+    pub(crate) async fn update_approval(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        update: &str,
+        condition: &str,
+        names: HashMap<String, String>,
+        values: HashMap<String, AttributeValue>,
+    ) -> Result<Result<Approval, Option<Approval>>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, id))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let result = match result {
+            Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
+            other => other.map_err(|e| e.into_service_error()),
+        };
+        match result {
+            Ok(output) => {
+                let item = output
+                    .attributes()
+                    .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                Ok(Ok(approval_from_item(item)?))
+            }
+            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                Ok(Err(failed.item().map(approval_from_item).transpose()?))
+            }
+            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
+        }
+    }
+}
+
+/// The client token of the `tries`th try of the write `token` names: the first try uses it as
+/// it is, each later one (a new request after a cancellation) adds its number, so no token is
+/// ever sent with two requests. At most 36 characters, as DynamoDB requires.
+pub(crate) fn try_token(token: &str, tries: u32) -> String {
+    debug_assert!(token.len() <= 32, "a client token of {} bytes", token.len());
+    if tries <= 1 {
+        token.to_owned()
+    } else {
+        format!("{token}~{tries}")
+    }
+}
+
+/// How many times a transaction cancelled by `TransactionConflict` (another transaction on the
+/// same item, in flight) is tried in all, and the jitter between tries.
+const TRANSACTION_TRIES: u32 = 5;
+
+fn conflict_backoff(attempt: u32) -> Duration {
+    let base = 10u64 << attempt.min(4);
+    Duration::from_millis(base + rand::random_range(0..base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_try_of_a_write_has_its_own_token_within_36_characters() {
+        let write = "req_01JD3ZZZZZZZZZZZZZZZZZZZZZ.2";
+        let tokens: Vec<String> = (1..=TRANSACTION_TRIES)
+            .map(|t| try_token(write, t))
+            .collect();
+        assert_eq!(tokens[0], write);
+        let distinct: std::collections::HashSet<_> = tokens.iter().collect();
+        assert_eq!(distinct.len(), tokens.len());
+        assert!(tokens.iter().all(|t| t.len() <= 36), "{tokens:?}");
+    }
+}

@@ -1,0 +1,39 @@
+//! Every table's key, spelled in one place. Tenant ids never contain `#`, so a key that starts
+//! with one names it unambiguously, and no read or write can reach another tenant's item by id
+//! alone.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::domain::{ApprovalId, IdempotencyKey, TenantId};
+
+/// The approvals table's key.
+pub(crate) fn approval_key(tenant: &TenantId, id: &ApprovalId) -> AttributeValue {
+    AttributeValue::S(format!("{tenant}#{id}"))
+}
+
+/// The approvals table's key parsed back into its tenant and approval (an index item's key).
+pub(crate) fn parse_approval_key(pk: &str) -> Option<(TenantId, ApprovalId)> {
+    let (tenant, id) = pk.split_once('#')?;
+    Some((TenantId::parse(tenant).ok()?, ApprovalId::parse(id).ok()?))
+}
+
+/// The idempotency table's key: create keys are scoped per tenant.
+pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> AttributeValue {
+    AttributeValue::S(format!("{tenant}#{}", key.as_str()))
+}
+
+/// The events table's partition: one approval's trail.
+pub(crate) fn trail_key(tenant: &TenantId, id: &ApprovalId) -> String {
+    format!("{tenant}#{id}")
+}
+
+/// The webhook inbox's key: one item per source and event id.
+pub(crate) fn inbox_key(source: &str, event_id: &str) -> String {
+    format!("{source}#{event_id}")
+}
+
+/// Where the local runner keeps its position in a stream's shard: an item of the ledger table
+/// (never of the approvals table, whose writes would feed the stream itself).
+pub(crate) fn stream_position_key(stream_arn: &str, shard_id: &str) -> String {
+    format!("_local_runner#stream#{stream_arn}#{shard_id}")
+}

@@ -1,0 +1,234 @@
+//! How an attempt ends: the ledger item and the approval's `execution` (and the trail event,
+//! if the end makes one) in one transaction, while the writer still owns the attempt.
+
+use aws_sdk_dynamodb::types::{AttributeValue, Update};
+
+use super::{LedgerKey, ONLY_IF_CURRENT_GENERATION, values};
+use crate::domain::trail::TrailEvent;
+use crate::domain::{Completion, EpochSeconds, LedgerStatus, StatusCheck};
+use crate::store::attr::{epoch, n, opt_s, s};
+use crate::store::client::{Store, Transaction, condition_failed_item};
+use crate::store::codec::status_check_to_attr;
+use crate::store::error::StoreError;
+use crate::store::expr::UpdateExpr;
+use crate::store::size::{MAX_CHECK_DETAIL_CHARS, MAX_STATUS_CHECKS, cut, kept};
+
+/// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
+/// its lease), and not ended yet (in progress, waiting for its retry, or its outcome not known
+/// yet).
+const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait, :unknown)";
+
+
+/// ... and, for a write that records a status query, while the execution holds fewer than
+/// [`MAX_STATUS_CHECKS`] of them: what grows on an approval item is bounded, so it never
+/// passes DynamoDB's 400 KB.
+const ONLY_IF_ROOM_FOR_A_CHECK: &str = "(attribute_not_exists(#execution.#status_checks) \
+     OR size(#execution.#status_checks) < :max_checks)";
+
+/// How an attempt ends, as one write records it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptEnd<'a> {
+    pub completion: &'a Completion,
+    /// The status query that decided it, recorded on the execution.
+    pub check: Option<&'a StatusCheck>,
+    /// Who writes the end: the attempt's own token when its worker ends it, a token of the
+    /// writer's otherwise (a worker settling, abandoning or giving up another's attempt; the
+    /// reconciler). A write that finds the attempt already ended takes it for its own (an SDK
+    /// retry that met its first try) only when this matches, so a stalled worker never mistakes
+    /// an end another wrote for its own and drops what it learnt.
+    pub ended_by: &'a str,
+    /// When the call whose outcome is unknown ended (epoch ms), for an `unknown` end that
+    /// follows a call: `not_found` is believed only the target's status delay after it.
+    pub call_ended_ms: Option<i64>,
+    /// When the execution is next due (epoch seconds), if later than now: the status query the
+    /// delay puts off. The reconciler counts its bound from then, so a long status delay is not
+    /// taken for a lost job.
+    pub due_at: Option<EpochSeconds>,
+    /// The trail event the end makes, committed with it: a notification's or a callback's
+    /// outcome (an execution's events are derived from the approval's change instead).
+    pub event: Option<&'a TrailEvent>,
+}
+
+impl<'a> AttemptEnd<'a> {
+    /// An end written by the attempt's own worker (`token`).
+    pub fn by_owner(completion: &'a Completion, token: &'a str) -> Self {
+        Self {
+            completion,
+            check: None,
+            ended_by: token,
+            call_ended_ms: None,
+            due_at: None,
+            event: None,
+        }
+    }
+}
+
+impl Store {
+    /// Records how the attempt `token` ended, while it is still that attempt and not ended:
+    /// by its own worker, or by one that found it abandoned or waiting for a status query
+    /// (`end.ended_by` says which). Returns false when the attempt was no longer there to end
+    /// (another worker took it over, or ended it first).
+    pub async fn end_attempt(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        end: &AttemptEnd<'_>,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        self.end_attempt_if(key, token, end, now, None).await
+    }
+
+    /// Ends a stuck execution's attempt `token` (the reconciler): as [`Store::end_attempt`], and
+    /// only while neither the attempt nor the execution changed since `cutoff`.
+    pub async fn end_stuck_attempt(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        end: &AttemptEnd<'_>,
+        cutoff: EpochSeconds,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        self.end_attempt_if(key, token, end, now, Some(cutoff))
+            .await
+    }
+
+    async fn end_attempt_if(
+        &self,
+        key: &LedgerKey,
+        owner: &str,
+        end: &AttemptEnd<'_>,
+        now: EpochSeconds,
+        unchanged_since: Option<EpochSeconds>,
+    ) -> Result<bool, StoreError> {
+        // What grows on the items is bounded: an error (which may quote the one before it, and
+        // a target's reason) is kept to its first characters.
+        let completion = &kept(end.completion);
+        let status = completion.status();
+        let mut ledger_update = match completion.error() {
+            Some(_) => "SET #status = :status, #last_error = :error, #updated_at = :now, #ended_by = :ended_by"
+                .to_owned(),
+            None => "SET #status = :status, #updated_at = :now, #ended_by = :ended_by".to_owned(),
+        };
+        if end.call_ended_ms.is_some() {
+            ledger_update.push_str(", #call_ended_at = :call_ended_at");
+        }
+        ledger_update.push_str(match completion.error() {
+            Some(_) => " REMOVE #lease_until",
+            None => " REMOVE #lease_until, #last_error",
+        });
+        let mut ledger_vals = values(&[
+            (":status", s(status.as_str())),
+            (":now", epoch(now)),
+            (":in_progress", s(LedgerStatus::InProgress.as_str())),
+            (":retry_wait", s(LedgerStatus::RetryWait.as_str())),
+            (":unknown", s(LedgerStatus::Unknown.as_str())),
+            (":token", s(owner)),
+            (":ended_by", s(end.ended_by)),
+        ]);
+        if let Some(error) = completion.error() {
+            ledger_vals.insert(":error".to_owned(), s(error));
+        }
+        if let Some(ms) = end.call_ended_ms {
+            ledger_vals.insert(":call_ended_at".to_owned(), n(ms));
+        }
+        let mut ledger_condition = ONLY_IF_OWNER.to_owned();
+        if let Some(cutoff) = unchanged_since {
+            ledger_condition.push_str(" AND #updated_at <= :cutoff");
+            ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+        }
+        let ledger = self
+            .ledger_update(key, &ledger_update, &ledger_condition)
+            .set_expression_attribute_values(Some(ledger_vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let mut check = end.check;
+        loop {
+            let execution =
+                self.execution_end(key, completion, check, now, end.due_at, unchanged_since)?;
+            match self
+                .ledger_transaction(ledger.clone(), execution, end.event)
+                .await?
+            {
+                Transaction::Committed => return Ok(true),
+                Transaction::Cancelled(reasons) => {
+                    if let Some(old) = condition_failed_item(&reasons, 0) {
+                        // Our own end: it applied, its answer was lost, the SDK's retry met it.
+                        return Ok(opt_s(old, "token").as_deref() == Some(owner)
+                            && opt_s(old, "status").as_deref() == Some(status.as_str())
+                            && opt_s(old, "ended_by").as_deref() == Some(end.ended_by));
+                    }
+                    // Only the approval refused: the execution moved on to another generation,
+                    // or (writing a status query) it holds as many as it keeps. Without the
+                    // query the end is written still; the query is in the log.
+                    if check.take().is_none() {
+                        return Ok(false);
+                    }
+                    tracing::warn!(
+                        ledger_item = key.pk(),
+                        max = MAX_STATUS_CHECKS,
+                        "status query not kept on the execution (it holds the most it keeps, or the generation moved on)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The approval's side of an attempt's end (execute jobs): the execution's status and error,
+    /// the status query if any, and what is due.
+    fn execution_end(
+        &self,
+        key: &LedgerKey,
+        completion: &Completion,
+        check: Option<&StatusCheck>,
+        now: EpochSeconds,
+        due_at: Option<EpochSeconds>,
+        unchanged_since: Option<EpochSeconds>,
+    ) -> Result<Option<Update>, StoreError> {
+        let execution = completion.status().execution_status();
+        let mut update = UpdateExpr::default()
+            .set("#execution.#status = :exec_status")
+            .set("#execution.#updated_at = :now");
+        update = match completion.error() {
+            Some(_) => update.set("#execution.#last_error = :error"),
+            None => update.remove("#execution.#last_error"),
+        };
+        if check.is_some() {
+            update = update.set(
+                "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check)",
+            );
+        }
+        let mut vals = values(&[
+            (":exec_status", s(execution.as_str())),
+            (":now", epoch(now)),
+        ]);
+        if let Some(error) = completion.error() {
+            vals.insert(":error".to_owned(), s(error));
+        }
+        let mut condition = ONLY_IF_CURRENT_GENERATION.to_owned();
+        if let Some(check) = check {
+            condition.push_str(&format!(" AND {ONLY_IF_ROOM_FOR_A_CHECK}"));
+            vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
+            let check = StatusCheck {
+                detail: check
+                    .detail
+                    .as_deref()
+                    .map(|d| cut(d, MAX_CHECK_DETAIL_CHARS)),
+                ..check.clone()
+            };
+            vals.insert(
+                ":check".to_owned(),
+                AttributeValue::L(vec![status_check_to_attr(&check)]),
+            );
+            vals.insert(":max_checks".to_owned(), n(MAX_STATUS_CHECKS));
+        }
+        if let Some(cutoff) = unchanged_since {
+            condition.push_str(" AND #due_at <= :cutoff");
+            vals.insert(":cutoff".to_owned(), epoch(cutoff));
+        }
+        // Waiting for a retry or a status query, the execution is still due to end (the
+        // reconciler watches it, from the status query it waits for if later); ended, nothing
+        // is due.
+        let due_from = due_at.unwrap_or(now).max(now);
+        self.execution_update(key, update, (execution, due_from), vals, &condition)
+    }
+}

@@ -1,0 +1,27 @@
+//! The table names: one process's tables (each Lambda's from its variables, the tests' under a
+//! prefix of their own).
+
+/// The DynamoDB table names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tables {
+    pub approvals: String,
+    pub idempotency_keys: String,
+    pub webhook_inbox: String,
+    pub execution_ledger: String,
+    pub events: String,
+    pub approval_index: String,
+}
+
+impl Tables {
+    /// The local defaults (`countersign-approvals` and so on), or every name under one prefix.
+    pub fn with_prefix(prefix: &str) -> Self {
+        Self {
+            approvals: format!("{prefix}-approvals"),
+            idempotency_keys: format!("{prefix}-idempotency-keys"),
+            webhook_inbox: format!("{prefix}-webhook-inbox"),
+            execution_ledger: format!("{prefix}-execution-ledger"),
+            events: format!("{prefix}-events"),
+            approval_index: format!("{prefix}-approval-index"),
+        }
+    }
+}
