@@ -642,8 +642,8 @@ async fn noncharacters_everywhere_reach_the_target_value_for_value() {
 /// late reports keep 10.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
-    use countersign::domain::StatusCheck;
-    use countersign::store::{AttemptEnd, Begin, Completion, MAX_LATE_REPORTS, MAX_STATUS_CHECKS};
+    use countersign::domain::{Completion, StatusCheck};
+    use countersign::store::{AttemptEnd, Begin, MAX_LATE_REPORTS, MAX_STATUS_CHECKS};
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t
@@ -657,7 +657,7 @@ async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
             .expect("the approval");
         countersign::store::items_to_approval(&item).expect("an approval")
     };
-    let job = countersign::jobs::execute_job(&stored().await);
+    let job = countersign::jobs::execute_job(&stored().await).ledger();
     let store = &t.app.store;
     let (now, now_ms) = (t.clock.now(), t.clock.now_millis());
     let began = store

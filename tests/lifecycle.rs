@@ -516,7 +516,7 @@ async fn runner_that_loses_jobs(t: &TestApp) -> (countersign::runner::Pollers, S
     config.jobs_queue_url = Some(lost.queue_url.clone());
     let losing = countersign::App::new(
         config,
-        t.app.store.client().clone(),
+        aws_sdk_dynamodb::Client::new(&t.sdk),
         sqs.clone(),
         t.clock.clone(),
     );
@@ -745,9 +745,7 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
         ("apr_00000000000000000000000002", "execution", "approved"),
     ] {
         // No `execution`, no `approvers`: not an approval this version can read.
-        t.app
-            .store
-            .client()
+        t.dynamodb
             .put_item()
             .table_name(&t.app.config.tables.approvals)
             .item("pk", AttributeValue::S(format!("tenant-a#{id}")))
@@ -776,16 +774,25 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
     assert_eq!(decided.status, 200, "{}", decided.text());
     t.clock.advance(120);
 
-    let sweeper = countersign::jobs::Sweeper::new(t.app.clone());
-    let report = sweeper.run().await.expect("the run ends");
-    println!("one run over two unreadable candidates and two good ones: {report:?}");
-    assert_eq!(
-        (report.expired, report.requeued, report.failures),
-        (1, 1, 2),
-        "{report:?}"
+    let expired = countersign::jobs::Expirer::new(t.app.clone())
+        .run()
+        .await
+        .expect("the expirer's run ends");
+    let reconciled = countersign::jobs::Reconciler::new(t.app.clone())
+        .run()
+        .await
+        .expect("the reconciler's run ends");
+    println!(
+        "one run of each over two unreadable candidates and two good ones: {expired:?} {reconciled:?}"
     );
+    assert_eq!(
+        (expired.expired, reconciled.requeued),
+        (1, 1),
+        "{expired:?} {reconciled:?}"
+    );
+    assert_eq!((expired.failures, reconciled.failures), (1, 1));
     assert!(
-        report.into_result().is_err(),
+        expired.into_result().is_err() && reconciled.into_result().is_err(),
         "a run with failures ends in an error"
     );
     assert_eq!(t.get(KEY_A, &pending).await.json()["status"], "expired");

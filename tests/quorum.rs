@@ -394,8 +394,8 @@ async fn a_concurrent_veto_and_quorum_have_one_outcome() {
 /// finish every approval and each executes once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
-    use countersign::config::Tables;
     use countersign::store::Store;
+    use countersign::store::Tables;
     use countersign_tests::jobs::Downstream;
     use countersign_tests::local_runner::{LocalRunner, isolated_env};
     use futures::StreamExt;

@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use countersign::config::Tables;
+use countersign::store::Tables;
 use countersign::webhook::WebhookSecret;
 use countersign::{App, Clock, Config};
 use serde_json::Value;

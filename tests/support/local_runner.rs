@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use countersign::config::Tables;
 use countersign::runner::ensure_queues;
+use countersign::store::Tables;
 
 use crate::runtime_api::function_binary;
 

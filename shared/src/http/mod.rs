@@ -54,9 +54,7 @@ pub fn webhook_router(app: Arc<App>) -> Router {
 /// Every route, for the local runner and the tests.
 pub fn router(app: Arc<App>) -> Router {
     finish(
-        api_routes()
-            .merge(decide_routes())
-            .merge(webhook_routes()),
+        api_routes().merge(decide_routes()).merge(webhook_routes()),
         app,
     )
 }

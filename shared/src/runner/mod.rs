@@ -73,7 +73,10 @@ async fn sweep(expirer: Expirer, reconciler: Reconciler, period: Duration) {
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        for (name, run) in [("expiry", expirer.run().await), ("reconcile", reconciler.run().await)] {
+        for (name, run) in [
+            ("expiry", expirer.run().await),
+            ("reconcile", reconciler.run().await),
+        ] {
             match run {
                 Ok(report) if report != Default::default() => {
                     tracing::info!(?report, name, "sweep");

@@ -178,8 +178,13 @@ impl Store {
         let update = UpdateExpr::default()
             .set("#status = :cancelled")
             .set("#cancellation = :cancellation");
-        let cancelled =
-            Indexed::after(id, Status::Cancelled, true, ExecutionStatus::NotStarted, now);
+        let cancelled = Indexed::after(
+            id,
+            Status::Cancelled,
+            true,
+            ExecutionStatus::NotStarted,
+            now,
+        );
         let update = cancelled.apply(update, &mut values).build();
         let outcome = self
             .update_approval(

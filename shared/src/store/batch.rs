@@ -84,7 +84,6 @@ impl Store {
         }
         Ok(())
     }
-
 }
 
 #[cfg(test)]

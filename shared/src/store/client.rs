@@ -60,10 +60,7 @@ pub(crate) enum Transaction {
 }
 
 /// The item returned by the `index`th action's failed condition, if that is why it was cancelled.
-pub(crate) fn condition_failed_item(
-    reasons: &[CancellationReason],
-    index: usize,
-) -> Option<&Item> {
+pub(crate) fn condition_failed_item(reasons: &[CancellationReason], index: usize) -> Option<&Item> {
     reasons
         .get(index)
         .filter(|r| r.code() == Some("ConditionalCheckFailed"))

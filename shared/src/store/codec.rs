@@ -11,8 +11,8 @@ use super::error::StoreError;
 use super::indexes::Indexed;
 use super::keys::approval_key;
 use crate::domain::{
-    Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution,
-    ExecutionStatus, IdempotencyKey, Outcome, Policy, Rule, Status, StatusCheck, TenantId,
+    Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
+    IdempotencyKey, Outcome, Policy, Rule, Status, StatusCheck, TenantId,
 };
 
 /// The `execute_key` attribute of an approval whose downstream key names it (absent on

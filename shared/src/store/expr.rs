@@ -50,12 +50,16 @@ impl UpdateExpr {
     }
 
     pub(crate) fn build(&self) -> String {
-        [("SET", &self.set), ("REMOVE", &self.remove), ("ADD", &self.add)]
-            .iter()
-            .filter(|(_, clauses)| !clauses.is_empty())
-            .map(|(action, clauses)| format!("{action} {}", clauses.join(", ")))
-            .collect::<Vec<_>>()
-            .join(" ")
+        [
+            ("SET", &self.set),
+            ("REMOVE", &self.remove),
+            ("ADD", &self.add),
+        ]
+        .iter()
+        .filter(|(_, clauses)| !clauses.is_empty())
+        .map(|(action, clauses)| format!("{action} {}", clauses.join(", ")))
+        .collect::<Vec<_>>()
+        .join(" ")
     }
 }
 
@@ -88,7 +92,10 @@ mod tests {
             .remove("#c")
             .add("#voters :voter")
             .set("#b = :b");
-        assert_eq!(update.build(), "SET #a = :a, #b = :b REMOVE #c ADD #voters :voter");
+        assert_eq!(
+            update.build(),
+            "SET #a = :a, #b = :b REMOVE #c ADD #voters :voter"
+        );
         assert_eq!(UpdateExpr::default().build(), "");
     }
 }

@@ -93,7 +93,11 @@ impl Indexed {
         execution: ExecutionStatus,
         at: EpochSeconds,
     ) -> Self {
-        debug_assert_ne!(status, Status::Pending, "an update never leaves an approval pending");
+        debug_assert_ne!(
+            status,
+            Status::Pending,
+            "an update never leaves an approval pending"
+        );
         Self {
             status_id: sets_status.then(|| status_id(status, id)),
             due: Due::of(status, execution, at, at),
@@ -170,10 +174,7 @@ mod tests {
             E::Failed,
             E::NeedsReconciliation,
         ] {
-            assert_eq!(
-                Due::of(Status::Approved, execution, 100, 5),
-                Due::Nothing
-            );
+            assert_eq!(Due::of(Status::Approved, execution, 100, 5), Due::Nothing);
         }
         for status in [Status::Rejected, Status::Expired, Status::Cancelled] {
             assert_eq!(Due::of(status, E::NotStarted, 100, 5), Due::Nothing);
@@ -187,7 +188,13 @@ mod tests {
         approval.execution.status = ExecutionStatus::Running;
         approval.execution.updated_at = 7;
         let put = Indexed::of(&approval);
-        let update = Indexed::after(&approval.id, Status::Approved, true, ExecutionStatus::Running, 7);
+        let update = Indexed::after(
+            &approval.id,
+            Status::Approved,
+            true,
+            ExecutionStatus::Running,
+            7,
+        );
         assert_eq!(put, update);
         let mut values = HashMap::new();
         let expression = update.apply(UpdateExpr::default(), &mut values).build();
@@ -200,7 +207,13 @@ mod tests {
         assert_eq!(attributes["due_kind"], values[":index_due_kind"]);
         assert_eq!(attributes["due_at"], values[":index_due_at"]);
 
-        let ended = Indexed::after(&approval.id, Status::Approved, false, ExecutionStatus::Succeeded, 9);
+        let ended = Indexed::after(
+            &approval.id,
+            Status::Approved,
+            false,
+            ExecutionStatus::Succeeded,
+            9,
+        );
         let mut values = HashMap::new();
         assert_eq!(
             ended.apply(UpdateExpr::default(), &mut values).build(),

@@ -11,7 +11,7 @@ use super::conditions::ONLY_IF_EXISTS;
 use super::error::StoreError;
 use super::expr::{UpdateExpr, names};
 use super::indexes::Indexed;
-use crate::domain::{Approval, ApprovalId, ExecutionStatus, EpochSeconds, Status, TenantId};
+use crate::domain::{Approval, ApprovalId, EpochSeconds, ExecutionStatus, Status, TenantId};
 
 /// Why an operator's change to an execution was refused.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,8 +111,15 @@ impl Store {
             (":now".to_owned(), epoch(now)),
         ]);
         let resolved = Indexed::after(id, Status::Approved, false, outcome, now);
-        self.operator_update(tenant, id, resolve(), resolved, ONLY_IF_UNRECONCILED, values)
-            .await
+        self.operator_update(
+            tenant,
+            id,
+            resolve(),
+            resolved,
+            ONLY_IF_UNRECONCILED,
+            values,
+        )
+        .await
     }
 
     /// `update` with the index attributes of the state it leaves (`after`), while `condition`

@@ -192,7 +192,6 @@ impl Store {
             }
         }
     }
-
 }
 
 /// The first write of a vote on approval `id`.

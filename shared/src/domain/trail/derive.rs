@@ -281,4 +281,3 @@ fn vote_actor(vote: &Decision) -> Value {
     }
     actor
 }
-

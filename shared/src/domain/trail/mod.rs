@@ -215,4 +215,3 @@ pub fn event_id(
         .finalize();
     format!("evt_{}", hex::encode(&digest[..16]))
 }
-

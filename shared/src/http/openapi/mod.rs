@@ -9,11 +9,11 @@ use serde_json::{Map, Value, json};
 
 use super::approvals::{CANCEL_BODY_LIMIT, CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
 use super::listing::LIST_BODY_BUDGET;
-use super::pages::{DEFAULT_LIMIT, MAX_LIMIT};
 use super::operator::RESOLVE_BODY_LIMIT;
+use super::pages::{DEFAULT_LIMIT, MAX_LIMIT};
 use super::problem::ApiError;
-use schemas::schemas;
 use crate::domain::Approver;
+use schemas::schemas;
 
 /// An approval id: `apr_` and a ULID (Crockford base 32); lower case is read as upper.
 const APPROVAL_ID_PATTERN: &str = "^apr_[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$";

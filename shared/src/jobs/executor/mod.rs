@@ -22,8 +22,8 @@ use crate::{App, ConfigError};
 use downstream::{Downstream, Target};
 use message::{Disposition, JobQueue};
 use policy::{
-    ANSWER_MARGIN, CallOutcome, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE,
-    SHORTEST_END_WRITE, call_budget, comes_back, seconds_from_ms,
+    ANSWER_MARGIN, CallOutcome, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE, SHORTEST_END_WRITE,
+    call_budget, comes_back, seconds_from_ms,
 };
 
 pub use message::JobMessage;

@@ -18,7 +18,6 @@ use crate::store::size::{MAX_CHECK_DETAIL_CHARS, MAX_STATUS_CHECKS, cut, kept};
 /// yet).
 const ONLY_IF_OWNER: &str = "#token = :token AND #status IN (:in_progress, :retry_wait, :unknown)";
 
-
 /// ... and, for a write that records a status query, while the execution holds fewer than
 /// [`MAX_STATUS_CHECKS`] of them: what grows on an approval item is bounded, so it never
 /// passes DynamoDB's 400 KB.

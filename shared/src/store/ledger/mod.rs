@@ -370,16 +370,11 @@ impl Store {
                 "#execution.#late_reports",
             )
         } else {
-            (
-                &self.tables.execution_ledger,
-                s(key.pk()),
-                "#late_reports",
-            )
+            (&self.tables.execution_ledger, s(key.pk()), "#late_reports")
         };
         let update = format!("SET {list} = list_append(if_not_exists({list}, :none), :report)");
-        let condition = format!(
-            "{ONLY_IF_EXISTS} AND (attribute_not_exists({list}) OR size({list}) < :max)"
-        );
+        let condition =
+            format!("{ONLY_IF_EXISTS} AND (attribute_not_exists({list}) OR size({list}) < :max)");
         let report = cut(report, MAX_REPORT_CHARS);
         let result = self
             .client
