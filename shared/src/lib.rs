@@ -13,6 +13,8 @@ pub mod cursor;
 pub mod domain;
 pub mod http;
 pub mod jobs;
+#[cfg(test)]
+mod layering;
 pub mod review_token;
 pub mod runner;
 pub mod store;

@@ -1,14 +1,13 @@
 //! Creating, reading and cancelling approvals. Each operation is one DynamoDB round trip; a
 //! refused condition returns the item as it was (`ALL_OLD`), which is all the handler needs to
-//! answer. (Votes are in [`super::votes`], an operator's retry and resolve in
-//! [`super::operator`].)
+//! answer. (Votes are in `votes.rs`, an operator's retry and resolve in `operator.rs`.)
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
 use super::attr::{b, epoch, get_b, get_n, get_s, n, s};
-use super::client::{Store, Transaction, condition_failed_item};
+use super::client::{DecideOutcome, Store, Transaction, condition_failed_item};
 use super::codec::{approval_from_item, approval_to_item, cancellation_to_attr};
 use super::conditions::ONLY_IF_NEW;
 use super::error::StoreError;
@@ -50,14 +49,6 @@ pub enum CreateOutcome {
     Replayed(SavedResponse),
     /// Same tenant and key, another body.
     KeyReused,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum DecideOutcome {
-    /// This request's update applied: the approval as it is now.
-    Won(Box<Approval>),
-    /// The condition refused it: the approval as it was (`None`: no such approval for the tenant).
-    Refused(Option<Box<Approval>>),
 }
 
 /// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a

@@ -1,4 +1,4 @@
-//! What a quorum approval carries for its votes' writes (see [`super::votes`]): written with
+//! What a quorum approval carries for its votes' writes (see `votes.rs`): written with
 //! the approval at its create, read by the conditions of every vote.
 
 use std::collections::HashMap;

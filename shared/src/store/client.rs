@@ -1,9 +1,8 @@
 //! The store itself: one DynamoDB client and the table names, and the transaction every
 //! multi-item write goes through.
 
-use std::time::Duration;
-
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -49,6 +48,15 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// How a conditional update of an approval's decision (a vote, a cancel) ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecideOutcome {
+    /// This request's update applied: the approval as it is now.
+    Won(Box<Approval>),
+    /// The condition refused it: the approval as it was (`None`: no such approval for the tenant).
+    Refused(Option<Box<Approval>>),
 }
 
 /// A transaction's end, once conflicts with other in-flight transactions have been retried.

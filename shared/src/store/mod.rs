@@ -31,8 +31,8 @@ mod tables;
 mod trail;
 mod votes;
 
-pub use approvals::{CreateOutcome, DecideOutcome, IdempotencyRecord, SavedResponse};
-pub use client::Store;
+pub use approvals::{CreateOutcome, IdempotencyRecord, SavedResponse};
+pub use client::{DecideOutcome, Store};
 pub use due::Requeue;
 pub use error::StoreError;
 pub use inbox::{InboxRecord, Ingested};

@@ -1,30 +1,13 @@
-//! Votes, counted exactly once by DynamoDB's conditions (SPEC "Quorum policy").
+//! Votes, counted exactly once by DynamoDB's conditions (SPEC "Quorum policy"; the whole
+//! argument is in docs/ARCHITECTURE.md, "A quorum, counted once").
 //!
 //! A vote is one conditional `UpdateItem` (or the update of a webhook's transaction), shaped
-//! without a read by what the approval's id says of its policy ([`ApprovalId::rules_hint`]):
-//!
-//! - **reject** (a veto, with or without a policy, [`WriteKind::Veto`]): records the vote and
-//!   sets `rejected`.
-//! - **approve, no policy** ([`WriteKind::Single`]): v1's single decision, unchanged — sets
-//!   `approved` and queues the execution; the decision is the approval's one vote.
-//! - **approve on a quorum of `k` rules** ([`WriteKind::Counted`]): records the vote and adds it
-//!   to every rule that lists the voter, `approvals_i += ballots[voter].m_i` (`m_i` = 1 if rule
-//!   `i` lists the voter, kept per approver on the item since its create); the condition lets it
-//!   apply only while some rule stays short after it (`approvals_i < ballots[voter].t_i`, `t_i` =
-//!   `min_approvals` less `m_i`), i.e. only when this vote does **not** complete the quorum.
-//! - When that condition refuses an approve because the vote completes the quorum, the item as
-//!   it was (`ALL_OLD`) carries the policy and the counts, and the vote is written again as
-//!   [`WriteKind::Completing`]: conditioned on every rule already holding enough
-//!   (`approvals_i >= ballots[voter].t_i`), it records the vote, sets `approved` and queues the execution. Two
-//!   round trips, the second only for the completing vote. Counts only grow, so a refused
-//!   completing write means somebody else decided first (or the same voter's other request won).
-//!
-//! So no write ever leaves a met quorum `pending`: the counted write cannot apply when it would
-//! meet the quorum, and the completing write sets the status in the write that counts the vote.
-//! There is no step between them to crash in. A hint that does not match the item (only an id
-//! made before policies existed) is refused by the kind's own guard (`attribute_exists` /
-//! `attribute_not_exists(#while_pending)`) and the right kind follows from `ALL_OLD`; each kind
-//! is sent at most once per vote.
+//! without a read by what the approval's id hints of its policy ([`ApprovalId::rules_hint`]): a
+//! reject is a veto ([`WriteKind::Veto`]); an approve without a policy decides
+//! ([`WriteKind::Single`]); an approve on a quorum is counted ([`WriteKind::Counted`]) only while
+//! it does not complete the quorum, and the vote that does is written again as the completing
+//! write ([`WriteKind::Completing`]), which sets the status in the write that counts it. No write
+//! leaves a met quorum pending.
 //!
 //! Which race each condition closes:
 //! - `#status = :pending` — a vote after the outcome is not recorded; of two votes that both
@@ -41,9 +24,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::approvals::DecideOutcome;
 use super::attr::{epoch, n, s};
-use super::client::Store;
+use super::client::{DecideOutcome, Store};
 use super::codec::decision_to_attr;
 use super::conditions::ONLY_IF_DECIDABLE;
 use super::error::StoreError;
