@@ -151,37 +151,19 @@ impl Approver {
 }
 
 /// Deserialised only through `parse`: a job or an event never carries an id that is not one.
-impl TryFrom<String> for ApprovalId {
-    type Error = InvalidValue;
+macro_rules! parsed_from_strings {
+    ($($id:ty),+) => {$(
+        impl TryFrom<String> for $id {
+            type Error = InvalidValue;
 
-    fn try_from(raw: String) -> Result<Self, Self::Error> {
-        Self::parse(&raw)
-    }
+            fn try_from(raw: String) -> Result<Self, Self::Error> {
+                Self::parse(&raw)
+            }
+        }
+    )+};
 }
 
-impl TryFrom<String> for TenantId {
-    type Error = InvalidValue;
-
-    fn try_from(raw: String) -> Result<Self, Self::Error> {
-        Self::parse(&raw)
-    }
-}
-
-impl TryFrom<String> for IdempotencyKey {
-    type Error = InvalidValue;
-
-    fn try_from(raw: String) -> Result<Self, Self::Error> {
-        Self::parse(&raw)
-    }
-}
-
-impl TryFrom<String> for Approver {
-    type Error = InvalidValue;
-
-    fn try_from(raw: String) -> Result<Self, Self::Error> {
-        Self::parse(&raw)
-    }
-}
+parsed_from_strings!(ApprovalId, TenantId, IdempotencyKey, Approver);
 
 #[cfg(test)]
 mod tests {

@@ -135,11 +135,7 @@ impl Store {
             ledger_condition.push_str(" AND #updated_at <= :cutoff");
             ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
         }
-        let ledger = self
-            .ledger_update(key, &ledger_update, &ledger_condition)
-            .set_expression_attribute_values(Some(ledger_vals))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let ledger = self.ledger_update(key, &ledger_update, &ledger_condition, ledger_vals)?;
         let mut check = end.check;
         loop {
             let execution =

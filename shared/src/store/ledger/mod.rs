@@ -160,19 +160,25 @@ fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
 }
 
 impl Store {
+    /// The ledger item's update, for a transaction; a refused condition returns the item as it
+    /// was.
     fn ledger_update(
         &self,
         key: &LedgerKey,
         update: &str,
         condition: &str,
-    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        vals: HashMap<String, AttributeValue>,
+    ) -> Result<Update, StoreError> {
         Update::builder()
             .table_name(&self.tables.execution_ledger)
             .key("pk", s(key.pk()))
             .update_expression(update)
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&[update, condition])))
+            .set_expression_attribute_values(Some(vals))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 
     /// The approval's `execution`, updated in the same transaction as the ledger (execute jobs):
@@ -266,11 +272,7 @@ impl Store {
         if takeover {
             vals.insert(":now_ms".to_owned(), n(now_ms));
         }
-        let ledger = self
-            .ledger_update(key, BEGIN_ATTEMPT, condition)
-            .set_expression_attribute_values(Some(vals))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let ledger = self.ledger_update(key, BEGIN_ATTEMPT, condition, vals)?;
         let show_running = UpdateExpr::default()
             .set("#execution.#status = :running")
             .set("#execution.#attempts = #execution.#attempts + :one")
@@ -314,9 +316,11 @@ impl Store {
         event: Option<&TrailEvent>,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        let ledger = self
-            .ledger_update(key, FAIL_UNBEGUN, ONLY_IF_NOT_BEGUN)
-            .set_expression_attribute_values(Some(values(&[
+        let ledger = self.ledger_update(
+            key,
+            FAIL_UNBEGUN,
+            ONLY_IF_NOT_BEGUN,
+            values(&[
                 (":failed", s(LedgerStatus::Failed.as_str())),
                 (
                     ":needs_reconciliation",
@@ -329,9 +333,8 @@ impl Store {
                 (":tenant", s(key.tenant.as_str())),
                 (":error", s(reason)),
                 (":now", epoch(now)),
-            ])))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+            ]),
+        )?;
         let failed = UpdateExpr::default()
             .set("#execution.#status = :exec_status")
             .set("#execution.#last_error = :error")
