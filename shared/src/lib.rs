@@ -3,7 +3,7 @@
 //! The library behind every Lambda and the local runner: the domain (pure rules), the DynamoDB
 //! store (every guarantee is a condition or a transaction there), the HTTP routers, the
 //! configuration and the API-key check.
-// The OpenAPI document (`http/openapi.rs`) is one large `json!`.
+// The OpenAPI document (`http/openapi/`) is one large `json!`.
 #![recursion_limit = "512"]
 
 pub mod auth;
