@@ -47,7 +47,7 @@ async fn the_served_document_is_the_committed_one_and_valid_openapi_3_1() {
     );
 }
 
-/// Every documented operation is routed (tests/template.rs holds the document's operations, the
+/// Every documented operation is routed (tests/api/template.rs holds the document's operations, the
 /// router's and the template's routes to one list): asked without a key, each answers with one
 /// of its documented statuses, never a 405.
 #[tokio::test]
