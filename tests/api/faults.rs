@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 use countersign::webhook::WebhookSecret;
 use countersign_tests::fault_proxy::{Fault, FaultProxy, Rule};
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, TestApp, decided_event, execute_key, signed_delivery,
+    ACME_SECRET, ALICE, DECIDER_A, KEY_A, TestApp, decided_event, execute_key, signed_delivery,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
 const APPROVALS: usize = 30;
 
 /// What the API answered, by (operation, status).

@@ -6,52 +6,38 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use countersign_tests::{
-    ACME_SECRET, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event, execute_key,
+    ACME_SECRET, ALICE, ALICE_KEY, ApiKeys, BOB, CAROL, CI, CI_KEY, CreateBody, DAVE, ERIN,
+    MALLORY, PORTAL, PORTAL_KEY, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event,
+    execute_key,
 };
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-const CAROL: &str = "carol@example.com";
-const DAVE: &str = "dave@example.com";
-const ERIN: &str = "erin@example.com";
-
-const CI_KEY: &str = "ci-key-0123456789abcdef";
-const ALICE_KEY: &str = "alice-key-0123456789abcdef";
-const PORTAL_KEY: &str = "portal-key-0123456789abcdef";
-
 fn api_keys() -> String {
-    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
-    json!([
-        key("ci@acme", &["requester"], CI_KEY),
-        key(ALICE, &["approver"], ALICE_KEY),
-        key("portal@acme", &["decider"], PORTAL_KEY),
-    ])
-    .to_string()
+    ApiKeys::new()
+        .key(CI, &["requester"], CI_KEY)
+        .key(ALICE, &["approver"], ALICE_KEY)
+        .key(PORTAL, &["decider"], PORTAL_KEY)
+        .to_string()
 }
 
 /// Engineering 2-of-3 AND security 1-of-1 (the spec's example).
 fn engineering_and_security(build: u64) -> String {
-    json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": [ALICE, BOB, CAROL, DAVE],
-        "policy": {"rules": [
+    CreateBody::new("deploy", &[ALICE, BOB, CAROL, DAVE])
+        .payload(json!({"service": "api", "build": build}))
+        .policy(json!({"rules": [
             {"name": "engineering", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2},
-            {"name": "security", "approvers": [DAVE], "min_approvals": 1}]},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
+            {"name": "security", "approvers": [DAVE], "min_approvals": 1}]}))
+        .expires_in(86_400)
+        .to_string()
 }
 
 fn two_of_five(build: u64) -> String {
-    json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": [ALICE, BOB, CAROL, DAVE, ERIN],
-        "policy": {"rules": [
-            {"name": "oncall", "approvers": [ALICE, BOB, CAROL, DAVE, ERIN], "min_approvals": 2}]},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
+    CreateBody::new("deploy", &[ALICE, BOB, CAROL, DAVE, ERIN])
+        .payload(json!({"service": "api", "build": build}))
+        .policy(json!({"rules": [
+            {"name": "oncall", "approvers": [ALICE, BOB, CAROL, DAVE, ERIN], "min_approvals": 2}]}))
+        .expires_in(86_400)
+        .to_string()
 }
 
 async fn vote(t: &TestApp, id: &str, approver: &str, decision: &str) -> Reply {
@@ -203,12 +189,12 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     );
 
     let policy = |rules: Value| {
-        json!({"action": {"type": "deploy"}, "approvers": [ALICE, BOB, "ci@acme"], "policy": rules})
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE, BOB, CI], "policy": rules})
             .to_string()
     };
     for (n, bad) in [
         json!({"rules": []}),
-        json!({"rules": [{"name": "a", "approvers": ["mallory@example.com"], "min_approvals": 1}]}),
+        json!({"rules": [{"name": "a", "approvers": [MALLORY], "min_approvals": 1}]}),
         json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 2}]}),
         json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 1},
                          {"name": "a", "approvers": [BOB], "min_approvals": 1}]}),
@@ -225,9 +211,8 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
         );
     }
     // Two of {alice, the requester}: only the requester's own vote could complete it.
-    let self_only = policy(
-        json!({"rules": [{"name": "a", "approvers": [ALICE, "ci@acme"], "min_approvals": 2}]}),
-    );
+    let self_only =
+        policy(json!({"rules": [{"name": "a", "approvers": [ALICE, CI], "min_approvals": 2}]}));
     let refused = t.create(CI_KEY, "q-self", &self_only).await;
     assert_eq!(
         (refused.status, refused.code()),

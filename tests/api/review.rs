@@ -1,11 +1,8 @@
 //! The review page and its form post over plain HTTP: tokens, status codes, headers, escaping.
 //! (The browser behaviour — double clicks, reloads, back — is in browser.rs.)
 
-use countersign_tests::{DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
+use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
 use serde_json::json;
-
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
 
 fn form(token: &str, decision: &str) -> String {
     url::form_urlencoded::Serializer::new(String::new())

@@ -2,14 +2,14 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body};
+use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, deploy_body};
 use serde_json::json;
 use tower::ServiceExt;
 
 #[tokio::test]
 async fn malformed_create_requests_get_their_codes_and_write_nothing() {
     let t = TestApp::start().await;
-    let valid = deploy_body(1, &["alice@example.com"]);
+    let valid = deploy_body(1, &[ALICE]);
     let post = || t.http.post(t.url("/approvals")).bearer_auth(KEY_A);
     let cases = [
         (
@@ -157,9 +157,7 @@ async fn a_body_without_declared_length_stops_at_the_limit() {
 #[tokio::test]
 async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let t = TestApp::start().await;
-    let id = t
-        .create_ok(KEY_A, "d", &deploy_body(1, &["alice@example.com"]))
-        .await;
+    let id = t.create_ok(KEY_A, "d", &deploy_body(1, &[ALICE])).await;
     let post = || {
         t.http
             .post(t.url(&format!("/approvals/{id}/decision")))
@@ -168,7 +166,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let cases = [
         (
             "bad decision",
-            post().json(&json!({"decision": "maybe", "approver": "alice@example.com"})),
+            post().json(&json!({"decision": "maybe", "approver": ALICE})),
             400,
             "invalid_request",
         ),

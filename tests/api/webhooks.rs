@@ -2,19 +2,17 @@
 //! it has not been handled before.
 
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, KEY_B, OTHER_SECRET, ROTATING_NEW_SECRET, ROTATING_OLD_SECRET,
-    TestApp, attr_s, decided_event, deploy_body,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, KEY_B, MALLORY, OTHER_SECRET, ROTATING_NEW_SECRET,
+    ROTATING_OLD_SECRET, TestApp, attr_s, decided_event, deploy_body,
 };
 use futures::future::join_all;
 use serde_json::json;
-
-const ALICE: &str = "alice@example.com";
 
 async fn pending_approval(t: &TestApp) -> String {
     t.create_ok(
         KEY_A,
         &format!("k-{}", ulid::Ulid::new()),
-        &deploy_body(1, &[ALICE, "bob@example.com"]),
+        &deploy_body(1, &[ALICE, BOB]),
     )
     .await
 }
@@ -255,13 +253,13 @@ async fn events_that_cannot_apply_are_recorded_and_acknowledged() {
             "superseded",
             "acme",
             ACME_SECRET,
-            decided_event(&decided, "reject", "bob@example.com"),
+            decided_event(&decided, "reject", BOB),
         ),
         (
             "not_an_approver",
             "acme",
             ACME_SECRET,
-            decided_event(&pending, "approve", "mallory@example.com"),
+            decided_event(&pending, "approve", MALLORY),
         ),
         (
             "unknown_approval",

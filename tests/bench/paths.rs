@@ -11,7 +11,9 @@ use aws_sdk_dynamodb::types::{
 use axum::body::Body;
 use axum::http::Request;
 use countersign::webhook::WebhookSecret;
-use countersign_tests::{ACME_SECRET, DECIDER_A, KEY_A, TestApp, decided_event, deploy_body};
+use countersign_tests::{
+    ACME_SECRET, ALICE, BOB, CAROL, DECIDER_A, KEY_A, TestApp, decided_event, deploy_body,
+};
 use serde_json::json;
 use std::collections::HashMap;
 use tower::ServiceExt;
@@ -40,9 +42,6 @@ const MODES: [Mode; 3] = [Mode::Raw, Mode::InProcess, Mode::Loopback];
 const CONCURRENCY: [usize; 3] = [1, 8, 32];
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-const CAROL: &str = "carol@example.com";
 
 /// One cell's view of the shared store: `tag` keeps its keys apart from every other cell's.
 struct Bench<'a> {

@@ -4,10 +4,13 @@
 
 pub mod browser;
 pub mod fault_proxy;
+pub mod fixtures;
 pub mod jobs;
 pub mod local_runner;
 pub mod receiver;
 pub mod runtime_api;
+
+pub use fixtures::*;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -25,36 +28,6 @@ use countersign::store::Tables;
 use countersign::webhook::WebhookSecret;
 use countersign::{App, Clock, Config};
 use serde_json::Value;
-
-pub const TENANT_A: &str = "tenant-a";
-pub const KEY_A: &str = "key-a-0123456789abcdef";
-pub const TENANT_B: &str = "tenant-b";
-pub const KEY_B: &str = "key-b-0123456789abcdef";
-/// Each tenant's decider (a backend deciding for its approvers): the keys above request
-/// approvals, and a key never decides what its own principal requested.
-pub const DECIDER_A: &str = "decider-a-0123456789abcdef";
-pub const DECIDER_B: &str = "decider-b-0123456789abcdef";
-
-/// The test apps' keys: tenant A's and B's requesters (`KEY_A`, `KEY_B`: the tenant as principal,
-/// every role but deciding for others) and their deciders, `portal@tenant-a` / `portal@tenant-b`.
-pub fn test_api_keys() -> String {
-    let requester = ["requester", "approver", "operator", "reader"];
-    serde_json::json!([
-        {"tenant": TENANT_A, "principal": TENANT_A, "roles": requester, "key": KEY_A},
-        {"tenant": TENANT_B, "principal": TENANT_B, "roles": requester, "key": KEY_B},
-        {"tenant": TENANT_A, "principal": "portal@tenant-a", "roles": ["decider", "reader"], "key": DECIDER_A},
-        {"tenant": TENANT_B, "principal": "portal@tenant-b", "roles": ["decider", "reader"], "key": DECIDER_B},
-    ])
-    .to_string()
-}
-
-/// Webhook sources: `acme` and `rotating` belong to tenant A, `other` to tenant B.
-pub const ACME_SECRET: &str = "whsec_YWNtZS13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-pub const ROTATING_NEW_SECRET: &str = "whsec_cm90YXRpbmctbmV3LXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-pub const ROTATING_OLD_SECRET: &str = "whsec_cm90YXRpbmctb2xkLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-/// The review-link token key of test apps.
-pub const TOKEN_SECRET: &str = "test-review-token-secret-0123456789";
-pub const OTHER_SECRET: &str = "whsec_dGVuYW50LWItd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc=";
 
 /// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
 /// sends downstream: `{tenant}:{create key}:{approval id}`.
@@ -346,13 +319,37 @@ impl TestApp {
         .await
     }
 
+    /// Tenant A's decider approves `id` for `approver`; anything but a 200 fails the test.
+    /// Returns the approval as answered.
+    pub async fn approve(&self, id: &str, approver: &str) -> Value {
+        let reply = self
+            .decide(
+                DECIDER_A,
+                id,
+                serde_json::json!({"decision": "approve", "approver": approver}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()
+    }
+
     /// `POST /approvals/{id}/execution/retry` as tenant A's key, with `Idempotency-Key: key`
     /// when one is given.
     pub fn retry_request(&self, id: &str, key: Option<&str>) -> reqwest::RequestBuilder {
+        self.retry_request_as(KEY_A, id, key)
+    }
+
+    /// [`TestApp::retry_request`] as `api_key`.
+    pub fn retry_request_as(
+        &self,
+        api_key: &str,
+        id: &str,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         let request = self
             .http
             .post(self.url(&format!("/approvals/{id}/execution/retry")))
-            .bearer_auth(KEY_A);
+            .bearer_auth(api_key);
         match key {
             Some(key) => request.header("idempotency-key", key),
             None => request,
@@ -491,6 +488,41 @@ impl TestApp {
         self.count_items(&self.app.config.tables.approvals).await
     }
 
+    /// Tenant A's approval `id` as stored, read with the uncounted client.
+    pub async fn stored_approval(&self, id: &str) -> countersign::domain::Approval {
+        let item = self
+            .item(
+                &self.app.config.tables.approvals,
+                &format!("{TENANT_A}#{id}"),
+            )
+            .await
+            .expect("the approval");
+        countersign::store::items_to_approval(&item).expect("an approval")
+    }
+
+    /// Every event of the approval's trail as `api_key` reads it, page by page (`limit` per
+    /// page).
+    pub async fn trail(&self, api_key: &str, id: &str, limit: usize) -> Vec<Value> {
+        let mut events = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = self.url(&format!("/approvals/{id}/events?limit={limit}"));
+            if let Some(c) = &cursor {
+                url.push_str(&format!("&cursor={c}"));
+            }
+            let reply = self.send(self.http.get(url).bearer_auth(api_key)).await;
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            let page = reply.json();
+            let items = page["events"].as_array().expect("events").clone();
+            assert!(items.len() <= limit);
+            events.extend(items);
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return events,
+            }
+        }
+    }
+
     /// An item as stored, by its `pk`.
     pub async fn item(&self, table: &str, pk: &str) -> Option<HashMap<String, AttributeValue>> {
         self.dynamodb
@@ -600,15 +632,6 @@ impl Reply {
     }
 }
 
-/// An `approval.decided` webhook body.
-pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> String {
-    serde_json::json!({
-        "type": "approval.decided",
-        "data": {"approval_id": approval_id, "decision": decision, "approver": approver}
-    })
-    .to_string()
-}
-
 /// A Standard Webhooks delivery of `body` as event `event_id` to `url`, signed now with `secret`
 /// (a redelivery is the same call again: same id, a fresh timestamp and signature).
 pub fn signed_delivery(
@@ -630,6 +653,14 @@ pub fn signed_delivery(
         .body(body.to_owned())
 }
 
+/// The events' types, in order.
+pub fn event_types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// A string attribute of a stored item.
 pub fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a str {
     item.get(name)
@@ -648,15 +679,4 @@ where
         assert!(Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// A valid create body for the `deploy` action.
-pub fn deploy_body(build: u64, approvers: &[&str]) -> String {
-    serde_json::json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": approvers,
-        "context": {"summary": format!("Deploy api build {build} to prod"), "requested_by": "ci"},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
 }
