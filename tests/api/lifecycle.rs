@@ -1,55 +1,26 @@
 //! The approval's life told outward (SPEC "Lifecycle"): the audit trail derived from committed
-//! state, once per transition however often the stream and the queue redeliver — through the
-//! real router, dispatcher and executor against the local AWS.
+//! state, once per transition however often the stream and the queue redeliver, and the
+//! callbacks that carry it to a subscriber — through the real router, dispatcher and executor
+//! against the local AWS. (What the scheduled runs add to it — expiry, re-queues — is in
+//! scheduled.rs.)
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use countersign::jobs::StreamChange;
 use countersign_tests::receiver::CallbackReceiver;
-use countersign_tests::{DECIDER_A, KEY_A, KEY_B, TestApp, eventually, execute_key};
+use countersign_tests::{
+    ALICE, BOB, CAROL, CreateBody, KEY_A, KEY_B, TestApp, event_types, eventually, execute_key,
+};
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-const CAROL: &str = "carol@example.com";
+use crate::helpers::{CALLBACK_SECRET, deploy, subscription};
 
 fn two_of_three(kind: &str) -> String {
-    json!({
-        "action": {"type": kind, "payload": {"build": 7}},
-        "approvers": [ALICE, BOB, CAROL],
-        "policy": {"rules": [{"name": "eng", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]},
-    })
-    .to_string()
-}
-
-/// Every event of the approval, page by page (`limit` per page).
-async fn trail(t: &TestApp, key: &str, id: &str, limit: usize) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut url = t.url(&format!("/approvals/{id}/events?limit={limit}"));
-        if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
-        }
-        let reply = t.send(t.http.get(url).bearer_auth(key)).await;
-        assert_eq!(reply.status, 200, "{}", reply.text());
-        let page = reply.json();
-        let items = page["events"].as_array().expect("events").clone();
-        assert!(items.len() <= limit);
-        events.extend(items);
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return events,
-        }
-    }
-}
-
-fn types(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    CreateBody::new(kind, &[ALICE, BOB, CAROL])
+        .payload(json!({"build": 7}))
+        .policy(json!({"rules": [{"name": "eng", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]}))
+        .to_string()
 }
 
 /// Every record of the test's approvals stream, from its start.
@@ -116,14 +87,7 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
         .create_ok(KEY_A, "life-1", &two_of_three("flaky_once"))
         .await;
     for approver in [ALICE, BOB] {
-        let reply = t
-            .decide(
-                DECIDER_A,
-                &id,
-                json!({"decision": "approve", "approver": approver}),
-            )
-            .await;
-        assert_eq!(reply.status, 200, "{}", reply.text());
+        t.approve(&id, approver).await;
     }
     let approval = t
         .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
@@ -134,7 +98,7 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
         "one transient failure, then success"
     );
     eventually("every event is recorded", || async {
-        let trail = types(&trail(&t, KEY_A, &id, 50).await);
+        let trail = event_types(&t.trail(KEY_A, &id, 50).await);
         trail.iter().filter(|t| *t == "notification.sent").count() == 3
             && trail.iter().any(|t| t == "execution.succeeded")
     })
@@ -157,7 +121,11 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
             .iter()
             .partition(|e| e["type"] == "notification.sent");
         let rest: Vec<Value> = rest.into_iter().cloned().collect();
-        assert_eq!(types(&rest), expected, "the trail, in order: {events:#?}");
+        assert_eq!(
+            event_types(&rest),
+            expected,
+            "the trail, in order: {events:#?}"
+        );
         assert_eq!(rest[1]["actor"]["approver"], ALICE);
         assert_eq!(rest[2]["actor"]["approver"], BOB);
         assert_eq!(rest[3]["actor"]["approver"], BOB, "the deciding vote");
@@ -184,10 +152,10 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
         );
     };
     // Pages of 4, 1 and 50 tell the same trail.
-    let first = trail(&t, KEY_A, &id, 4).await;
+    let first = t.trail(KEY_A, &id, 4).await;
     check(&first);
-    assert_eq!(trail(&t, KEY_A, &id, 1).await, first);
-    assert_eq!(trail(&t, KEY_A, &id, 50).await, first);
+    assert_eq!(t.trail(KEY_A, &id, 1).await, first);
+    assert_eq!(t.trail(KEY_A, &id, 50).await, first);
 
     // Redeliver every stream record twice: the dispatcher derives the same events and sends
     // every job again (each job message twice more); the executor's ledger dedupes the jobs.
@@ -203,7 +171,7 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     })
     .await;
     assert_eq!(
-        trail(&t, KEY_A, &id, 50).await,
+        t.trail(KEY_A, &id, 50).await,
         first,
         "redelivery added no event"
     );
@@ -267,21 +235,6 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     }
 }
 
-const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=";
-
-fn subscription(url: &str, types: Option<&[&str]>) -> String {
-    let mut sub = json!({"url": url, "secret": CALLBACK_SECRET});
-    if let Some(types) = types {
-        sub["types"] = json!(types);
-    }
-    json!({ "tenant-a": sub }).to_string()
-}
-
-fn deploy(approvers: &[&str]) -> String {
-    json!({"action": {"type": "deploy", "payload": {"build": 9}}, "approvers": approvers})
-        .to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed() {
     let receiver = CallbackReceiver::start(CALLBACK_SECRET, 2);
@@ -295,23 +248,16 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
     ])
     .await;
     let id = t.create_ok(KEY_A, "cb-1", &deploy(&[ALICE])).await;
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200);
+    t.approve(&id, ALICE).await;
     t.wait_for_execution(KEY_A, &id, Duration::from_secs(60))
         .await;
     eventually("both callbacks are delivered", || async {
-        let trail = types(&trail(&t, KEY_A, &id, 100).await);
+        let trail = event_types(&t.trail(KEY_A, &id, 100).await);
         trail.iter().filter(|t| *t == "callback.delivered").count() == 2
     })
     .await;
 
-    let events = trail(&t, KEY_A, &id, 100).await;
+    let events = t.trail(KEY_A, &id, 100).await;
     let delivered: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "callback.delivered")
@@ -393,10 +339,10 @@ async fn a_callback_the_receiver_never_accepts_ends_as_callback_failed() {
     .await;
     let id = t.create_ok(KEY_A, "cb-2", &deploy(&[ALICE])).await;
     eventually("the callback is given up", || async {
-        types(&trail(&t, KEY_A, &id, 100).await).contains(&"callback.failed".to_owned())
+        event_types(&t.trail(KEY_A, &id, 100).await).contains(&"callback.failed".to_owned())
     })
     .await;
-    let events = trail(&t, KEY_A, &id, 100).await;
+    let events = t.trail(KEY_A, &id, 100).await;
     let failed: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "callback.failed")
@@ -410,254 +356,7 @@ async fn a_callback_the_receiver_never_accepts_ends_as_callback_failed() {
         .filter(|l| l.get("delivery").is_some())
         .count();
     assert_eq!(deliveries, 2, "JOB_MAX_ATTEMPTS deliveries");
-    assert!(!types(&events).contains(&"callback.delivered".to_owned()));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_sweeper_expires_an_approval_nobody_reads_and_tells_the_subscriber() {
-    let receiver = CallbackReceiver::start(CALLBACK_SECRET, 0);
-    let subscriptions = subscription(&receiver.url, Some(&["approval.expired"]));
-    let t = TestApp::start_jobs(&[
-        ("EVENT_SUBSCRIPTIONS", &subscriptions),
-        ("SWEEP_INTERVAL_SECONDS", "1"),
-    ])
-    .await;
-    let body = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
-                      "expires_in_seconds": 60})
-    .to_string();
-    let id = t.create_ok(KEY_A, "exp-1", &body).await;
-    let other = t.create_ok(KEY_A, "exp-2", &deploy(&[ALICE])).await;
-    let pk = format!("tenant-a#{id}");
-    let stored_status = || async {
-        t.item(&t.app.config.tables.approvals, &pk)
-            .await
-            .map(|item| countersign_tests::attr_s(&item, "status").to_owned())
-    };
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        stored_status().await.as_deref(),
-        Some("pending"),
-        "not due yet"
-    );
-
-    t.clock.advance(61);
-    eventually("the stored status becomes expired", || async {
-        stored_status().await.as_deref() == Some("expired")
-    })
-    .await;
-    eventually("approval.expired is delivered", || async {
-        receiver
-            .lines()
-            .iter()
-            .any(|l| l["type"] == "approval.expired" && l["answer"] == 204)
-    })
-    .await;
-    assert_eq!(
-        t.requests.count("GET", &format!("/approvals/{id}")),
-        0,
-        "nobody read it"
-    );
-    let deliveries: Vec<Value> = receiver
-        .lines()
-        .into_iter()
-        .filter(|l| l.get("delivery").is_some())
-        .collect();
-    assert_eq!(deliveries.len(), 1, "{deliveries:#?}");
-    assert_eq!(deliveries[0]["verified"], true);
-    let item = t
-        .item(&t.app.config.tables.approvals, &pk)
-        .await
-        .expect("item");
-    assert!(
-        !item.contains_key("due_kind"),
-        "nothing is due on an expired approval"
-    );
-
-    let events = trail(&t, KEY_A, &id, 50).await;
-    assert_eq!(
-        types(&events),
-        [
-            "approval.created",
-            "notification.sent",
-            "approval.expired",
-            "callback.delivered"
-        ]
-    );
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(
-        (reply.status, reply.code().as_str()),
-        (410, "approval_expired")
-    );
-    let other = t.get(KEY_A, &other).await.json();
-    assert_eq!(
-        other["status"], "pending",
-        "one not past its expiry stays pending"
-    );
-}
-
-/// A runner whose dispatcher sends every job to a queue nobody reads: jobs lost.
-async fn runner_that_loses_jobs(t: &TestApp) -> (countersign::runner::Pollers, String) {
-    let sqs = aws_sdk_sqs::Client::new(&t.sdk);
-    let lost = countersign::runner::ensure_queues(
-        &sqs,
-        &format!("lost-{}", ulid::Ulid::new().to_string().to_lowercase()),
-        1,
-        2,
-    )
-    .await
-    .expect("a queue");
-    let mut config = t.app.config.clone();
-    config.jobs_queue_url = Some(lost.queue_url.clone());
-    let losing = countersign::App::new(
-        config,
-        aws_sdk_dynamodb::Client::new(&t.sdk),
-        sqs.clone(),
-        t.clock.clone(),
-    );
-    let executor =
-        std::sync::Arc::new(countersign::jobs::Executor::new(t.app.clone()).expect("executor"));
-    let pollers = countersign::runner::Pollers::start(
-        t.app.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&t.sdk),
-        sqs,
-        executor,
-        countersign::jobs::Dispatcher::new(losing),
-    );
-    (pollers, lost.queue_url)
-}
-
-fn stuck_env() -> [(&'static str, &'static str); 3] {
-    // The stuck bound is the job's whole retry budget: 1 s × (2 + 3) = 5 s.
-    [
-        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "1"),
-        ("JOB_MAX_ATTEMPTS", "2"),
-        ("SWEEP_INTERVAL_SECONDS", "1"),
-    ]
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_execute_job_lost_from_the_queue_is_requeued_and_runs_once() {
-    let t = TestApp::start_jobs(&stuck_env()).await;
-    assert_eq!(t.app.config.stuck_execution_seconds, 5);
-    t.stop_runner().await;
-    let (losing, lost_queue) = runner_that_loses_jobs(&t).await;
-    let id = t.create_ok(KEY_A, "stuck-1", &deploy(&[ALICE])).await;
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200);
-    eventually("the notify and execute jobs are sent", || async {
-        t.queue_depth(&lost_queue).await == 2
-    })
-    .await;
-    // Dropped: the test deletes them from the queue.
-    aws_sdk_sqs::Client::new(&t.sdk)
-        .purge_queue()
-        .queue_url(&lost_queue)
-        .send()
-        .await
-        .expect("purge");
-    drop(losing);
-    let approved_at = std::time::Instant::now();
-    t.start_runner();
-    let approval = t
-        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
-        .await;
-    let took = approved_at.elapsed();
-    println!("lost execute job re-queued and executed after {took:?} (bound 5 s + a 1 s period)");
-    assert_eq!(approval["execution"]["status"], "succeeded");
-    assert!(
-        took < Duration::from_secs(15),
-        "within the bound (5 s) and a period: {took:?}"
-    );
-    assert_eq!(
-        t.downstream().calls(&execute_key("stuck-1", &id)),
-        1,
-        "executed once"
-    );
-    let events = trail(&t, KEY_A, &id, 50).await;
-    let requeued: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "execution.queued" && e["actor"]["channel"] == "reconciler")
-        .collect();
-    assert_eq!(requeued.len(), 1, "{events:#?}");
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    assert_eq!(
-        t.downstream().calls(&execute_key("stuck-1", &id)),
-        1,
-        "and never again"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_execution_whose_job_keeps_getting_lost_ends_failed_and_an_operator_resumes_it() {
-    let t = TestApp::start_jobs(&stuck_env()).await;
-    t.stop_runner().await;
-    let (losing, _lost_queue) = runner_that_loses_jobs(&t).await;
-    let id = t.create_ok(KEY_A, "stuck-2", &deploy(&[ALICE])).await;
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200);
-    let approval = t
-        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
-        .await;
-    assert_eq!(approval["execution"]["status"], "failed");
-    let error = approval["execution"]["last_error"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(error.starts_with("never attempted"), "{error}");
-    eventually("the failure is in the trail", || async {
-        types(&trail(&t, KEY_A, &id, 50).await)
-            .last()
-            .map(String::as_str)
-            == Some("execution.failed")
-    })
-    .await;
-    let events = trail(&t, KEY_A, &id, 50).await;
-    let requeues = events
-        .iter()
-        .filter(|e| e["actor"]["channel"] == "reconciler")
-        .count();
-    assert_eq!(requeues as u32, countersign::jobs::REQUEUE_LIMIT);
-    // Resumed while jobs are still lost: the new generation has a re-queue budget of its own
-    // (the reconciler re-queues it, rather than ending it at once as out of re-queues).
-    let reply = t.send(t.retry_request(&id, Some("resume-1"))).await;
-    assert_eq!(reply.status, 202, "{}", reply.text());
-    eventually("the resumed generation is re-queued", || async {
-        trail(&t, KEY_A, &id, 100)
-            .await
-            .iter()
-            .any(|e| e["actor"]["channel"] == "reconciler" && e["data"]["generation"] == 1)
-    })
-    .await;
-    drop(losing);
-    t.start_runner();
-    let approval = t
-        .wait_for_approval(KEY_A, &id, Duration::from_secs(30), |a| {
-            a["execution"]["status"] == "succeeded"
-        })
-        .await;
-    assert_eq!(approval["status"], "approved");
-    assert_eq!(
-        t.downstream().calls(&execute_key("stuck-2", &id)),
-        1,
-        "executed once"
-    );
+    assert!(!event_types(&events).contains(&"callback.delivered".to_owned()));
 }
 
 /// The README shows the receiver the tests run: its code block is the example's marked part.
@@ -696,12 +395,12 @@ async fn a_notification_or_callback_refused_by_its_receiver_is_recorded_and_reac
         .refuse_notifications(axum::http::StatusCode::UNAUTHORIZED);
     let id = t.create_ok(KEY_A, "refused-1", &deploy(&[ALICE])).await;
     eventually("both refusals are in the trail", || async {
-        let types = types(&trail(&t, KEY_A, &id, 100).await);
+        let types = event_types(&t.trail(KEY_A, &id, 100).await);
         types.contains(&"notification.failed".to_owned())
             && types.contains(&"callback.failed".to_owned())
     })
     .await;
-    let events = trail(&t, KEY_A, &id, 100).await;
+    let events = t.trail(KEY_A, &id, 100).await;
     let notified: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "notification.failed")
@@ -715,7 +414,7 @@ async fn a_notification_or_callback_refused_by_its_receiver_is_recorded_and_reac
         .collect();
     assert_eq!(called_back.len(), 1);
     assert_eq!(called_back[0]["data"]["error"], "HTTP 400");
-    assert!(!types(&events).contains(&"notification.sent".to_owned()));
+    assert!(!event_types(&events).contains(&"notification.sent".to_owned()));
     eventually("both messages reach the DLQ", || async {
         t.queue_depth(&t.queues().dlq_url).await >= 2
     })
@@ -725,86 +424,6 @@ async fn a_notification_or_callback_refused_by_its_receiver_is_recorded_and_reac
         1,
         "a refusal is not retried"
     );
-}
-
-/// An approval item this version cannot read (written by hand here, as a botched migration or a
-/// later version could leave one) is a candidate of both scheduled runs, found first: each run
-/// counts it as a failure, logs it, and handles every other candidate all the same — and the
-/// run's answer is an error, which the template's alarm on the function's errors sees.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
-    use aws_sdk_dynamodb::types::AttributeValue;
-    let t = TestApp::start_with(&[
-        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "2"),
-        ("STUCK_EXECUTION_SECONDS", "60"),
-    ])
-    .await;
-    let now = t.clock.now();
-    for (id, due_kind, status) in [
-        ("apr_00000000000000000000000001", "expiry", "pending"),
-        ("apr_00000000000000000000000002", "execution", "approved"),
-    ] {
-        // No `execution`, no `approvers`: not an approval this version can read.
-        t.dynamodb
-            .put_item()
-            .table_name(&t.app.config.tables.approvals)
-            .item("pk", AttributeValue::S(format!("tenant-a#{id}")))
-            .item("tenant", AttributeValue::S("tenant-a".into()))
-            .item("id", AttributeValue::S(id.into()))
-            .item("status", AttributeValue::S(status.into()))
-            .item("expires_at", AttributeValue::N((now - 10).to_string()))
-            .item("due_kind", AttributeValue::S(due_kind.into()))
-            .item("due_at", AttributeValue::N((now - 1_000).to_string()))
-            .send()
-            .await
-            .expect("the unreadable item");
-    }
-    let expiring = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
-                          "expires_in_seconds": 60})
-    .to_string();
-    let pending = t.create_ok(KEY_A, "sweep-pending", &expiring).await;
-    let approved = t.create_ok(KEY_A, "sweep-stuck", &deploy(&[ALICE])).await;
-    let decided = t
-        .decide(
-            DECIDER_A,
-            &approved,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(decided.status, 200, "{}", decided.text());
-    t.clock.advance(120);
-
-    let expired = countersign::jobs::Expirer::new(t.app.clone())
-        .run()
-        .await
-        .expect("the expirer's run ends");
-    let reconciled = countersign::jobs::Reconciler::new(t.app.clone())
-        .run()
-        .await
-        .expect("the reconciler's run ends");
-    println!(
-        "one run of each over two unreadable candidates and two good ones: {expired:?} {reconciled:?}"
-    );
-    assert_eq!(
-        (expired.expired, reconciled.requeued),
-        (1, 1),
-        "{expired:?} {reconciled:?}"
-    );
-    assert_eq!((expired.failures, reconciled.failures), (1, 1));
-    assert!(
-        expired.into_result().is_err() && reconciled.into_result().is_err(),
-        "a run with failures ends in an error"
-    );
-    assert_eq!(t.get(KEY_A, &pending).await.json()["status"], "expired");
-    let stored = t
-        .item(
-            &t.app.config.tables.approvals,
-            &format!("tenant-a#{approved}"),
-        )
-        .await
-        .expect("the approval");
-    let requeues = &stored["execution"].as_m().expect("execution")["requeues"];
-    assert_eq!(requeues, &AttributeValue::N("1".into()), "re-queued");
 }
 
 /// A stream batch holding an approval's insert and its decision (routine when dispatch is
@@ -817,14 +436,7 @@ async fn a_stream_batch_with_an_insert_and_its_decision_is_dispatched_and_indexe
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t.create_ok(KEY_A, "batch-1", &deploy(&[ALICE, BOB])).await;
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text());
+    t.approve(&id, ALICE).await;
     let changes = whole_stream(&t).await;
     assert_eq!(changes.len(), 2, "the insert and the decision");
     let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
