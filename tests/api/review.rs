@@ -1,5 +1,5 @@
 //! The review page and its form post over plain HTTP: tokens, status codes, headers, escaping.
-//! (The browser behaviour — double clicks, reloads, back — is in browser.rs.)
+//! (The browser behaviour — double clicks, reloads, back — is in tests/browser.rs.)
 
 use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
 use serde_json::json;
