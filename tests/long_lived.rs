@@ -11,7 +11,7 @@ use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::{
     ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET, decided_event,
-    execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
+    decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -74,7 +74,7 @@ fn decide(
         .http
         .post(runner.url(&format!("/approvals/{id}/decision")))
         .bearer_auth(api_key)
-        .json(&json!({"decision": "approve", "approver": approver}))
+        .json(&decision_body("approve", approver))
 }
 
 fn get(runner: &LocalRunner, api_key: &str, id: &str) -> reqwest::RequestBuilder {

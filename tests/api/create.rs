@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body, execute_key,
+};
 use futures::future::join_all;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -137,11 +139,7 @@ async fn an_expired_key_used_again_executes_a_second_action_at_a_deduping_target
     for round in 0..2 {
         let id = t.create_ok(KEY_A, "k-again", &body).await;
         let decided = t
-            .decide(
-                DECIDER_A,
-                &id,
-                serde_json::json!({"decision": "approve", "approver": ALICE}),
-            )
+            .decide(DECIDER_A, &id, decision_body("approve", ALICE))
             .await;
         assert_eq!(decided.status, 200, "{}", decided.text());
         let done = t

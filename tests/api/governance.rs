@@ -4,8 +4,8 @@
 
 use countersign_tests::{
     ACME_SECRET, ALICE, ALICE_KEY, AUDITOR, ApiKeys, BOB, BOB_KEY, CI, CI_KEY, MALLORY, OPS,
-    OPS_KEY, PORTAL, PORTAL_KEY, READER_KEY, TENANT_A, TestApp, decided_event, deploy_body,
-    execute_key,
+    OPS_KEY, PORTAL, PORTAL_KEY, READER_KEY, TENANT_A, TestApp, decided_event, decision_body,
+    deploy_body, execute_key,
 };
 use serde_json::{Value, json};
 
@@ -52,17 +52,11 @@ async fn every_route_checks_its_role() {
 
     // Deciding takes `approver` (as itself) or `decider` (for anyone listed).
     for key in [CI_KEY, READER_KEY, OPS_KEY] {
-        let refused = t
-            .decide(key, &id, json!({"decision": "approve", "approver": ALICE}))
-            .await;
+        let refused = t.decide(key, &id, decision_body("approve", ALICE)).await;
         assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
     }
     let as_someone_else = t
-        .decide(
-            BOB_KEY,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(BOB_KEY, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(
         (as_someone_else.status, as_someone_else.code()),
@@ -82,13 +76,7 @@ async fn every_route_checks_its_role() {
     let own = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
     assert_eq!(own.status, 200, "{}", own.text());
     assert_eq!(own.json()["decision"]["approver"], BOB);
-    let again = t
-        .decide(
-            BOB_KEY,
-            &id,
-            json!({"decision": "approve", "approver": BOB}),
-        )
-        .await;
+    let again = t.decide(BOB_KEY, &id, decision_body("approve", BOB)).await;
     assert_eq!((again.status, again.replayed()), (200, true));
 
     // The operator's role passes; the execution's state answers.
@@ -120,11 +108,7 @@ async fn the_requester_never_decides_its_own_approval() {
         own.text()
     );
     let via_portal = t
-        .decide(
-            PORTAL_KEY,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(PORTAL_KEY, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(
         (via_portal.status, via_portal.code()),
@@ -194,11 +178,7 @@ async fn another_spelling_of_the_requester_is_the_requester() {
     assert_eq!(created.status, 201, "{}", created.text());
     let id = created.json()["id"].as_str().unwrap().to_owned();
     let via_portal = t
-        .decide(
-            PORTAL_KEY,
-            &id,
-            json!({"decision": "approve", "approver": shouting}),
-        )
+        .decide(PORTAL_KEY, &id, decision_body("approve", shouting))
         .await;
     assert_eq!(
         (via_portal.status, via_portal.code()),
@@ -260,7 +240,7 @@ async fn the_development_key_form_has_every_role_but_never_decides_its_own_reque
         .decide(
             countersign_tests::KEY_A,
             &id,
-            json!({"decision": "approve", "approver": ALICE}),
+            decision_body("approve", ALICE),
         )
         .await;
     assert_eq!(
@@ -450,11 +430,7 @@ async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
     for approver in [ALICE, BOB, MALLORY] {
         for decision in ["approve", "reject"] {
             let refused = t
-                .decide(
-                    PORTAL_KEY,
-                    &id,
-                    json!({"decision": decision, "approver": approver}),
-                )
+                .decide(PORTAL_KEY, &id, decision_body(decision, approver))
                 .await;
             assert_eq!(
                 (refused.status, refused.code()),
@@ -473,11 +449,7 @@ async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
         .create_ok(OPS_KEY, "sod-2", &deploy_body(2, &[ALICE]))
         .await;
     let decided = t
-        .decide(
-            PORTAL_KEY,
-            &other,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(PORTAL_KEY, &other, decision_body("approve", ALICE))
         .await;
     assert_eq!(decided.status, 200, "{}", decided.text());
     assert_eq!(decided.json()["status"], "approved");

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use countersign::domain::ApprovalId;
 use countersign::review_token::TokenSecret;
-use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, TestApp, eventually, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, eventually, execute_key,
+};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
@@ -147,9 +149,9 @@ async fn approve_reject_race_executes_at_most_once() {
         .await;
     let decisions = (0..40).map(|i| {
         let decision = if i % 2 == 0 {
-            json!({"decision": "approve", "approver": ALICE})
+            decision_body("approve", ALICE)
         } else {
-            json!({"decision": "reject", "approver": BOB})
+            decision_body("reject", BOB)
         };
         t.decide(DECIDER_A, &id, decision)
     });

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use countersign_tests::{
     ALICE, ALICE_KEY, ApiKeys, BOB, CAROL, KEY_A, KEY_B, OPS, OPS_KEY, PORTAL, PORTAL_KEY,
-    TENANT_A, TENANT_B, TestApp, eventually,
+    TENANT_A, TENANT_B, TestApp, decision_body, eventually,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -91,16 +91,8 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
         };
         let approver = m.approvers[0];
         let (path, body, status) = match i % 6 {
-            1 | 4 => (
-                "decision",
-                json!({"decision": "approve", "approver": approver}),
-                "approved",
-            ),
-            2 => (
-                "decision",
-                json!({"decision": "reject", "approver": approver}),
-                "rejected",
-            ),
+            1 | 4 => ("decision", decision_body("approve", approver), "approved"),
+            2 => ("decision", decision_body("reject", approver), "rejected"),
             3 => ("cancel", json!({"reason": "not needed"}), "cancelled"),
             _ => continue,
         };

@@ -8,7 +8,7 @@ use std::time::Duration;
 use countersign_tests::{
     ACME_SECRET, ALICE, ALICE_KEY, ApiKeys, BOB, CAROL, CI, CI_KEY, CreateBody, DAVE, ERIN,
     MALLORY, PORTAL, PORTAL_KEY, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event,
-    execute_key,
+    decision_body, execute_key,
 };
 use serde_json::{Value, json};
 
@@ -41,12 +41,8 @@ fn two_of_five(build: u64) -> String {
 }
 
 async fn vote(t: &TestApp, id: &str, approver: &str, decision: &str) -> Reply {
-    t.decide(
-        PORTAL_KEY,
-        id,
-        json!({"decision": decision, "approver": approver}),
-    )
-    .await
+    t.decide(PORTAL_KEY, id, decision_body(decision, approver))
+        .await
 }
 
 fn approvals_per_rule(approval: &Value) -> Vec<u64> {
@@ -442,7 +438,7 @@ async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
                         let reply = http
                             .post(format!("{base}/approvals/{id}/decision"))
                             .bearer_auth(PORTAL_KEY)
-                            .json(&json!({"decision": "approve", "approver": who}))
+                            .json(&decision_body("approve", who))
                             .send()
                             .await
                             .map(|r| r.status().as_u16());

@@ -1,7 +1,7 @@
 //! The review page and its form post over plain HTTP: tokens, status codes, headers, escaping.
 //! (The browser behaviour — double clicks, reloads, back — is in tests/browser.rs.)
 
-use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
+use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, decision_body, deploy_body};
 use serde_json::json;
 
 fn form(token: &str, decision: &str) -> String {
@@ -230,11 +230,7 @@ async fn the_decided_page_says_what_became_of_the_action() {
         let body = json!({"action": {"type": kind}, "approvers": [ALICE]}).to_string();
         let id = t.create_ok(KEY_A, key, &body).await;
         let decided = t
-            .decide(
-                DECIDER_A,
-                &id,
-                json!({"decision": "approve", "approver": ALICE}),
-            )
+            .decide(DECIDER_A, &id, decision_body("approve", ALICE))
             .await;
         assert_eq!(decided.status, 200);
         t.wait_for_execution(KEY_A, &id, std::time::Duration::from_secs(60))
@@ -248,12 +244,8 @@ async fn the_decided_page_says_what_became_of_the_action() {
     t.stop_runner().await;
     let body = json!({"action": {"type": "deploy"}, "approvers": [ALICE]}).to_string();
     let waiting = t.create_ok(KEY_A, "fate-waiting", &body).await;
-    t.decide(
-        DECIDER_A,
-        &waiting,
-        json!({"decision": "approve", "approver": ALICE}),
-    )
-    .await;
+    t.decide(DECIDER_A, &waiting, decision_body("approve", ALICE))
+        .await;
     let page = t
         .send(t.http.get(t.review_link(&waiting, ALICE)))
         .await

@@ -1,7 +1,9 @@
 //! DynamoDB round trips per operation, counted by an SDK interceptor: correctness costs one
 //! conditional write or transaction, and a refusal is answered from what that write returned.
 
-use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body, execute_key,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -23,18 +25,14 @@ async fn each_operation_is_one_round_trip() {
     );
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, conflict");
 
-    let approve = json!({"decision": "approve", "approver": ALICE});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &id, approve.clone()).await.status, 200);
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, winner");
 
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "reject", "approver": BOB})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("reject", BOB))
+            .await
+            .status,
         409
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, loser");
@@ -55,13 +53,9 @@ async fn refusals_cost_one_round_trip_too() {
     t.calls.take();
 
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "eve@example.com"})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", "eve@example.com"))
+            .await
+            .status,
         403
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "not an approver");
@@ -70,7 +64,7 @@ async fn refusals_cost_one_round_trip_too() {
         t.decide(
             DECIDER_A,
             "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ",
-            json!({"decision": "approve", "approver": ALICE})
+            decision_body("approve", ALICE)
         )
         .await
         .status,
@@ -80,13 +74,9 @@ async fn refusals_cost_one_round_trip_too() {
 
     t.clock.advance(60);
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", ALICE))
+            .await
+            .status,
         410
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "expired");
@@ -109,13 +99,9 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", ALICE))
+            .await
+            .status,
         200
     );
     let approved = t

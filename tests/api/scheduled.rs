@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use countersign_tests::receiver::CallbackReceiver;
-use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, event_types, eventually, execute_key};
+use countersign_tests::{
+    ALICE, DECIDER_A, KEY_A, TestApp, decision_body, event_types, eventually, execute_key,
+};
 use serde_json::{Value, json};
 
 use crate::helpers::{CALLBACK_SECRET, deploy, subscription};
@@ -81,11 +83,7 @@ async fn the_sweeper_expires_an_approval_nobody_reads_and_tells_the_subscriber()
         ]
     );
     let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(DECIDER_A, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(
         (reply.status, reply.code().as_str()),

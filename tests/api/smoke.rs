@@ -8,7 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use countersign_tests::runtime_api::{RuntimeApi, function_binary, start_function};
 use countersign_tests::{
-    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, deploy_body, test_api_keys,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, decision_body, deploy_body,
+    test_api_keys,
 };
 use serde_json::{Map, Value, json};
 
@@ -312,7 +313,7 @@ async fn executor_ends_a_slow_call_before_the_invocation_does() {
     let id = t
         .create_ok(KEY_A, "smoke-deadline", &body.to_string())
         .await;
-    let approve = json!({"decision": "approve", "approver": ALICE});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &id, approve).await.status, 200);
     let job = &first_job(&t, &id).await;
     assert_eq!(job.kind(), "execute");

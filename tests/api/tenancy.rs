@@ -1,8 +1,7 @@
 //! Authentication and tenant scoping: every record belongs to one tenant, and another tenant's
 //! approval does not exist as far as the caller can tell.
 
-use countersign_tests::{ALICE, DECIDER_B, KEY_A, KEY_B, TestApp, deploy_body};
-use serde_json::json;
+use countersign_tests::{ALICE, DECIDER_B, KEY_A, KEY_B, TestApp, decision_body, deploy_body};
 
 #[tokio::test]
 async fn same_key_from_two_tenants_makes_two_approvals() {
@@ -26,11 +25,7 @@ async fn another_tenants_approval_is_not_found() {
     assert_eq!(read.code(), "not_found");
 
     let decide = t
-        .decide(
-            DECIDER_B,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(DECIDER_B, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(decide.status, 404);
     assert_eq!(decide.code(), "not_found");
@@ -77,7 +72,7 @@ async fn missing_or_wrong_api_key_is_unauthorized() {
             .bearer_auth(""),
         t.http
             .post(t.url(&format!("/approvals/{id}/decision")))
-            .json(&json!({"decision": "approve", "approver": ALICE})),
+            .json(&decision_body("approve", ALICE)),
     ];
     for request in requests {
         let reply = t.send(request).await;

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, deploy_body};
+use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body};
 use serde_json::json;
 use tower::ServiceExt;
 
@@ -166,7 +166,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let cases = [
         (
             "bad decision",
-            post().json(&json!({"decision": "maybe", "approver": ALICE})),
+            post().json(&decision_body("maybe", ALICE)),
             400,
             "invalid_request",
         ),

@@ -3,7 +3,7 @@
 
 use countersign_tests::{
     ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, KEY_B, MALLORY, OTHER_SECRET, ROTATING_NEW_SECRET,
-    ROTATING_OLD_SECRET, TestApp, attr_s, decided_event, deploy_body,
+    ROTATING_OLD_SECRET, TestApp, attr_s, decided_event, decision_body, deploy_body,
 };
 use futures::future::join_all;
 use serde_json::json;
@@ -243,7 +243,7 @@ async fn a_delivery_signed_with_the_older_secret_is_accepted_during_rotation() {
 async fn events_that_cannot_apply_are_recorded_and_acknowledged() {
     let t = TestApp::start().await;
     let decided = pending_approval(&t).await;
-    let approve = json!({"decision": "approve", "approver": ALICE});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &decided, approve).await.status, 200);
     let pending = pending_approval(&t).await;
     let tenant_b = t.create_ok(KEY_B, "b-1", &deploy_body(1, &[ALICE])).await;

@@ -150,6 +150,11 @@ pub fn deploy_body(build: u64, approvers: &[&str]) -> String {
         .to_string()
 }
 
+/// A decision body (`POST /approvals/{id}/decision`) naming its approver.
+pub fn decision_body(decision: &str, approver: &str) -> Value {
+    json!({"decision": decision, "approver": approver})
+}
+
 /// An `approval.decided` webhook body.
 pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> String {
     json!({

@@ -323,11 +323,7 @@ impl TestApp {
     /// Returns the approval as answered.
     pub async fn approve(&self, id: &str, approver: &str) -> Value {
         let reply = self
-            .decide(
-                DECIDER_A,
-                id,
-                serde_json::json!({"decision": "approve", "approver": approver}),
-            )
+            .decide(DECIDER_A, id, decision_body("approve", approver))
             .await;
         assert_eq!(reply.status, 200, "{}", reply.text());
         reply.json()
