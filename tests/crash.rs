@@ -73,10 +73,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
         "checked the payments ledger: charged once"
     );
     let again = t.send(resolve("failed")).await;
-    assert_eq!(
-        (again.status, again.code().as_str()),
-        (409, "not_resolvable")
-    );
+    assert_eq!(again.problem(), (409, "not_resolvable".into()));
     let bad = t
         .send(
             t.http
@@ -85,7 +82,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
                 .json(&json!({"outcome": "maybe"})),
         )
         .await;
-    assert_eq!((bad.status, bad.code().as_str()), (400, "invalid_request"));
+    assert_eq!(bad.problem(), (400, "invalid_request".into()));
     assert_eq!(
         t.get(KEY_A, &id).await.json()["execution"]["status"],
         "succeeded"

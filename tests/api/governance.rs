@@ -31,9 +31,9 @@ async fn every_route_checks_its_role() {
     let body = deploy_body(1, &[ALICE, BOB]);
 
     let refused = t.create(READER_KEY, "roles-1", &body).await;
-    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    assert_eq!(refused.problem(), (403, "forbidden".into()));
     let refused = t.create(BOB_KEY, "roles-1", &body).await;
-    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    assert_eq!(refused.problem(), (403, "forbidden".into()));
     assert_eq!(
         t.approval_count().await,
         0,
@@ -53,19 +53,16 @@ async fn every_route_checks_its_role() {
     // Deciding takes `approver` (as itself) or `decider` (for anyone listed).
     for key in [CI_KEY, READER_KEY, OPS_KEY] {
         let refused = t.decide(key, &id, decision_body("approve", ALICE)).await;
-        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+        assert_eq!(refused.problem(), (403, "forbidden".into()));
     }
     let as_someone_else = t
         .decide(BOB_KEY, &id, decision_body("approve", ALICE))
         .await;
-    assert_eq!(
-        (as_someone_else.status, as_someone_else.code()),
-        (403, "forbidden".into())
-    );
+    assert_eq!(as_someone_else.problem(), (403, "forbidden".into()));
     for key in [CI_KEY, BOB_KEY, READER_KEY, PORTAL_KEY] {
         let refused = t.send(t.retry_request_as(key, &id, None)).await;
         assert_eq!(
-            (refused.status, refused.code()),
+            refused.problem(),
             (403, "forbidden".into()),
             "only an operator retries"
         );
@@ -102,7 +99,7 @@ async fn the_requester_never_decides_its_own_approval() {
         .decide(ALICE_KEY, &id, json!({"decision": "approve"}))
         .await;
     assert_eq!(
-        (own.status, own.code()),
+        own.problem(),
         (403, "self_approval_forbidden".into()),
         "{}",
         own.text()
@@ -111,7 +108,7 @@ async fn the_requester_never_decides_its_own_approval() {
         .decide(PORTAL_KEY, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(
-        (via_portal.status, via_portal.code()),
+        via_portal.problem(),
         (403, "self_approval_forbidden".into())
     );
 
@@ -168,10 +165,7 @@ async fn another_spelling_of_the_requester_is_the_requester() {
     let only_her = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting]))
         .await;
-    assert_eq!(
-        (only_her.status, only_her.code()),
-        (400, "policy_unsatisfiable".into())
-    );
+    assert_eq!(only_her.problem(), (400, "policy_unsatisfiable".into()));
     let created = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting, BOB]))
         .await;
@@ -181,7 +175,7 @@ async fn another_spelling_of_the_requester_is_the_requester() {
         .decide(PORTAL_KEY, &id, decision_body("approve", shouting))
         .await;
     assert_eq!(
-        (via_portal.status, via_portal.code()),
+        via_portal.problem(),
         (403, "self_approval_forbidden".into()),
         "{}",
         via_portal.text()
@@ -208,7 +202,7 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
         .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE]))
         .await;
     assert_eq!(
-        (refused.status, refused.code()),
+        refused.problem(),
         (400, "policy_unsatisfiable".into()),
         "{}",
         refused.text()
@@ -244,7 +238,7 @@ async fn the_development_key_form_has_every_role_but_never_decides_its_own_reque
         )
         .await;
     assert_eq!(
-        (decided.status, decided.code()),
+        decided.problem(),
         (403, "self_approval_forbidden".into()),
         "{}",
         decided.text()
@@ -281,12 +275,12 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     // Not an approver's, nor another requester's, to cancel.
     for key in [BOB_KEY, ALICE_KEY, READER_KEY, PORTAL_KEY] {
         let refused = t.send(cancel(&t, key, &id, None)).await;
-        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+        assert_eq!(refused.problem(), (403, "forbidden".into()));
     }
     let bad = t
         .send(cancel(&t, CI_KEY, &id, Some(json!({"reason": 7}))))
         .await;
-    assert_eq!((bad.status, bad.code()), (400, "invalid_request".into()));
+    assert_eq!(bad.problem(), (400, "invalid_request".into()));
 
     let cancelled = t
         .send(cancel(
@@ -306,7 +300,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
 
     // Every channel's vote is refused after it.
     let vote = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
-    assert_eq!((vote.status, vote.code()), (409, "already_decided".into()));
+    assert_eq!(vote.problem(), (409, "already_decided".into()));
     let hook = t
         .deliver(
             "acme",
@@ -343,7 +337,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
         200
     );
     let late = t.send(cancel(&t, CI_KEY, &decided, None)).await;
-    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    assert_eq!(late.problem(), (409, "already_decided".into()));
     let unknown = t
         .send(cancel(&t, CI_KEY, "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ", None))
         .await;
@@ -352,10 +346,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     let expiring = expiring.json()["id"].as_str().unwrap().to_owned();
     t.clock.advance(86_401);
     let expired = t.send(cancel(&t, CI_KEY, &expiring, None)).await;
-    assert_eq!(
-        (expired.status, expired.code()),
-        (410, "approval_expired".into())
-    );
+    assert_eq!(expired.problem(), (410, "approval_expired".into()));
 }
 
 /// A cancel and an approve sent at once: exactly one applies, and only an approved one runs.
@@ -433,7 +424,7 @@ async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
                 .decide(PORTAL_KEY, &id, decision_body(decision, approver))
                 .await;
             assert_eq!(
-                (refused.status, refused.code()),
+                refused.problem(),
                 (403, "self_approval_forbidden".into()),
                 "{decision} as {approver}: {}",
                 refused.text()
@@ -469,7 +460,7 @@ async fn a_policy_needing_the_requester_in_another_spelling_is_unsatisfiable() {
     .to_string();
     let refused = t.create(CI_KEY, "sod-policy", &body).await;
     assert_eq!(
-        (refused.status, refused.code()),
+        refused.problem(),
         (400, "policy_unsatisfiable".into()),
         "{}",
         refused.text()

@@ -41,13 +41,7 @@ struct Made {
 }
 
 async fn page(t: &TestApp, key: &str, query: &str) -> Value {
-    let reply = t
-        .send(
-            t.http
-                .get(t.url(&format!("/approvals?{query}")))
-                .bearer_auth(key),
-        )
-        .await;
+    let reply = t.get_path(key, &format!("/approvals?{query}")).await;
     assert_eq!(reply.status, 200, "{query}: {}", reply.text());
     reply.json()
 }
@@ -232,18 +226,8 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
         ),
         (OPS_KEY, "cursor=nonsense".to_owned()),
     ] {
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{query}")))
-                    .bearer_auth(key),
-            )
-            .await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_cursor"),
-            "{query}"
-        );
+        let reply = t.get_path(key, &format!("/approvals?{query}")).await;
+        assert_eq!(reply.problem(), (400, "invalid_cursor".into()), "{query}");
     }
     for query in [
         "status=done",
@@ -253,18 +237,8 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
         "sort=asc",
         "status=pending&status=approved",
     ] {
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{query}")))
-                    .bearer_auth(OPS_KEY),
-            )
-            .await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_request"),
-            "{query}"
-        );
+        let reply = t.get_path(OPS_KEY, &format!("/approvals?{query}")).await;
+        assert_eq!(reply.problem(), (400, "invalid_request".into()), "{query}");
     }
     let reply = t.send(t.http.get(t.url("/approvals"))).await;
     assert_eq!(reply.status, 401);
@@ -331,13 +305,7 @@ async fn list_all(t: &TestApp, key: &str, query: &str, keys_only: bool) -> Listi
             q.push_str(&format!("&cursor={c}"));
         }
         t.calls.take();
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{q}")))
-                    .bearer_auth(key),
-            )
-            .await;
+        let reply = t.get_path(key, &format!("/approvals?{q}")).await;
         assert_eq!(reply.status, 200, "{q}: {}", reply.text());
         let want: &[&str] = if keys_only {
             &["Query", "BatchGetItem"]

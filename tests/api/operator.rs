@@ -40,10 +40,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
     );
 
     let again = t.send(t.retry_request(&id, None)).await;
-    assert_eq!(
-        (again.status, again.code().as_str()),
-        (409, "not_retryable")
-    );
+    assert_eq!(again.problem(), (409, "not_retryable".into()));
     let other = t
         .send(
             t.http
@@ -84,10 +81,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
     let late = t.send(retry(&id, "retry-1")).await;
     assert_eq!((late.status, late.replayed()), (202, true), "a late repeat");
     let other = t.send(retry(&id, "retry-2")).await;
-    assert_eq!(
-        (other.status, other.code().as_str()),
-        (409, "not_retryable")
-    );
+    assert_eq!(other.problem(), (409, "not_retryable".into()));
     let key = &execute_key("op-retry", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
@@ -118,10 +112,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
     );
     assert_eq!(again.json()["execution"], resolved.json()["execution"]);
     let different = t.send(resolve("another story")).await;
-    assert_eq!(
-        (different.status, different.code().as_str()),
-        (409, "not_resolvable")
-    );
+    assert_eq!(different.problem(), (409, "not_resolvable".into()));
 }
 
 /// A retry that resumed an execution which then failed again: the same request repeated (its

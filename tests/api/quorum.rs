@@ -103,10 +103,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
     let changed = t
         .decide(ALICE_KEY, &id, json!({"decision": "reject"}))
         .await;
-    assert_eq!(
-        (changed.status, changed.code()),
-        (409, "already_voted".into())
-    );
+    assert_eq!(changed.problem(), (409, "already_voted".into()));
     assert_eq!(changed.json()["approval"]["status"], "pending");
     assert_eq!(t.calls.take(), ["UpdateItem", "UpdateItem"]);
 
@@ -156,7 +153,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
 
     // After the outcome: a new vote is not recorded; a counted vote repeats as a replay.
     let late = vote(&t, &id, CAROL, "approve").await;
-    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    assert_eq!(late.problem(), (409, "already_decided".into()));
     assert_eq!(late.json()["approval"]["status"], "approved");
     let repeat = vote(&t, &id, BOB, "approve").await;
     assert_eq!(repeat.status, 200);
@@ -200,7 +197,7 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     {
         let refused = t.create(CI_KEY, &format!("q-bad-{n}"), &policy(bad)).await;
         assert_eq!(
-            (refused.status, refused.code()),
+            refused.problem(),
             (400, "invalid_request".into()),
             "{}",
             refused.text()
@@ -210,10 +207,7 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     let self_only =
         policy(json!({"rules": [{"name": "a", "approvers": [ALICE, CI], "min_approvals": 2}]}));
     let refused = t.create(CI_KEY, "q-self", &self_only).await;
-    assert_eq!(
-        (refused.status, refused.code()),
-        (400, "policy_unsatisfiable".into())
-    );
+    assert_eq!(refused.problem(), (400, "policy_unsatisfiable".into()));
     assert_eq!(
         refused.json()["errors"][0]["field"],
         "policy.rules[0].min_approvals"
@@ -328,7 +322,7 @@ async fn a_concurrent_veto_and_quorum_have_one_outcome() {
         for (who, _, reply) in &replies {
             if reply.status != 200 {
                 assert_eq!(
-                    (reply.status, reply.code()),
+                    reply.problem(),
                     (409, "already_decided".into()),
                     "round {round}: {who}"
                 );

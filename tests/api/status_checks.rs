@@ -39,13 +39,7 @@ async fn wait_until_ended(t: &TestApp, id: &str) -> Value {
 }
 
 async fn trail_types(t: &TestApp, id: &str) -> Vec<String> {
-    let reply = t
-        .send(
-            t.http
-                .get(t.url(&format!("/approvals/{id}/events")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let reply = t.get_path(KEY_A, &format!("/approvals/{id}/events")).await;
     reply.json()["events"]
         .as_array()
         .expect("events")

@@ -324,25 +324,16 @@ async fn bad_requests_get_their_codes() {
     let unknown = t
         .deliver("nope", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(
-        (unknown.status, unknown.code().as_str()),
-        (404, "not_found")
-    );
+    assert_eq!(unknown.problem(), (404, "not_found".into()));
     // A source name that does not decode to UTF-8 is no configured source: a problem, too.
     let undecodable = t
         .deliver("%FF", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(
-        (undecodable.status, undecodable.code().as_str()),
-        (404, "not_found")
-    );
+    assert_eq!(undecodable.problem(), (404, "not_found".into()));
 
     let big = json!({"type": "ping", "data": "x".repeat(256 * 1024)}).to_string();
     let too_large = t.deliver("acme", ACME_SECRET, "msg_2", &big).await;
-    assert_eq!(
-        (too_large.status, too_large.code().as_str()),
-        (413, "payload_too_large")
-    );
+    assert_eq!(too_large.problem(), (413, "payload_too_large".into()));
 
     for body in [
         "not json",
@@ -351,11 +342,7 @@ async fn bad_requests_get_their_codes() {
         &decided_event("apr_x", "maybe", ALICE),
     ] {
         let reply = t.deliver("acme", ACME_SECRET, "msg_3", body).await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_request"),
-            "{body}"
-        );
+        assert_eq!(reply.problem(), (400, "invalid_request".into()), "{body}");
     }
     assert_eq!(t.count_items(&t.app.config.tables.webhook_inbox).await, 0);
     let later = t

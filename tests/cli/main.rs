@@ -511,11 +511,7 @@ async fn list_show_and_events_read_what_the_gate_did() {
     // Listing by approver reads an index that dispatch keeps from the stream.
     eventually("alice's inbox lists it", || async {
         let page = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?approver={ALICE}")))
-                    .bearer_auth(ALICE_KEY),
-            )
+            .get_path(ALICE_KEY, &format!("/approvals?approver={ALICE}"))
             .await
             .json();
         page["approvals"].as_array().is_some_and(|a| !a.is_empty())

@@ -353,12 +353,13 @@ impl TestApp {
     }
 
     pub async fn get(&self, api_key: &str, id: &str) -> Reply {
-        self.send(
-            self.http
-                .get(self.url(&format!("/approvals/{id}")))
-                .bearer_auth(api_key),
-        )
-        .await
+        self.get_path(api_key, &format!("/approvals/{id}")).await
+    }
+
+    /// `GET path` as `api_key`, with [`TestApp::send`]'s checks.
+    pub async fn get_path(&self, api_key: &str, path: &str) -> Reply {
+        self.send(self.http.get(self.url(path)).bearer_auth(api_key))
+            .await
     }
 
     /// Sends an API request and checks what every API response must have: no 5xx, an
@@ -612,6 +613,11 @@ impl Reply {
         self.headers
             .get("idempotent-replayed")
             .is_some_and(|v| v == "true")
+    }
+
+    /// The status and the problem+json `code` (see [`Reply::code`]), to compare at once.
+    pub fn problem(&self) -> (u16, String) {
+        (self.status, self.code())
     }
 
     /// The problem+json `code`, checking the content type on the way.
