@@ -10,7 +10,8 @@ use std::time::Duration;
 use countersign::jobs::StreamChange;
 use countersign_tests::receiver::CallbackReceiver;
 use countersign_tests::{
-    ALICE, BOB, CAROL, CreateBody, KEY_A, KEY_B, TestApp, event_types, eventually, execute_key,
+    ALICE, BOB, CAROL, CreateBody, KEY_A, KEY_B, TestApp, event_types, events_of_type, eventually,
+    execute_key,
 };
 use serde_json::{Value, json};
 
@@ -239,10 +240,7 @@ async fn callbacks_reach_a_receiver_that_fails_twice_once_per_event_each_signed(
     .await;
 
     let events = t.trail(KEY_A, &id, 100).await;
-    let delivered: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "callback.delivered")
-        .collect();
+    let delivered = events_of_type(&events, "callback.delivered");
     let mut by_type = BTreeMap::new();
     for event in &delivered {
         by_type.insert(
@@ -324,10 +322,7 @@ async fn a_callback_the_receiver_never_accepts_ends_as_callback_failed() {
     })
     .await;
     let events = t.trail(KEY_A, &id, 100).await;
-    let failed: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "callback.failed")
-        .collect();
+    let failed = events_of_type(&events, "callback.failed");
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["data"]["event_type"], "approval.created");
     assert_eq!(failed[0]["data"]["error"], "HTTP 500");
@@ -382,17 +377,11 @@ async fn a_notification_or_callback_refused_by_its_receiver_is_recorded_and_reac
     })
     .await;
     let events = t.trail(KEY_A, &id, 100).await;
-    let notified: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "notification.failed")
-        .collect();
+    let notified = events_of_type(&events, "notification.failed");
     assert_eq!(notified.len(), 1, "{events:#?}");
     assert_eq!(notified[0]["data"]["approver"], ALICE);
     assert_eq!(notified[0]["data"]["error"], "HTTP 401");
-    let called_back: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "callback.failed")
-        .collect();
+    let called_back = events_of_type(&events, "callback.failed");
     assert_eq!(called_back.len(), 1);
     assert_eq!(called_back[0]["data"]["error"], "HTTP 400");
     assert!(!event_types(&events).contains(&"notification.sent".to_owned()));

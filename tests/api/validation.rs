@@ -3,8 +3,24 @@
 use axum::body::Body;
 use axum::http::Request;
 use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body};
-use serde_json::json;
+use serde_json::{Value, json};
 use tower::ServiceExt;
+
+/// Sends each case `(name, request, status, code)`: each must be answered `status` with a problem
+/// of `code`. Returns each case's problem.
+async fn refused_as_said<'a>(
+    t: &TestApp,
+    cases: impl IntoIterator<Item = (&'a str, reqwest::RequestBuilder, u16, &'a str)>,
+) -> Vec<(&'a str, Value)> {
+    let mut problems = Vec::new();
+    for (name, request, status, code) in cases {
+        let reply = t.send(request).await;
+        assert_eq!(reply.status, status, "{name}: {}", reply.text());
+        assert_eq!(reply.code(), code, "{name}");
+        problems.push((name, reply.json()));
+    }
+    problems
+}
 
 #[tokio::test]
 async fn malformed_create_requests_get_their_codes_and_write_nothing() {
@@ -90,11 +106,7 @@ async fn malformed_create_requests_get_their_codes_and_write_nothing() {
             "payload_too_large",
         ),
     ];
-    for (name, request, status, code) in cases {
-        let reply = t.send(request).await;
-        assert_eq!(reply.status, status, "{name}: {}", reply.text());
-        assert_eq!(reply.code(), code, "{name}");
-        let problem = reply.json();
+    for (name, problem) in refused_as_said(&t, cases).await {
         for field in ["type", "title", "status", "detail", "code"] {
             assert!(
                 problem.get(field).is_some(),
@@ -205,11 +217,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
             "payload_too_large",
         ),
     ];
-    for (name, request, status, code) in cases {
-        let reply = t.send(request).await;
-        assert_eq!(reply.status, status, "{name}: {}", reply.text());
-        assert_eq!(reply.code(), code, "{name}");
-    }
+    refused_as_said(&t, cases).await;
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "pending");
 }
 
