@@ -23,8 +23,7 @@ async fn crash_after_downstream_call_yields_one_effect() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "crash-1", &body("deploy")).await;
-    t.approve(&id, ALICE).await;
+    let id = t.create_approved("crash-1", &body("deploy"), ALICE).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
@@ -47,8 +46,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "unsafe-1", &body("unsafe")).await;
-    t.approve(&id, ALICE).await;
+    let id = t.create_approved("unsafe-1", &body("unsafe"), ALICE).await;
 
     let stuck = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
@@ -73,7 +71,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
         "checked the payments ledger: charged once"
     );
     let again = t.send(resolve("failed")).await;
-    assert_eq!(again.problem(), (409, "not_resolvable".into()));
+    again.assert_problem(409, "not_resolvable");
     let bad = t
         .send(
             t.http
@@ -82,7 +80,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
                 .json(&json!({"outcome": "maybe"})),
         )
         .await;
-    assert_eq!(bad.problem(), (400, "invalid_request".into()));
+    bad.assert_problem(400, "invalid_request");
     assert_eq!(
         t.get(KEY_A, &id).await.json()["execution"]["status"],
         "succeeded"
@@ -196,8 +194,7 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "last-1", &body("deploy")).await;
-    t.approve(&id, ALICE).await;
+    let id = t.create_approved("last-1", &body("deploy"), ALICE).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
@@ -239,8 +236,9 @@ async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
     fail::cfg("execute::before_begin", "panic").unwrap();
-    let id = t.create_ok(KEY_A, "never-began", &body("deploy")).await;
-    t.approve(&id, ALICE).await;
+    let id = t
+        .create_approved("never-began", &body("deploy"), ALICE)
+        .await;
 
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed", "{failed}");
@@ -280,8 +278,9 @@ async fn a_worker_that_lost_its_attempt_keeps_what_it_learnt() {
     let t = TestApp::start_jobs(&[]).await;
     let _second = t.start_another_runner();
     fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
-    let id = t.create_ok(KEY_A, "lost-lease", &body("deploy")).await;
-    t.approve(&id, ALICE).await;
+    let id = t
+        .create_approved("lost-lease", &body("deploy"), ALICE)
+        .await;
 
     let done = t
         .wait_for_approval(KEY_A, &id, WAIT, |a| {
@@ -314,8 +313,9 @@ async fn a_crash_at_a_target_with_a_status_url_is_settled_by_asking_it() {
     let t = TestApp::start_jobs(&[]).await;
     for (n, kind) in ["unsafe_checked", "checked"].iter().enumerate() {
         fail::cfg("execute::after_downstream", "1*panic").unwrap();
-        let id = t.create_ok(KEY_A, &format!("asked-{n}"), &body(kind)).await;
-        t.approve(&id, ALICE).await;
+        let id = t
+            .create_approved(&format!("asked-{n}"), &body(kind), ALICE)
+            .await;
 
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(done["execution"]["status"], "succeeded", "{kind}: {done}");
@@ -344,8 +344,9 @@ async fn a_stalled_worker_never_takes_another_workers_end_for_its_own() {
     let t = TestApp::start_jobs(&[]).await;
     let _second = t.start_another_runner();
     fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
-    let id = t.create_ok(KEY_A, "ended-by", &body("unsafe_502")).await;
-    t.approve(&id, ALICE).await;
+    let id = t
+        .create_approved("ended-by", &body("unsafe_502"), ALICE)
+        .await;
 
     let done = t
         .wait_for_approval(KEY_A, &id, WAIT, |a| {

@@ -31,9 +31,9 @@ async fn every_route_checks_its_role() {
     let body = deploy_body(1, &[ALICE, BOB]);
 
     let refused = t.create(READER_KEY, "roles-1", &body).await;
-    assert_eq!(refused.problem(), (403, "forbidden".into()));
+    refused.assert_problem(403, "forbidden");
     let refused = t.create(BOB_KEY, "roles-1", &body).await;
-    assert_eq!(refused.problem(), (403, "forbidden".into()));
+    refused.assert_problem(403, "forbidden");
     assert_eq!(
         t.approval_count().await,
         0,
@@ -53,12 +53,12 @@ async fn every_route_checks_its_role() {
     // Deciding takes `approver` (as itself) or `decider` (for anyone listed).
     for key in [CI_KEY, READER_KEY, OPS_KEY] {
         let refused = t.decide(key, &id, decision_body("approve", ALICE)).await;
-        assert_eq!(refused.problem(), (403, "forbidden".into()));
+        refused.assert_problem(403, "forbidden");
     }
     let as_someone_else = t
         .decide(BOB_KEY, &id, decision_body("approve", ALICE))
         .await;
-    assert_eq!(as_someone_else.problem(), (403, "forbidden".into()));
+    as_someone_else.assert_problem(403, "forbidden");
     for key in [CI_KEY, BOB_KEY, READER_KEY, PORTAL_KEY] {
         let refused = t.send(t.retry_request_as(key, &id, None)).await;
         assert_eq!(
@@ -98,19 +98,11 @@ async fn the_requester_never_decides_its_own_approval() {
     let own = t
         .decide(ALICE_KEY, &id, json!({"decision": "approve"}))
         .await;
-    assert_eq!(
-        own.problem(),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        own.text()
-    );
+    own.assert_problem(403, "self_approval_forbidden");
     let via_portal = t
         .decide(PORTAL_KEY, &id, decision_body("approve", ALICE))
         .await;
-    assert_eq!(
-        via_portal.problem(),
-        (403, "self_approval_forbidden".into())
-    );
+    via_portal.assert_problem(403, "self_approval_forbidden");
 
     // Review page: her own link shows no buttons, and a post anyway is refused.
     let token = t.review_token(TENANT_A, &id, ALICE);
@@ -165,7 +157,7 @@ async fn another_spelling_of_the_requester_is_the_requester() {
     let only_her = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting]))
         .await;
-    assert_eq!(only_her.problem(), (400, "policy_unsatisfiable".into()));
+    only_her.assert_problem(400, "policy_unsatisfiable");
     let created = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting, BOB]))
         .await;
@@ -174,12 +166,7 @@ async fn another_spelling_of_the_requester_is_the_requester() {
     let via_portal = t
         .decide(PORTAL_KEY, &id, decision_body("approve", shouting))
         .await;
-    assert_eq!(
-        via_portal.problem(),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        via_portal.text()
-    );
+    via_portal.assert_problem(403, "self_approval_forbidden");
     let page = t
         .send(
             t.http
@@ -201,12 +188,7 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
     let refused = t
         .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE]))
         .await;
-    assert_eq!(
-        refused.problem(),
-        (400, "policy_unsatisfiable".into()),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(t.approval_count().await, 0);
     let listed_with_another = t
         .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE, BOB]))
@@ -237,12 +219,7 @@ async fn the_development_key_form_has_every_role_but_never_decides_its_own_reque
             decision_body("approve", ALICE),
         )
         .await;
-    assert_eq!(
-        decided.problem(),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        decided.text()
-    );
+    decided.assert_problem(403, "self_approval_forbidden");
     let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
     assert_eq!(page.status, 200, "alice's review link shows it");
     let cancelled = t
@@ -275,12 +252,12 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     // Not an approver's, nor another requester's, to cancel.
     for key in [BOB_KEY, ALICE_KEY, READER_KEY, PORTAL_KEY] {
         let refused = t.send(cancel(&t, key, &id, None)).await;
-        assert_eq!(refused.problem(), (403, "forbidden".into()));
+        refused.assert_problem(403, "forbidden");
     }
     let bad = t
         .send(cancel(&t, CI_KEY, &id, Some(json!({"reason": 7}))))
         .await;
-    assert_eq!(bad.problem(), (400, "invalid_request".into()));
+    bad.assert_problem(400, "invalid_request");
 
     let cancelled = t
         .send(cancel(
@@ -300,7 +277,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
 
     // Every channel's vote is refused after it.
     let vote = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
-    assert_eq!(vote.problem(), (409, "already_decided".into()));
+    vote.assert_problem(409, "already_decided");
     let hook = t
         .deliver(
             "acme",
@@ -337,7 +314,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
         200
     );
     let late = t.send(cancel(&t, CI_KEY, &decided, None)).await;
-    assert_eq!(late.problem(), (409, "already_decided".into()));
+    late.assert_problem(409, "already_decided");
     let unknown = t
         .send(cancel(&t, CI_KEY, "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ", None))
         .await;
@@ -346,7 +323,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     let expiring = expiring.json()["id"].as_str().unwrap().to_owned();
     t.clock.advance(86_401);
     let expired = t.send(cancel(&t, CI_KEY, &expiring, None)).await;
-    assert_eq!(expired.problem(), (410, "approval_expired".into()));
+    expired.assert_problem(410, "approval_expired");
 }
 
 /// A cancel and an approve sent at once: exactly one applies, and only an approved one runs.
@@ -459,11 +436,6 @@ async fn a_policy_needing_the_requester_in_another_spelling_is_unsatisfiable() {
     })
     .to_string();
     let refused = t.create(CI_KEY, "sod-policy", &body).await;
-    assert_eq!(
-        refused.problem(),
-        (400, "policy_unsatisfiable".into()),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(t.approval_count().await, 0);
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use countersign_tests::CreateBody;
+use countersign_tests::{ALICE, CreateBody, TestApp};
 use serde_json::json;
 
 /// The secret of the callback subscriptions below.
@@ -35,4 +35,11 @@ pub fn action_body(action: &str, approvers: &[&str]) -> String {
         .payload(json!({"n": 1}))
         .context(json!({"why": "test"}))
         .to_string()
+}
+
+/// Tenant A's `action` for alice alone (see [`action_body`]), created under `key` and approved;
+/// returns its id.
+pub async fn approved(t: &TestApp, key: &str, action: &str) -> String {
+    t.create_approved(key, &action_body(action, &[ALICE]), ALICE)
+        .await
 }

@@ -13,7 +13,7 @@ use countersign_tests::{
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-use crate::helpers::{WAIT, action_body};
+use crate::helpers::{WAIT, action_body, approved};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approved_action_runs_once_with_the_business_key() {
@@ -103,10 +103,7 @@ async fn each_approver_gets_one_review_link() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn server_errors_are_retried_with_the_same_key() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t
-        .create_ok(KEY_A, "flaky-1", &action_body("flaky", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "flaky-1", "flaky").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 3);
@@ -248,10 +245,7 @@ async fn the_same_message_delivered_twice_has_one_effect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_target_that_never_answers_does_not_hold_the_job() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t
-        .create_ok(KEY_A, "hang-1", &action_body("hang_once", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "hang-1", "hang_once").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
@@ -266,10 +260,7 @@ async fn a_target_that_never_answers_does_not_hold_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exhausted_retries_fail_and_go_to_the_dlq() {
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "2")]).await;
-    let id = t
-        .create_ok(KEY_A, "dead-1", &action_body("always_503", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "dead-1", "always_503").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
     assert_eq!(done["execution"]["last_error"], "HTTP 503");
@@ -337,10 +328,7 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
         ("unsafe_hang", "unsafe-timeout"),
         ("unsafe_see_other", "unsafe-303"),
     ] {
-        let id = t
-            .create_ok(KEY_A, key, &action_body(action, &[ALICE]))
-            .await;
-        t.approve(&id, ALICE).await;
+        let id = approved(&t, key, action).await;
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(
             done["execution"]["status"], "needs_reconciliation",

@@ -7,7 +7,7 @@ use std::time::Duration;
 use countersign_tests::{ALICE, KEY_A, TestApp, execute_key};
 use serde_json::json;
 
-use crate::helpers::{WAIT, action_body};
+use crate::helpers::{WAIT, action_body, approved};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
@@ -40,7 +40,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
     );
 
     let again = t.send(t.retry_request(&id, None)).await;
-    assert_eq!(again.problem(), (409, "not_retryable".into()));
+    again.assert_problem(409, "not_retryable");
     let other = t
         .send(
             t.http
@@ -58,10 +58,7 @@ async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
 async fn operator_retry_and_resolve_are_safe_to_repeat() {
     let t = TestApp::start_jobs(&[]).await;
     let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
-    let id = t
-        .create_ok(KEY_A, "op-retry", &action_body("reject_once", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "op-retry", "reject_once").await;
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed");
 
@@ -81,7 +78,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
     let late = t.send(retry(&id, "retry-1")).await;
     assert_eq!((late.status, late.replayed()), (202, true), "a late repeat");
     let other = t.send(retry(&id, "retry-2")).await;
-    assert_eq!(other.problem(), (409, "not_retryable".into()));
+    other.assert_problem(409, "not_retryable");
     let key = &execute_key("op-retry", &id);
     assert_eq!(
         (t.downstream().calls(key), t.downstream().effects(key)),
@@ -89,10 +86,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
         "resumed once"
     );
 
-    let unknown = t
-        .create_ok(KEY_A, "op-resolve", &action_body("unsafe_hang", &[ALICE]))
-        .await;
-    t.approve(&unknown, ALICE).await;
+    let unknown = approved(&t, "op-resolve", "unsafe_hang").await;
     let stuck = t.wait_for_execution(KEY_A, &unknown, WAIT).await;
     assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
     let resolve = |note: &str| {
@@ -112,7 +106,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
     );
     assert_eq!(again.json()["execution"], resolved.json()["execution"]);
     let different = t.send(resolve("another story")).await;
-    assert_eq!(different.problem(), (409, "not_resolvable".into()));
+    different.assert_problem(409, "not_resolvable");
 }
 
 /// A retry that resumed an execution which then failed again: the same request repeated (its
@@ -121,10 +115,7 @@ async fn operator_retry_and_resolve_are_safe_to_repeat() {
 async fn a_repeated_retry_never_resumes_twice() {
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
     let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
-    let id = t
-        .create_ok(KEY_A, "retry-twice", &action_body("always_503", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "retry-twice", "always_503").await;
     let key = &execute_key("retry-twice", &id);
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed", "{failed}");
@@ -193,10 +184,7 @@ async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
     use countersign::store::{AttemptEnd, Begin, MAX_LATE_REPORTS, MAX_STATUS_CHECKS};
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
-    let id = t
-        .create_ok(KEY_A, "bounded-1", &action_body("unsafe", &[ALICE]))
-        .await;
-    t.approve(&id, ALICE).await;
+    let id = approved(&t, "bounded-1", "unsafe").await;
     let job = countersign::jobs::execute_job(&t.stored_approval(&id).await).ledger();
     let store = &t.app.store;
     let (now, now_ms) = (t.clock.now(), t.clock.now_millis());

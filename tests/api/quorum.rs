@@ -103,7 +103,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
     let changed = t
         .decide(ALICE_KEY, &id, json!({"decision": "reject"}))
         .await;
-    assert_eq!(changed.problem(), (409, "already_voted".into()));
+    changed.assert_problem(409, "already_voted");
     assert_eq!(changed.json()["approval"]["status"], "pending");
     assert_eq!(t.calls.take(), ["UpdateItem", "UpdateItem"]);
 
@@ -153,7 +153,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
 
     // After the outcome: a new vote is not recorded; a counted vote repeats as a replay.
     let late = vote(&t, &id, CAROL, "approve").await;
-    assert_eq!(late.problem(), (409, "already_decided".into()));
+    late.assert_problem(409, "already_decided");
     assert_eq!(late.json()["approval"]["status"], "approved");
     let repeat = vote(&t, &id, BOB, "approve").await;
     assert_eq!(repeat.status, 200);
@@ -196,18 +196,13 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     .enumerate()
     {
         let refused = t.create(CI_KEY, &format!("q-bad-{n}"), &policy(bad)).await;
-        assert_eq!(
-            refused.problem(),
-            (400, "invalid_request".into()),
-            "{}",
-            refused.text()
-        );
+        refused.assert_problem(400, "invalid_request");
     }
     // Two of {alice, the requester}: only the requester's own vote could complete it.
     let self_only =
         policy(json!({"rules": [{"name": "a", "approvers": [ALICE, CI], "min_approvals": 2}]}));
     let refused = t.create(CI_KEY, "q-self", &self_only).await;
-    assert_eq!(refused.problem(), (400, "policy_unsatisfiable".into()));
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(
         refused.json()["errors"][0]["field"],
         "policy.rules[0].min_approvals"

@@ -85,7 +85,7 @@ async fn the_sweeper_expires_an_approval_nobody_reads_and_tells_the_subscriber()
     let reply = t
         .decide(DECIDER_A, &id, decision_body("approve", ALICE))
         .await;
-    assert_eq!(reply.problem(), (410, "approval_expired".into()));
+    reply.assert_problem(410, "approval_expired");
     let other = t.get(KEY_A, &other).await.json();
     assert_eq!(
         other["status"], "pending",

@@ -13,9 +13,7 @@ async fn approved(t: &TestApp, key: &str, kind: &str) -> String {
     let body = CreateBody::new(kind, &[ALICE])
         .payload(json!({}))
         .to_string();
-    let id = t.create_ok(KEY_A, key, &body).await;
-    t.approve(&id, ALICE).await;
-    id
+    t.create_approved(key, &body, ALICE).await
 }
 
 /// The approval as stored, read without the app (its reads would be counted).

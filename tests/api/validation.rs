@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use countersign_tests::{ALICE, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body};
+use countersign_tests::{ALICE, DECIDER_A, KEY_A, Reply, TestApp, decision_body, deploy_body};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -20,6 +20,16 @@ async fn refused_as_said<'a>(
         problems.push((name, reply.json()));
     }
     problems
+}
+
+/// The `field` of each of a problem's errors, in order.
+fn error_fields(reply: &Reply) -> Vec<String> {
+    reply.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -131,12 +141,7 @@ async fn schema_errors_name_the_offending_fields() {
     let body = json!({"action": {"type": "deploy", "payload": []}, "approvers": ["a", "a"], "expires_in_seconds": 5});
     let reply = t.create(KEY_A, "fields", &body.to_string()).await;
     assert_eq!(reply.status, 400);
-    let fields: Vec<_> = reply.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_owned())
-        .collect();
+    let fields = error_fields(&reply);
     assert_eq!(
         fields,
         ["action.payload", "approvers[1]", "expires_in_seconds"]
@@ -225,9 +230,9 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
 async fn unknown_routes_and_methods_are_problems_too() {
     let t = TestApp::start().await;
     let reply = t.send(t.http.get(t.url("/nowhere"))).await;
-    assert_eq!(reply.problem(), (404, "not_found".into()));
+    reply.assert_problem(404, "not_found");
     let reply = t.send(t.http.delete(t.url("/approvals"))).await;
-    assert_eq!(reply.problem(), (405, "method_not_allowed".into()));
+    reply.assert_problem(405, "method_not_allowed");
 }
 
 fn oversized_body() -> String {
@@ -243,13 +248,8 @@ async fn numbers_that_would_change_are_refused_with_their_field() {
         "ids": [1, 18446744073709551616], "pi": 3.14159265358979323846, "big": 1e15}},
         "approvers": ["alice@example.com"]}"#;
     let refused = t.create(KEY_A, "numbers-1", body).await;
-    assert_eq!(refused.problem(), (400, "invalid_request".into()));
-    let fields: Vec<String> = refused.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_owned())
-        .collect();
+    refused.assert_problem(400, "invalid_request");
+    let fields = error_fields(&refused);
     assert_eq!(
         fields,
         [
@@ -282,12 +282,7 @@ async fn a_payload_too_long_once_written_out_is_refused() {
     );
     assert!(body.len() < 64 * 1024);
     let refused = t.create(KEY_A, "long-written", &body).await;
-    assert_eq!(
-        refused.problem(),
-        (400, "invalid_request".into()),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "invalid_request");
     assert!(refused.text().contains("once written out"));
     assert_eq!(t.approval_count().await, 0);
 }

@@ -324,16 +324,16 @@ async fn bad_requests_get_their_codes() {
     let unknown = t
         .deliver("nope", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(unknown.problem(), (404, "not_found".into()));
+    unknown.assert_problem(404, "not_found");
     // A source name that does not decode to UTF-8 is no configured source: a problem, too.
     let undecodable = t
         .deliver("%FF", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(undecodable.problem(), (404, "not_found".into()));
+    undecodable.assert_problem(404, "not_found");
 
     let big = json!({"type": "ping", "data": "x".repeat(256 * 1024)}).to_string();
     let too_large = t.deliver("acme", ACME_SECRET, "msg_2", &big).await;
-    assert_eq!(too_large.problem(), (413, "payload_too_large".into()));
+    too_large.assert_problem(413, "payload_too_large");
 
     for body in [
         "not json",

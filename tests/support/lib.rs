@@ -223,6 +223,14 @@ impl TestApp {
         reply.json()
     }
 
+    /// Creates `body` as tenant A's requester under `key` and approves it for `approver` (see
+    /// [`TestApp::approve`]); returns its id.
+    pub async fn create_approved(&self, key: &str, body: &str, approver: &str) -> String {
+        let id = self.create_ok(KEY_A, key, body).await;
+        self.approve(&id, approver).await;
+        id
+    }
+
     /// `POST /approvals/{id}/execution/retry` as tenant A's key, with `Idempotency-Key: key`
     /// when one is given.
     pub fn retry_request(&self, id: &str, key: Option<&str>) -> reqwest::RequestBuilder {
@@ -512,6 +520,12 @@ impl Reply {
     /// The status and the problem+json `code` (see [`Reply::code`]), to compare at once.
     pub fn problem(&self) -> (u16, String) {
         (self.status, self.code())
+    }
+
+    /// Fails the test unless the reply is the problem `code` with `status` (its body shown).
+    #[track_caller]
+    pub fn assert_problem(&self, status: u16, code: &str) {
+        assert_eq!(self.problem(), (status, code.to_owned()), "{}", self.text());
     }
 
     /// The problem+json `code`, checking the content type on the way.
