@@ -6,13 +6,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use countersign_tests::browser::Browser;
-use countersign_tests::{KEY_A, TestApp, deploy_body};
+use countersign_tests::{ALICE, BOB, KEY_A, TestApp, deploy_body};
 use fantoccini::Locator;
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use serde_json::json;
-
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
 
 /// Where screenshots go: `docs/screenshots/` with UPDATE_SCREENSHOTS=1 (they are shown in the
 /// README), `target/screenshots/` otherwise.

@@ -6,26 +6,16 @@
 use std::time::Duration;
 
 use countersign::jobs::{Dispatcher, StreamChange};
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
+use countersign_tests::{ALICE, CreateBody, KEY_A, TestApp, eventually, execute_key};
 use fail::FailScenario;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn body(action: &str) -> String {
-    json!({"action": {"type": action, "payload": {"n": 1}}, "approvers": [ALICE]}).to_string()
-}
-
-async fn approve(t: &TestApp, id: &str) {
-    let reply = t
-        .decide(
-            DECIDER_A,
-            id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text());
+    CreateBody::new(action, &[ALICE])
+        .payload(json!({"n": 1}))
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -33,8 +23,7 @@ async fn crash_after_downstream_call_yields_one_effect() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "crash-1", &body("deploy")).await;
-    approve(&t, &id).await;
+    let id = t.create_approved("crash-1", &body("deploy"), ALICE).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
@@ -57,8 +46,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "unsafe-1", &body("unsafe")).await;
-    approve(&t, &id).await;
+    let id = t.create_approved("unsafe-1", &body("unsafe"), ALICE).await;
 
     let stuck = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
@@ -83,10 +71,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
         "checked the payments ledger: charged once"
     );
     let again = t.send(resolve("failed")).await;
-    assert_eq!(
-        (again.status, again.code().as_str()),
-        (409, "not_resolvable")
-    );
+    again.assert_problem(409, "not_resolvable");
     let bad = t
         .send(
             t.http
@@ -95,7 +80,7 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
                 .json(&json!({"outcome": "maybe"})),
         )
         .await;
-    assert_eq!((bad.status, bad.code().as_str()), (400, "invalid_request"));
+    bad.assert_problem(400, "invalid_request");
     assert_eq!(
         t.get(KEY_A, &id).await.json()["execution"]["status"],
         "succeeded"
@@ -114,7 +99,7 @@ async fn a_crash_after_dispatch_sends_duplicates_jobs_not_effects() {
     })
     .await;
     fail::cfg("dispatch::after_send", "1*panic").unwrap();
-    approve(&t, &id).await;
+    t.approve(&id, ALICE).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
@@ -209,8 +194,7 @@ async fn a_crash_during_the_last_allowed_attempt_does_not_leave_the_execution_ru
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
     fail::cfg("execute::after_downstream", "1*panic").unwrap();
-    let id = t.create_ok(KEY_A, "last-1", &body("deploy")).await;
-    approve(&t, &id).await;
+    let id = t.create_approved("last-1", &body("deploy"), ALICE).await;
 
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
@@ -252,8 +236,9 @@ async fn a_job_that_never_began_is_failed_and_an_operator_retry_runs_it() {
     let scenario = FailScenario::setup();
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
     fail::cfg("execute::before_begin", "panic").unwrap();
-    let id = t.create_ok(KEY_A, "never-began", &body("deploy")).await;
-    approve(&t, &id).await;
+    let id = t
+        .create_approved("never-began", &body("deploy"), ALICE)
+        .await;
 
     let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(failed["execution"]["status"], "failed", "{failed}");
@@ -293,8 +278,9 @@ async fn a_worker_that_lost_its_attempt_keeps_what_it_learnt() {
     let t = TestApp::start_jobs(&[]).await;
     let _second = t.start_another_runner();
     fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
-    let id = t.create_ok(KEY_A, "lost-lease", &body("deploy")).await;
-    approve(&t, &id).await;
+    let id = t
+        .create_approved("lost-lease", &body("deploy"), ALICE)
+        .await;
 
     let done = t
         .wait_for_approval(KEY_A, &id, WAIT, |a| {
@@ -327,8 +313,9 @@ async fn a_crash_at_a_target_with_a_status_url_is_settled_by_asking_it() {
     let t = TestApp::start_jobs(&[]).await;
     for (n, kind) in ["unsafe_checked", "checked"].iter().enumerate() {
         fail::cfg("execute::after_downstream", "1*panic").unwrap();
-        let id = t.create_ok(KEY_A, &format!("asked-{n}"), &body(kind)).await;
-        approve(&t, &id).await;
+        let id = t
+            .create_approved(&format!("asked-{n}"), &body(kind), ALICE)
+            .await;
 
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(done["execution"]["status"], "succeeded", "{kind}: {done}");
@@ -357,8 +344,9 @@ async fn a_stalled_worker_never_takes_another_workers_end_for_its_own() {
     let t = TestApp::start_jobs(&[]).await;
     let _second = t.start_another_runner();
     fail::cfg("execute::after_downstream", "1*return(4000)").unwrap();
-    let id = t.create_ok(KEY_A, "ended-by", &body("unsafe_502")).await;
-    approve(&t, &id).await;
+    let id = t
+        .create_approved("ended-by", &body("unsafe_502"), ALICE)
+        .await;
 
     let done = t
         .wait_for_approval(KEY_A, &id, WAIT, |a| {

@@ -10,8 +10,8 @@ use countersign::webhook::WebhookSecret;
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, TENANT_A, TOKEN_SECRET, decided_event, execute_key,
-    moto_resident_bytes, signed_delivery, test_api_keys,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET, decided_event,
+    decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -20,8 +20,6 @@ use serde_json::{Value, json};
 const DEMO_KEY: &str = "cs_demo_key_0123456789";
 const DEMO_ALICE_KEY: &str = "cs_demo_alice_0123456789";
 const DEMO_BOB_KEY: &str = "cs_demo_bob_0123456789";
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
 
 /// A response, read whole.
 struct Answer {
@@ -76,7 +74,7 @@ fn decide(
         .http
         .post(runner.url(&format!("/approvals/{id}/decision")))
         .bearer_auth(api_key)
-        .json(&json!({"decision": "approve", "approver": approver}))
+        .json(&decision_body("approve", approver))
 }
 
 fn get(runner: &LocalRunner, api_key: &str, id: &str) -> reqwest::RequestBuilder {
@@ -312,8 +310,7 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 }
                 if i % 10 == 5 {
                     // An approver the approval does not list: refused by the condition.
-                    let stranger =
-                        send(decide(runner, DECIDER_A, &id, "mallory@example.com")).await;
+                    let stranger = send(decide(runner, DECIDER_A, &id, MALLORY)).await;
                     assert_eq!(stranger.status, 403);
                     tally.refused.fetch_add(1, Ordering::Relaxed);
                     tally.requests.fetch_add(1, Ordering::Relaxed);

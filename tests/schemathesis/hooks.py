@@ -1,4 +1,4 @@
-"""Schemathesis hooks for tests/openapi.rs: what a real client of this deployment knows.
+"""Schemathesis hooks for tests/api/openapi.rs: what a real client of this deployment knows.
 
 Only positive cases (valid by the document) are touched; negative ones go out as generated, so
 every invalid request is still one the server must refuse.

@@ -4,16 +4,18 @@
 
 pub mod browser;
 pub mod fault_proxy;
+pub mod fixtures;
 pub mod jobs;
+pub mod local_aws;
 pub mod local_runner;
 pub mod receiver;
 pub mod runtime_api;
 
+pub use fixtures::*;
+pub use local_aws::{aws_endpoint, moto_resident_bytes, python, sdk_config, workspace_root};
+
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
@@ -26,145 +28,10 @@ use countersign::webhook::WebhookSecret;
 use countersign::{App, Clock, Config};
 use serde_json::Value;
 
-pub const TENANT_A: &str = "tenant-a";
-pub const KEY_A: &str = "key-a-0123456789abcdef";
-pub const TENANT_B: &str = "tenant-b";
-pub const KEY_B: &str = "key-b-0123456789abcdef";
-/// Each tenant's decider (a backend deciding for its approvers): the keys above request
-/// approvals, and a key never decides what its own principal requested.
-pub const DECIDER_A: &str = "decider-a-0123456789abcdef";
-pub const DECIDER_B: &str = "decider-b-0123456789abcdef";
-
-/// The test apps' keys: tenant A's and B's requesters (`KEY_A`, `KEY_B`: the tenant as principal,
-/// every role but deciding for others) and their deciders, `portal@tenant-a` / `portal@tenant-b`.
-pub fn test_api_keys() -> String {
-    let requester = ["requester", "approver", "operator", "reader"];
-    serde_json::json!([
-        {"tenant": TENANT_A, "principal": TENANT_A, "roles": requester, "key": KEY_A},
-        {"tenant": TENANT_B, "principal": TENANT_B, "roles": requester, "key": KEY_B},
-        {"tenant": TENANT_A, "principal": "portal@tenant-a", "roles": ["decider", "reader"], "key": DECIDER_A},
-        {"tenant": TENANT_B, "principal": "portal@tenant-b", "roles": ["decider", "reader"], "key": DECIDER_B},
-    ])
-    .to_string()
-}
-
-/// Webhook sources: `acme` and `rotating` belong to tenant A, `other` to tenant B.
-pub const ACME_SECRET: &str = "whsec_YWNtZS13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-pub const ROTATING_NEW_SECRET: &str = "whsec_cm90YXRpbmctbmV3LXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-pub const ROTATING_OLD_SECRET: &str = "whsec_cm90YXRpbmctb2xkLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
-/// The review-link token key of test apps.
-pub const TOKEN_SECRET: &str = "test-review-token-secret-0123456789";
-pub const OTHER_SECRET: &str = "whsec_dGVuYW50LWItd2ViaG9vay1zZWNyZXQtMDEyMzQ1Njc=";
-
 /// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
 /// sends downstream: `{tenant}:{create key}:{approval id}`.
 pub fn execute_key(create_key: &str, id: &str) -> String {
     format!("{TENANT_A}:{create_key}:{id}")
-}
-
-/// The local AWS every test in this process talks to.
-struct LocalAws {
-    endpoint: Option<String>,
-    // Held open for the life of the test process: moto exits when its stdin closes, so it never
-    // outlives the tests, however they end.
-    _moto: Option<(Child, ChildStdin)>,
-}
-
-fn local_aws() -> &'static LocalAws {
-    static AWS: OnceLock<LocalAws> = OnceLock::new();
-    AWS.get_or_init(|| {
-        if std::env::var("AWS_ENDPOINT_URL").is_ok_and(|v| !v.is_empty()) {
-            // The SDK reads the variable (and credentials) itself.
-            return LocalAws {
-                endpoint: None,
-                _moto: None,
-            };
-        }
-        let (endpoint, moto) = start_moto();
-        LocalAws {
-            endpoint: Some(endpoint),
-            _moto: Some(moto),
-        }
-    })
-}
-
-pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The Python of the local virtualenv (`make test` installs it and sets `COUNTERSIGN_PYTHON`).
-pub fn python() -> PathBuf {
-    std::env::var_os("COUNTERSIGN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".local/venv/bin/python"))
-}
-
-fn start_moto() -> (String, (Child, ChildStdin)) {
-    let python = python();
-    assert!(
-        python.exists(),
-        "moto is not installed ({} is missing): run `make test`, which installs it, \
-         or set AWS_ENDPOINT_URL to a DynamoDB-compatible endpoint",
-        python.display()
-    );
-    let port = free_port();
-    let mut child = Command::new(&python)
-        .arg(workspace_root().join("infra/moto_server.py"))
-        .arg(port.to_string())
-        .arg("--exit-with-stdin")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start moto with {}: {e}", python.display()));
-    let stdin = child.stdin.take().expect("stdin was piped");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("moto exited before serving: {status}");
-        }
-        assert!(Instant::now() < deadline, "moto did not start within 60 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (format!("http://{addr}"), (child, stdin))
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// The local moto's endpoint, or `None` when the environment names the endpoint itself.
-pub fn aws_endpoint() -> Option<String> {
-    local_aws().endpoint.clone()
-}
-
-/// moto's resident memory (VmRSS), when the tests started it.
-pub fn moto_resident_bytes() -> Option<u64> {
-    let (child, _) = local_aws()._moto.as_ref()?;
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
-/// The SDK configuration for the local AWS (or the endpoint the environment names).
-pub async fn sdk_config() -> aws_config::SdkConfig {
-    let aws = local_aws();
-    let loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    match &aws.endpoint {
-        Some(endpoint) => {
-            loader
-                .endpoint_url(endpoint)
-                .region(aws_config::Region::new("us-east-1"))
-                .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                    "test", "test", None, None, "tests",
-                ))
-                .load()
-                .await
-        }
-        None => loader.load().await,
-    }
 }
 
 /// Counts DynamoDB round trips (every attempt, retries included) by operation name.
@@ -346,13 +213,41 @@ impl TestApp {
         .await
     }
 
+    /// Tenant A's decider approves `id` for `approver`; anything but a 200 fails the test.
+    /// Returns the approval as answered.
+    pub async fn approve(&self, id: &str, approver: &str) -> Value {
+        let reply = self
+            .decide(DECIDER_A, id, decision_body("approve", approver))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()
+    }
+
+    /// Creates `body` as tenant A's requester under `key` and approves it for `approver` (see
+    /// [`TestApp::approve`]); returns its id.
+    pub async fn create_approved(&self, key: &str, body: &str, approver: &str) -> String {
+        let id = self.create_ok(KEY_A, key, body).await;
+        self.approve(&id, approver).await;
+        id
+    }
+
     /// `POST /approvals/{id}/execution/retry` as tenant A's key, with `Idempotency-Key: key`
     /// when one is given.
     pub fn retry_request(&self, id: &str, key: Option<&str>) -> reqwest::RequestBuilder {
+        self.retry_request_as(KEY_A, id, key)
+    }
+
+    /// [`TestApp::retry_request`] as `api_key`.
+    pub fn retry_request_as(
+        &self,
+        api_key: &str,
+        id: &str,
+        key: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         let request = self
             .http
             .post(self.url(&format!("/approvals/{id}/execution/retry")))
-            .bearer_auth(KEY_A);
+            .bearer_auth(api_key);
         match key {
             Some(key) => request.header("idempotency-key", key),
             None => request,
@@ -360,12 +255,13 @@ impl TestApp {
     }
 
     pub async fn get(&self, api_key: &str, id: &str) -> Reply {
-        self.send(
-            self.http
-                .get(self.url(&format!("/approvals/{id}")))
-                .bearer_auth(api_key),
-        )
-        .await
+        self.get_path(api_key, &format!("/approvals/{id}")).await
+    }
+
+    /// `GET path` as `api_key`, with [`TestApp::send`]'s checks.
+    pub async fn get_path(&self, api_key: &str, path: &str) -> Reply {
+        self.send(self.http.get(self.url(path)).bearer_auth(api_key))
+            .await
     }
 
     /// Sends an API request and checks what every API response must have: no 5xx, an
@@ -491,6 +387,41 @@ impl TestApp {
         self.count_items(&self.app.config.tables.approvals).await
     }
 
+    /// Tenant A's approval `id` as stored, read with the uncounted client.
+    pub async fn stored_approval(&self, id: &str) -> countersign::domain::Approval {
+        let item = self
+            .item(
+                &self.app.config.tables.approvals,
+                &format!("{TENANT_A}#{id}"),
+            )
+            .await
+            .expect("the approval");
+        countersign::store::items_to_approval(&item).expect("an approval")
+    }
+
+    /// Every event of the approval's trail as `api_key` reads it, page by page (`limit` per
+    /// page).
+    pub async fn trail(&self, api_key: &str, id: &str, limit: usize) -> Vec<Value> {
+        let mut events = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut url = self.url(&format!("/approvals/{id}/events?limit={limit}"));
+            if let Some(c) = &cursor {
+                url.push_str(&format!("&cursor={c}"));
+            }
+            let reply = self.send(self.http.get(url).bearer_auth(api_key)).await;
+            assert_eq!(reply.status, 200, "{}", reply.text());
+            let page = reply.json();
+            let items = page["events"].as_array().expect("events").clone();
+            assert!(items.len() <= limit);
+            events.extend(items);
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_owned()),
+                None => return events,
+            }
+        }
+    }
+
     /// An item as stored, by its `pk`.
     pub async fn item(&self, table: &str, pk: &str) -> Option<HashMap<String, AttributeValue>> {
         self.dynamodb
@@ -586,6 +517,17 @@ impl Reply {
             .is_some_and(|v| v == "true")
     }
 
+    /// The status and the problem+json `code` (see [`Reply::code`]), to compare at once.
+    pub fn problem(&self) -> (u16, String) {
+        (self.status, self.code())
+    }
+
+    /// Fails the test unless the reply is the problem `code` with `status` (its body shown).
+    #[track_caller]
+    pub fn assert_problem(&self, status: u16, code: &str) {
+        assert_eq!(self.problem(), (status, code.to_owned()), "{}", self.text());
+    }
+
     /// The problem+json `code`, checking the content type on the way.
     pub fn code(&self) -> String {
         assert_eq!(
@@ -598,15 +540,6 @@ impl Reply {
         );
         self.json()["code"].as_str().expect("code").to_owned()
     }
-}
-
-/// An `approval.decided` webhook body.
-pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> String {
-    serde_json::json!({
-        "type": "approval.decided",
-        "data": {"approval_id": approval_id, "decision": decision, "approver": approver}
-    })
-    .to_string()
 }
 
 /// A Standard Webhooks delivery of `body` as event `event_id` to `url`, signed now with `secret`
@@ -630,6 +563,19 @@ pub fn signed_delivery(
         .body(body.to_owned())
 }
 
+/// The events' types, in order.
+pub fn event_types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The events of type `kind`, in order.
+pub fn events_of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
 /// A string attribute of a stored item.
 pub fn attr_s<'a>(item: &'a HashMap<String, AttributeValue>, name: &str) -> &'a str {
     item.get(name)
@@ -648,15 +594,4 @@ where
         assert!(Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// A valid create body for the `deploy` action.
-pub fn deploy_body(build: u64, approvers: &[&str]) -> String {
-    serde_json::json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": approvers,
-        "context": {"summary": format!("Deploy api build {build} to prod"), "requested_by": "ci"},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
 }

@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body, execute_key,
+};
 use futures::future::join_all;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_creates_with_one_key_make_one_approval() {
     let t = TestApp::start().await;
-    let body = deploy_body(1042, &["alice@example.com", "bob@example.com"]);
+    let body = deploy_body(1042, &[ALICE, BOB]);
     let replies = join_all((0..32).map(|_| t.create(KEY_A, "deploy-prod-1042", &body))).await;
 
     assert!(
@@ -67,7 +69,7 @@ async fn reordered_body_replays_and_changed_body_conflicts() {
 async fn expired_idempotency_record_no_longer_blocks_its_key() {
     // The shortest retention the contract allows: 24 h.
     let t = TestApp::start_with(&[("IDEMPOTENCY_TTL_SECONDS", "86400")]).await;
-    let body = deploy_body(7, &["alice@example.com"]);
+    let body = deploy_body(7, &[ALICE]);
     let first = t.create_ok(KEY_A, "k-expiring", &body).await;
 
     // Within the retention window the key replays.
@@ -93,7 +95,7 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
     // A different body after expiry is a new request too, not a conflict.
     t.clock.advance(86_401);
     let other = t
-        .create(KEY_A, "k-expiring", &deploy_body(8, &["alice@example.com"]))
+        .create(KEY_A, "k-expiring", &deploy_body(8, &[ALICE]))
         .await;
     assert_eq!(other.status, 201);
     assert!(!other.replayed());
@@ -104,11 +106,7 @@ async fn expired_idempotency_record_no_longer_blocks_its_key() {
 async fn created_approval_reads_back_as_pending_with_its_location() {
     let t = TestApp::start().await;
     let created = t
-        .create(
-            KEY_A,
-            "k-read",
-            &deploy_body(1, &["alice@example.com", "bob@example.com"]),
-        )
+        .create(KEY_A, "k-read", &deploy_body(1, &[ALICE, BOB]))
         .await;
     assert_eq!(created.status, 201);
     let id = created.json()["id"].as_str().unwrap().to_owned();
@@ -124,7 +122,7 @@ async fn created_approval_reads_back_as_pending_with_its_location() {
     assert_eq!(approval, created.json(), "GET shows what create answered");
     assert_eq!(approval["status"], "pending");
     assert_eq!(approval["action"]["payload"]["build"], 1);
-    assert_eq!(approval["approvers"][1], "bob@example.com");
+    assert_eq!(approval["approvers"][1], BOB);
     assert_eq!(approval["idempotency_key"], "k-read");
     assert_eq!(approval["decision"], serde_json::Value::Null);
     assert_eq!(approval["execution"]["status"], "not_started");
@@ -136,16 +134,12 @@ async fn created_approval_reads_back_as_pending_with_its_location() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_expired_key_used_again_executes_a_second_action_at_a_deduping_target() {
     let t = TestApp::start_jobs(&[("IDEMPOTENCY_TTL_SECONDS", "86400")]).await;
-    let body = deploy_body(7, &["alice@example.com"]);
+    let body = deploy_body(7, &[ALICE]);
     let mut ids = Vec::new();
     for round in 0..2 {
         let id = t.create_ok(KEY_A, "k-again", &body).await;
         let decided = t
-            .decide(
-                DECIDER_A,
-                &id,
-                serde_json::json!({"decision": "approve", "approver": "alice@example.com"}),
-            )
+            .decide(DECIDER_A, &id, decision_body("approve", ALICE))
             .await;
         assert_eq!(decided.status, 200, "{}", decided.text());
         let done = t

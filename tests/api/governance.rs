@@ -2,45 +2,27 @@
 //! approval records who requested it, and its requester never decides it, on any channel —
 //! refused by the same conditional write that records a decision.
 
-use countersign_tests::{ACME_SECRET, TENANT_A, TestApp, decided_event, deploy_body, execute_key};
+use countersign_tests::{
+    ACME_SECRET, ALICE, ALICE_KEY, AUDITOR, ApiKeys, BOB, BOB_KEY, CI, CI_KEY, MALLORY, OPS,
+    OPS_KEY, PORTAL, PORTAL_KEY, READER_KEY, TENANT_A, TestApp, decided_event, decision_body,
+    deploy_body, execute_key,
+};
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-
-const CI_KEY: &str = "ci-key-0123456789abcdef";
-const ALICE_KEY: &str = "alice-key-0123456789abcdef";
-const BOB_KEY: &str = "bob-key-0123456789abcdef";
-const PORTAL_KEY: &str = "portal-key-0123456789abcdef";
-const READER_KEY: &str = "reader-key-0123456789abcdef";
-const OPS_KEY: &str = "ops-key-0123456789abcdef";
-
 fn api_keys() -> String {
-    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
-    json!([
-        key("ci@acme", &["requester"], CI_KEY),
+    ApiKeys::new()
+        .key(CI, &["requester"], CI_KEY)
         // A person who both asks for approvals and approves others'.
-        key(ALICE, &["requester", "approver"], ALICE_KEY),
-        key(BOB, &["approver"], BOB_KEY),
-        key("portal@acme", &["decider"], PORTAL_KEY),
-        key("audit@acme", &["reader"], READER_KEY),
-        key("ops@acme", &["operator"], OPS_KEY),
-    ])
-    .to_string()
+        .key(ALICE, &["requester", "approver"], ALICE_KEY)
+        .key(BOB, &["approver"], BOB_KEY)
+        .key(PORTAL, &["decider"], PORTAL_KEY)
+        .key(AUDITOR, &["reader"], READER_KEY)
+        .key(OPS, &["operator"], OPS_KEY)
+        .to_string()
 }
 
 async fn start() -> TestApp {
     TestApp::start_with(&[("API_KEYS", &api_keys())]).await
-}
-
-async fn decide(t: &TestApp, key: &str, id: &str, body: Value) -> countersign_tests::Reply {
-    t.decide(key, id, body).await
-}
-
-fn retry(t: &TestApp, id: &str, key: &str) -> reqwest::RequestBuilder {
-    t.http
-        .post(t.url(&format!("/approvals/{id}/execution/retry")))
-        .bearer_auth(key)
 }
 
 #[tokio::test]
@@ -49,9 +31,9 @@ async fn every_route_checks_its_role() {
     let body = deploy_body(1, &[ALICE, BOB]);
 
     let refused = t.create(READER_KEY, "roles-1", &body).await;
-    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    refused.assert_problem(403, "forbidden");
     let refused = t.create(BOB_KEY, "roles-1", &body).await;
-    assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+    refused.assert_problem(403, "forbidden");
     assert_eq!(
         t.approval_count().await,
         0,
@@ -61,39 +43,26 @@ async fn every_route_checks_its_role() {
     let created = t.create(CI_KEY, "roles-1", &body).await;
     assert_eq!(created.status, 201, "{}", created.text());
     let id = created.json()["id"].as_str().unwrap().to_owned();
-    assert_eq!(created.json()["requested_by"], "ci@acme");
+    assert_eq!(created.json()["requested_by"], CI);
     for key in [READER_KEY, CI_KEY, BOB_KEY, PORTAL_KEY, OPS_KEY] {
         let read = t.get(key, &id).await;
         assert_eq!(read.status, 200, "every role reads");
-        assert_eq!(read.json()["requested_by"], "ci@acme");
+        assert_eq!(read.json()["requested_by"], CI);
     }
 
     // Deciding takes `approver` (as itself) or `decider` (for anyone listed).
     for key in [CI_KEY, READER_KEY, OPS_KEY] {
-        let refused = decide(
-            &t,
-            key,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+        let refused = t.decide(key, &id, decision_body("approve", ALICE)).await;
+        refused.assert_problem(403, "forbidden");
     }
-    let as_someone_else = decide(
-        &t,
-        BOB_KEY,
-        &id,
-        json!({"decision": "approve", "approver": ALICE}),
-    )
-    .await;
-    assert_eq!(
-        (as_someone_else.status, as_someone_else.code()),
-        (403, "forbidden".into())
-    );
+    let as_someone_else = t
+        .decide(BOB_KEY, &id, decision_body("approve", ALICE))
+        .await;
+    as_someone_else.assert_problem(403, "forbidden");
     for key in [CI_KEY, BOB_KEY, READER_KEY, PORTAL_KEY] {
-        let refused = t.send(retry(&t, &id, key)).await;
+        let refused = t.send(t.retry_request_as(key, &id, None)).await;
         assert_eq!(
-            (refused.status, refused.code()),
+            refused.problem(),
             (403, "forbidden".into()),
             "only an operator retries"
         );
@@ -101,20 +70,14 @@ async fn every_route_checks_its_role() {
     assert_eq!(t.get(READER_KEY, &id).await.json()["status"], "pending");
 
     // An approver's own vote: the body names it, or nobody.
-    let own = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
+    let own = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
     assert_eq!(own.status, 200, "{}", own.text());
     assert_eq!(own.json()["decision"]["approver"], BOB);
-    let again = decide(
-        &t,
-        BOB_KEY,
-        &id,
-        json!({"decision": "approve", "approver": BOB}),
-    )
-    .await;
+    let again = t.decide(BOB_KEY, &id, decision_body("approve", BOB)).await;
     assert_eq!((again.status, again.replayed()), (200, true));
 
     // The operator's role passes; the execution's state answers.
-    let not_retryable = t.send(retry(&t, &id, OPS_KEY)).await;
+    let not_retryable = t.send(t.retry_request_as(OPS_KEY, &id, None)).await;
     assert_eq!(not_retryable.status, 409, "{}", not_retryable.text());
 
     let unknown = t.get("nobody-0123456789abcdef", &id).await;
@@ -132,24 +95,14 @@ async fn the_requester_never_decides_its_own_approval() {
     assert_eq!(created.json()["requested_by"], ALICE);
 
     // API: as itself, and through a decider acting for it.
-    let own = decide(&t, ALICE_KEY, &id, json!({"decision": "approve"})).await;
-    assert_eq!(
-        (own.status, own.code()),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        own.text()
-    );
-    let via_portal = decide(
-        &t,
-        PORTAL_KEY,
-        &id,
-        json!({"decision": "approve", "approver": ALICE}),
-    )
-    .await;
-    assert_eq!(
-        (via_portal.status, via_portal.code()),
-        (403, "self_approval_forbidden".into())
-    );
+    let own = t
+        .decide(ALICE_KEY, &id, json!({"decision": "approve"}))
+        .await;
+    own.assert_problem(403, "self_approval_forbidden");
+    let via_portal = t
+        .decide(PORTAL_KEY, &id, decision_body("approve", ALICE))
+        .await;
+    via_portal.assert_problem(403, "self_approval_forbidden");
 
     // Review page: her own link shows no buttons, and a post anyway is refused.
     let token = t.review_token(TENANT_A, &id, ALICE);
@@ -191,7 +144,7 @@ async fn the_requester_never_decides_its_own_approval() {
     assert_eq!(approval["decision"], Value::Null);
 
     // Anyone else listed decides.
-    let bob = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
+    let bob = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
     assert_eq!(bob.status, 200, "{}", bob.text());
     assert_eq!(bob.json()["status"], "approved");
 }
@@ -204,28 +157,16 @@ async fn another_spelling_of_the_requester_is_the_requester() {
     let only_her = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting]))
         .await;
-    assert_eq!(
-        (only_her.status, only_her.code()),
-        (400, "policy_unsatisfiable".into())
-    );
+    only_her.assert_problem(400, "policy_unsatisfiable");
     let created = t
         .create(ALICE_KEY, "sod-3", &deploy_body(9, &[shouting, BOB]))
         .await;
     assert_eq!(created.status, 201, "{}", created.text());
     let id = created.json()["id"].as_str().unwrap().to_owned();
-    let via_portal = decide(
-        &t,
-        PORTAL_KEY,
-        &id,
-        json!({"decision": "approve", "approver": shouting}),
-    )
-    .await;
-    assert_eq!(
-        (via_portal.status, via_portal.code()),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        via_portal.text()
-    );
+    let via_portal = t
+        .decide(PORTAL_KEY, &id, decision_body("approve", shouting))
+        .await;
+    via_portal.assert_problem(403, "self_approval_forbidden");
     let page = t
         .send(
             t.http
@@ -247,12 +188,7 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
     let refused = t
         .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE]))
         .await;
-    assert_eq!(
-        (refused.status, refused.code()),
-        (400, "policy_unsatisfiable".into()),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(t.approval_count().await, 0);
     let listed_with_another = t
         .create(ALICE_KEY, "sod-2", &deploy_body(3, &[ALICE, BOB]))
@@ -280,15 +216,10 @@ async fn the_development_key_form_has_every_role_but_never_decides_its_own_reque
         .decide(
             countersign_tests::KEY_A,
             &id,
-            json!({"decision": "approve", "approver": ALICE}),
+            decision_body("approve", ALICE),
         )
         .await;
-    assert_eq!(
-        (decided.status, decided.code()),
-        (403, "self_approval_forbidden".into()),
-        "{}",
-        decided.text()
-    );
+    decided.assert_problem(403, "self_approval_forbidden");
     let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
     assert_eq!(page.status, 200, "alice's review link shows it");
     let cancelled = t
@@ -321,12 +252,12 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     // Not an approver's, nor another requester's, to cancel.
     for key in [BOB_KEY, ALICE_KEY, READER_KEY, PORTAL_KEY] {
         let refused = t.send(cancel(&t, key, &id, None)).await;
-        assert_eq!((refused.status, refused.code()), (403, "forbidden".into()));
+        refused.assert_problem(403, "forbidden");
     }
     let bad = t
         .send(cancel(&t, CI_KEY, &id, Some(json!({"reason": 7}))))
         .await;
-    assert_eq!((bad.status, bad.code()), (400, "invalid_request".into()));
+    bad.assert_problem(400, "invalid_request");
 
     let cancelled = t
         .send(cancel(
@@ -339,14 +270,14 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     assert_eq!(cancelled.status, 200, "{}", cancelled.text());
     let approval = cancelled.json();
     assert_eq!(approval["status"], "cancelled");
-    assert_eq!(approval["cancellation"]["by"], "ci@acme");
+    assert_eq!(approval["cancellation"]["by"], CI);
     assert_eq!(approval["cancellation"]["reason"], "wrong build");
     let again = t.send(cancel(&t, CI_KEY, &id, None)).await;
     assert_eq!((again.status, again.replayed()), (200, true));
 
     // Every channel's vote is refused after it.
-    let vote = decide(&t, BOB_KEY, &id, json!({"decision": "approve"})).await;
-    assert_eq!((vote.status, vote.code()), (409, "already_decided".into()));
+    let vote = t.decide(BOB_KEY, &id, json!({"decision": "approve"})).await;
+    vote.assert_problem(409, "already_decided");
     let hook = t
         .deliver(
             "acme",
@@ -373,17 +304,17 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     let other = other.json()["id"].as_str().unwrap().to_owned();
     let by_ops = t.send(cancel(&t, OPS_KEY, &other, None)).await;
     assert_eq!(by_ops.status, 200, "{}", by_ops.text());
-    assert_eq!(by_ops.json()["cancellation"]["by"], "ops@acme");
+    assert_eq!(by_ops.json()["cancellation"]["by"], OPS);
     let decided = t.create(CI_KEY, "cancel-3", &deploy_body(7, &[BOB])).await;
     let decided = decided.json()["id"].as_str().unwrap().to_owned();
     assert_eq!(
-        decide(&t, BOB_KEY, &decided, json!({"decision": "approve"}))
+        t.decide(BOB_KEY, &decided, json!({"decision": "approve"}))
             .await
             .status,
         200
     );
     let late = t.send(cancel(&t, CI_KEY, &decided, None)).await;
-    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    late.assert_problem(409, "already_decided");
     let unknown = t
         .send(cancel(&t, CI_KEY, "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ", None))
         .await;
@@ -392,10 +323,7 @@ async fn a_cancelled_approval_is_never_decided_nor_executed() {
     let expiring = expiring.json()["id"].as_str().unwrap().to_owned();
     t.clock.advance(86_401);
     let expired = t.send(cancel(&t, CI_KEY, &expiring, None)).await;
-    assert_eq!(
-        (expired.status, expired.code()),
-        (410, "approval_expired".into())
-    );
+    expired.assert_problem(410, "approval_expired");
 }
 
 /// A cancel and an approve sent at once: exactly one applies, and only an approved one runs.
@@ -409,7 +337,7 @@ async fn a_cancel_racing_a_vote_has_one_winner() {
         let id = t.create_ok(CI_KEY, &key, &deploy_body(round, &[BOB])).await;
         let (cancelled, voted) = tokio::join!(
             t.send(cancel(&t, CI_KEY, &id, None)),
-            decide(&t, BOB_KEY, &id, json!({"decision": "approve"})),
+            t.decide(BOB_KEY, &id, json!({"decision": "approve"})),
         );
         let wins = [cancelled.status, voted.status];
         assert!(
@@ -458,27 +386,22 @@ async fn a_cancel_racing_a_vote_has_one_winner() {
 /// principal with the approval's requester. The same key decides others' approvals.
 #[tokio::test]
 async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
-    let keys = json!([
-        {"tenant": TENANT_A, "principal": "ci@acme", "roles": ["requester"], "key": CI_KEY},
-        {"tenant": TENANT_A, "principal": "CI@acme ", "roles": ["decider"], "key": PORTAL_KEY},
-        {"tenant": TENANT_A, "principal": "ops@acme", "roles": ["requester"], "key": OPS_KEY},
-    ])
-    .to_string();
+    let keys = ApiKeys::new()
+        .key(CI, &["requester"], CI_KEY)
+        .key("CI@acme ", &["decider"], PORTAL_KEY)
+        .key(OPS, &["requester"], OPS_KEY)
+        .to_string();
     let t = TestApp::start_with(&[("API_KEYS", &keys)]).await;
     let id = t
         .create_ok(CI_KEY, "sod-1", &deploy_body(1, &[ALICE, BOB]))
         .await;
-    for approver in [ALICE, BOB, "mallory@example.com"] {
+    for approver in [ALICE, BOB, MALLORY] {
         for decision in ["approve", "reject"] {
-            let refused = decide(
-                &t,
-                PORTAL_KEY,
-                &id,
-                json!({"decision": decision, "approver": approver}),
-            )
-            .await;
+            let refused = t
+                .decide(PORTAL_KEY, &id, decision_body(decision, approver))
+                .await;
             assert_eq!(
-                (refused.status, refused.code()),
+                refused.problem(),
                 (403, "self_approval_forbidden".into()),
                 "{decision} as {approver}: {}",
                 refused.text()
@@ -493,13 +416,9 @@ async fn a_decider_key_of_the_requester_never_decides_its_own_request() {
     let other = t
         .create_ok(OPS_KEY, "sod-2", &deploy_body(2, &[ALICE]))
         .await;
-    let decided = decide(
-        &t,
-        PORTAL_KEY,
-        &other,
-        json!({"decision": "approve", "approver": ALICE}),
-    )
-    .await;
+    let decided = t
+        .decide(PORTAL_KEY, &other, decision_body("approve", ALICE))
+        .await;
     assert_eq!(decided.status, 200, "{}", decided.text());
     assert_eq!(decided.json()["status"], "approved");
 }
@@ -517,11 +436,6 @@ async fn a_policy_needing_the_requester_in_another_spelling_is_unsatisfiable() {
     })
     .to_string();
     let refused = t.create(CI_KEY, "sod-policy", &body).await;
-    assert_eq!(
-        (refused.status, refused.code()),
-        (400, "policy_unsatisfiable".into()),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(t.approval_count().await, 0);
 }

@@ -4,28 +4,30 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use countersign_tests::{KEY_A, KEY_B, TENANT_A, TENANT_B, TestApp, eventually};
+use countersign_tests::{
+    ALICE, ALICE_KEY, ApiKeys, BOB, CAROL, KEY_A, KEY_B, OPS, OPS_KEY, PORTAL, PORTAL_KEY,
+    TENANT_A, TENANT_B, TestApp, decision_body, eventually,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-const APPROVERS: [&str; 3] = ["alice@example.com", "bob@example.com", "carol@example.com"];
-const CI_1: &str = "ci-1-key-0123456789abcdef";
-const CI_2: &str = "ci-2-key-0123456789abcdef";
-const OPS: &str = "ops-key-0123456789abcdef";
-const PORTAL: &str = "portal-key-0123456789abcdef";
-const PORTAL_B: &str = "portal-b-key-0123456789abcdef";
+const APPROVERS: [&str; 3] = [ALICE, BOB, CAROL];
+/// Two pipelines of tenant A, each with its own key.
+const CI_1: &str = "ci-1@acme";
+const CI_2: &str = "ci-2@acme";
+const CI_1_KEY: &str = "ci-1-key-0123456789abcdef";
+const CI_2_KEY: &str = "ci-2-key-0123456789abcdef";
+const PORTAL_B_KEY: &str = "portal-b-key-0123456789abcdef";
 
 fn api_keys() -> String {
-    let key = |tenant: &str, principal: &str, roles: &[&str], key: &str| json!({"tenant": tenant, "principal": principal, "roles": roles, "key": key});
-    json!([
-        key(TENANT_A, "ci-1@acme", &["requester"], CI_1),
-        key(TENANT_A, "ci-2@acme", &["requester"], CI_2),
-        key(TENANT_A, "ops@acme", &["operator"], OPS),
-        key(TENANT_A, "portal@acme", &["decider"], PORTAL),
-        key(TENANT_B, "tenant-b", &["requester", "operator"], KEY_B),
-        key(TENANT_B, "portal@b", &["decider"], PORTAL_B),
-    ])
-    .to_string()
+    ApiKeys::new()
+        .key(CI_1, &["requester"], CI_1_KEY)
+        .key(CI_2, &["requester"], CI_2_KEY)
+        .key(OPS, &["operator"], OPS_KEY)
+        .key(PORTAL, &["decider"], PORTAL_KEY)
+        .key_in(TENANT_B, "tenant-b", &["requester", "operator"], KEY_B)
+        .key_in(TENANT_B, "portal@b", &["decider"], PORTAL_B_KEY)
+        .to_string()
 }
 
 /// What the test made: enough to know which listing must return it.
@@ -39,13 +41,7 @@ struct Made {
 }
 
 async fn page(t: &TestApp, key: &str, query: &str) -> Value {
-    let reply = t
-        .send(
-            t.http
-                .get(t.url(&format!("/approvals?{query}")))
-                .bearer_auth(key),
-        )
-        .await;
+    let reply = t.get_path(key, &format!("/approvals?{query}")).await;
     assert_eq!(reply.status, 200, "{query}: {}", reply.text());
     reply.json()
 }
@@ -57,8 +53,8 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
     let mut made: Vec<Made> = Vec::new();
     for i in 0..120usize {
         let (tenant, key, requested_by) = match i % 4 {
-            0 | 1 if i < 60 => (TENANT_A, CI_1, "ci-1@acme"),
-            2 | 3 if i < 60 => (TENANT_A, CI_2, "ci-2@acme"),
+            0 | 1 if i < 60 => (TENANT_A, CI_1_KEY, CI_1),
+            2 | 3 if i < 60 => (TENANT_A, CI_2_KEY, CI_2),
             _ => (TENANT_B, KEY_B, "tenant-b"),
         };
         let approvers: Vec<&str> = match i % 5 {
@@ -83,22 +79,14 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
     // Decide or cancel some: every status is represented in both tenants.
     for (i, m) in made.iter_mut().enumerate() {
         let (decider, canceller) = if m.tenant == TENANT_A {
-            (PORTAL, OPS)
+            (PORTAL_KEY, OPS_KEY)
         } else {
-            (PORTAL_B, KEY_B)
+            (PORTAL_B_KEY, KEY_B)
         };
         let approver = m.approvers[0];
         let (path, body, status) = match i % 6 {
-            1 | 4 => (
-                "decision",
-                json!({"decision": "approve", "approver": approver}),
-                "approved",
-            ),
-            2 => (
-                "decision",
-                json!({"decision": "reject", "approver": approver}),
-                "rejected",
-            ),
+            1 | 4 => ("decision", decision_body("approve", approver), "approved"),
+            2 => ("decision", decision_body("reject", approver), "rejected"),
             3 => ("cancel", json!({"reason": "not needed"}), "cancelled"),
             _ => continue,
         };
@@ -155,11 +143,7 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
         Some(APPROVERS[2]),
     ];
     for (tenant, key, requesters) in [
-        (
-            TENANT_A,
-            OPS,
-            vec![None, Some("ci-1@acme"), Some("CI-2@acme")],
-        ),
+        (TENANT_A, OPS_KEY, vec![None, Some(CI_1), Some("CI-2@acme")]),
         (TENANT_B, KEY_B, vec![None, Some("tenant-b")]),
     ] {
         for status in statuses {
@@ -224,36 +208,26 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
     println!("{pages} pages listed, each checked");
 
     // A cursor is bound to its tenant and filters.
-    let first = page(&t, OPS, "limit=7&status=pending").await;
+    let first = page(&t, OPS_KEY, "limit=7&status=pending").await;
     let cursor = first["next_cursor"]
         .as_str()
         .expect("more than a page")
         .to_owned();
     for (key, query) in [
         (KEY_B, format!("limit=7&status=pending&cursor={cursor}")),
-        (OPS, format!("limit=7&status=approved&cursor={cursor}")),
-        (OPS, format!("limit=7&cursor={cursor}")),
+        (OPS_KEY, format!("limit=7&status=approved&cursor={cursor}")),
+        (OPS_KEY, format!("limit=7&cursor={cursor}")),
         (
-            OPS,
+            OPS_KEY,
             format!(
                 "limit=7&status=pending&cursor={}x",
                 &cursor[..cursor.len() - 1]
             ),
         ),
-        (OPS, "cursor=nonsense".to_owned()),
+        (OPS_KEY, "cursor=nonsense".to_owned()),
     ] {
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{query}")))
-                    .bearer_auth(key),
-            )
-            .await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_cursor"),
-            "{query}"
-        );
+        let reply = t.get_path(key, &format!("/approvals?{query}")).await;
+        assert_eq!(reply.problem(), (400, "invalid_cursor".into()), "{query}");
     }
     for query in [
         "status=done",
@@ -263,18 +237,8 @@ async fn every_filter_combination_lists_exactly_its_approvals_newest_first() {
         "sort=asc",
         "status=pending&status=approved",
     ] {
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{query}")))
-                    .bearer_auth(OPS),
-            )
-            .await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_request"),
-            "{query}"
-        );
+        let reply = t.get_path(OPS_KEY, &format!("/approvals?{query}")).await;
+        assert_eq!(reply.problem(), (400, "invalid_request".into()), "{query}");
     }
     let reply = t.send(t.http.get(t.url("/approvals"))).await;
     assert_eq!(reply.status, 401);
@@ -288,24 +252,18 @@ fn urlencode(value: &str) -> String {
 /// requester's outbox without knowing how its key's principal is spelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn me_is_the_caller_s_own_principal() {
-    const ALICE: &str = "alice-key-0123456789abcdef";
-    let keys = json!([
-        {"tenant": TENANT_A, "principal": "ci-1@acme", "roles": ["requester"], "key": CI_1},
-        {"tenant": TENANT_A, "principal": "ci-2@acme", "roles": ["requester"], "key": CI_2},
-        {"tenant": TENANT_A, "principal": "Alice@Example.com", "roles": ["approver"], "key": ALICE},
-    ])
-    .to_string();
+    let keys = ApiKeys::new()
+        .key(CI_1, &["requester"], CI_1_KEY)
+        .key(CI_2, &["requester"], CI_2_KEY)
+        .key("Alice@Example.com", &["approver"], ALICE_KEY)
+        .to_string();
     let t = TestApp::start_jobs(&[("API_KEYS", &keys)]).await;
     let body = |approvers: &[&str]| {
         json!({"action": {"type": "deploy", "payload": {}}, "approvers": approvers}).to_string()
     };
-    let for_alice = t
-        .create_ok(CI_1, "me-1", &body(&["alice@example.com"]))
-        .await;
-    let not_for_alice = t.create_ok(CI_1, "me-2", &body(&["bob@example.com"])).await;
-    let by_ci_2 = t
-        .create_ok(CI_2, "me-3", &body(&["alice@example.com"]))
-        .await;
+    let for_alice = t.create_ok(CI_1_KEY, "me-1", &body(&[ALICE])).await;
+    let not_for_alice = t.create_ok(CI_1_KEY, "me-2", &body(&[BOB])).await;
+    let by_ci_2 = t.create_ok(CI_2_KEY, "me-3", &body(&[ALICE])).await;
     let ids = |page: &Value| -> BTreeSet<String> {
         page["approvals"]
             .as_array()
@@ -317,8 +275,8 @@ async fn me_is_the_caller_s_own_principal() {
     let expected_inbox: BTreeSet<String> = [for_alice.clone(), by_ci_2.clone()].into();
     let expected_outbox: BTreeSet<String> = [for_alice, not_for_alice].into();
     eventually("alice's inbox and ci-1's outbox are listed", || async {
-        ids(&page(&t, ALICE, "status=pending&approver=me").await) == expected_inbox
-            && ids(&page(&t, CI_1, "requested_by=me").await) == expected_outbox
+        ids(&page(&t, ALICE_KEY, "status=pending&approver=me").await) == expected_inbox
+            && ids(&page(&t, CI_1_KEY, "requested_by=me").await) == expected_outbox
     })
     .await;
 }
@@ -347,13 +305,7 @@ async fn list_all(t: &TestApp, key: &str, query: &str, keys_only: bool) -> Listi
             q.push_str(&format!("&cursor={c}"));
         }
         t.calls.take();
-        let reply = t
-            .send(
-                t.http
-                    .get(t.url(&format!("/approvals?{q}")))
-                    .bearer_auth(key),
-            )
-            .await;
+        let reply = t.get_path(key, &format!("/approvals?{q}")).await;
         assert_eq!(reply.status, 200, "{q}: {}", reply.text());
         let want: &[&str] = if keys_only {
             &["Query", "BatchGetItem"]
@@ -389,7 +341,6 @@ async fn pages_of_large_approvals_fit_a_lambda_response_and_list_each_once() {
     use countersign::domain::{Approver, CreateRequest, IdempotencyKey, TenantId, fingerprint};
     use countersign::store::IdempotencyRecord;
 
-    const ALICE: &str = "alice@example.com";
     let t = TestApp::start().await;
     // The create route takes a body within its 64 KiB whose payload is written out at over
     // 190 KiB (of the 192 KiB allowed): `1e15` is written in full, `1000000000000000.0`.
@@ -495,7 +446,6 @@ async fn each_listed_approval_resumes_its_query_right_after_it() {
     use countersign::domain::{ApprovalId, Status, TenantId};
     use countersign::store::ListQuery;
 
-    const ALICE: &str = "alice@example.com";
     let t = TestApp::start().await;
     let tenant = TenantId::parse(TENANT_A).expect("tenant");
     for i in 0..7 {

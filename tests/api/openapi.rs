@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use countersign_tests::{ACME_SECRET, TENANT_A, TestApp, python, workspace_root};
-use serde_json::{Value, json};
+use countersign_tests::{ACME_SECRET, ApiKeys, TestApp, python, workspace_root};
+use serde_json::Value;
 
 const REQUESTER: &str = "fuzz-requester-0123456789abcdef";
 const DECIDER: &str = "fuzz-decider-0123456789abcdef";
@@ -47,7 +47,7 @@ async fn the_served_document_is_the_committed_one_and_valid_openapi_3_1() {
     );
 }
 
-/// Every documented operation is routed (tests/template.rs holds the document's operations, the
+/// Every documented operation is routed (tests/api/template.rs holds the document's operations, the
 /// router's and the template's routes to one list): asked without a key, each answers with one
 /// of its documented statuses, never a 405.
 #[tokio::test]
@@ -94,12 +94,10 @@ fn schemathesis() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn schemathesis_finds_no_5xx_and_no_answer_the_document_does_not_describe() {
-    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
-    let keys = json!([
-        key("ci@fuzz", &["requester", "operator"], REQUESTER),
-        key("portal@fuzz", &["decider"], DECIDER),
-    ])
-    .to_string();
+    let keys = ApiKeys::new()
+        .key("ci@fuzz", &["requester", "operator"], REQUESTER)
+        .key("portal@fuzz", &["decider"], DECIDER)
+        .to_string();
     let t = TestApp::start_jobs(&[("API_KEYS", &keys)]).await;
     let schemathesis = schemathesis();
     let (base, document) = (t.base.clone(), t.url("/openapi.json"));

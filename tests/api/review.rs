@@ -1,11 +1,8 @@
 //! The review page and its form post over plain HTTP: tokens, status codes, headers, escaping.
-//! (The browser behaviour — double clicks, reloads, back — is in browser.rs.)
+//! (The browser behaviour — double clicks, reloads, back — is in tests/browser.rs.)
 
-use countersign_tests::{DECIDER_A, KEY_A, KEY_B, TestApp, deploy_body};
+use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, decision_body, deploy_body};
 use serde_json::json;
-
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
 
 fn form(token: &str, decision: &str) -> String {
     url::form_urlencoded::Serializer::new(String::new())
@@ -233,11 +230,7 @@ async fn the_decided_page_says_what_became_of_the_action() {
         let body = json!({"action": {"type": kind}, "approvers": [ALICE]}).to_string();
         let id = t.create_ok(KEY_A, key, &body).await;
         let decided = t
-            .decide(
-                DECIDER_A,
-                &id,
-                json!({"decision": "approve", "approver": ALICE}),
-            )
+            .decide(DECIDER_A, &id, decision_body("approve", ALICE))
             .await;
         assert_eq!(decided.status, 200);
         t.wait_for_execution(KEY_A, &id, std::time::Duration::from_secs(60))
@@ -251,12 +244,8 @@ async fn the_decided_page_says_what_became_of_the_action() {
     t.stop_runner().await;
     let body = json!({"action": {"type": "deploy"}, "approvers": [ALICE]}).to_string();
     let waiting = t.create_ok(KEY_A, "fate-waiting", &body).await;
-    t.decide(
-        DECIDER_A,
-        &waiting,
-        json!({"decision": "approve", "approver": ALICE}),
-    )
-    .await;
+    t.decide(DECIDER_A, &waiting, decision_body("approve", ALICE))
+        .await;
     let page = t
         .send(t.http.get(t.review_link(&waiting, ALICE)))
         .await

@@ -1,13 +1,15 @@
 //! DynamoDB round trips per operation, counted by an SDK interceptor: correctness costs one
 //! conditional write or transaction, and a refusal is answered from what that write returned.
 
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body, execute_key,
+};
 use serde_json::json;
 
 #[tokio::test]
 async fn each_operation_is_one_round_trip() {
     let t = TestApp::start().await;
-    let body = deploy_body(1, &["alice@example.com", "bob@example.com"]);
+    let body = deploy_body(1, &[ALICE, BOB]);
 
     let id = t.create_ok(KEY_A, "rt", &body).await;
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, first");
@@ -16,25 +18,21 @@ async fn each_operation_is_one_round_trip() {
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, replay");
 
     assert_eq!(
-        t.create(KEY_A, "rt", &deploy_body(2, &["alice@example.com"]))
+        t.create(KEY_A, "rt", &deploy_body(2, &[ALICE]))
             .await
             .status,
         409
     );
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, conflict");
 
-    let approve = json!({"decision": "approve", "approver": "alice@example.com"});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &id, approve.clone()).await.status, 200);
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, winner");
 
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "reject", "approver": "bob@example.com"})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("reject", BOB))
+            .await
+            .status,
         409
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "decide, loser");
@@ -49,18 +47,15 @@ async fn each_operation_is_one_round_trip() {
 #[tokio::test]
 async fn refusals_cost_one_round_trip_too() {
     let t = TestApp::start().await;
-    let body = json!({"action": {"type": "deploy"}, "approvers": ["alice@example.com"], "expires_in_seconds": 60});
+    let body =
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE], "expires_in_seconds": 60});
     let id = t.create_ok(KEY_A, "refusals", &body.to_string()).await;
     t.calls.take();
 
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "eve@example.com"})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", "eve@example.com"))
+            .await
+            .status,
         403
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "not an approver");
@@ -69,7 +64,7 @@ async fn refusals_cost_one_round_trip_too() {
         t.decide(
             DECIDER_A,
             "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ",
-            json!({"decision": "approve", "approver": "alice@example.com"})
+            decision_body("approve", ALICE)
         )
         .await
         .status,
@@ -79,13 +74,9 @@ async fn refusals_cost_one_round_trip_too() {
 
     t.clock.advance(60);
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "alice@example.com"})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", ALICE))
+            .await
+            .status,
         410
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "expired");
@@ -96,7 +87,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t
-        .create_ok(KEY_A, "rt-exec", &deploy_body(1, &["alice@example.com"]))
+        .create_ok(KEY_A, "rt-exec", &deploy_body(1, &[ALICE]))
         .await;
     let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
     let approval_id = countersign::domain::ApprovalId::parse(&id).unwrap();
@@ -108,13 +99,9 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "alice@example.com"})
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &id, decision_body("approve", ALICE))
+            .await
+            .status,
         200
     );
     let approved = t

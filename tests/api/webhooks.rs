@@ -2,19 +2,17 @@
 //! it has not been handled before.
 
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, KEY_B, OTHER_SECRET, ROTATING_NEW_SECRET, ROTATING_OLD_SECRET,
-    TestApp, attr_s, decided_event, deploy_body,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, KEY_B, MALLORY, OTHER_SECRET, ROTATING_NEW_SECRET,
+    ROTATING_OLD_SECRET, TestApp, attr_s, decided_event, decision_body, deploy_body,
 };
 use futures::future::join_all;
 use serde_json::json;
-
-const ALICE: &str = "alice@example.com";
 
 async fn pending_approval(t: &TestApp) -> String {
     t.create_ok(
         KEY_A,
         &format!("k-{}", ulid::Ulid::new()),
-        &deploy_body(1, &[ALICE, "bob@example.com"]),
+        &deploy_body(1, &[ALICE, BOB]),
     )
     .await
 }
@@ -245,7 +243,7 @@ async fn a_delivery_signed_with_the_older_secret_is_accepted_during_rotation() {
 async fn events_that_cannot_apply_are_recorded_and_acknowledged() {
     let t = TestApp::start().await;
     let decided = pending_approval(&t).await;
-    let approve = json!({"decision": "approve", "approver": ALICE});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &decided, approve).await.status, 200);
     let pending = pending_approval(&t).await;
     let tenant_b = t.create_ok(KEY_B, "b-1", &deploy_body(1, &[ALICE])).await;
@@ -255,13 +253,13 @@ async fn events_that_cannot_apply_are_recorded_and_acknowledged() {
             "superseded",
             "acme",
             ACME_SECRET,
-            decided_event(&decided, "reject", "bob@example.com"),
+            decided_event(&decided, "reject", BOB),
         ),
         (
             "not_an_approver",
             "acme",
             ACME_SECRET,
-            decided_event(&pending, "approve", "mallory@example.com"),
+            decided_event(&pending, "approve", MALLORY),
         ),
         (
             "unknown_approval",
@@ -326,25 +324,16 @@ async fn bad_requests_get_their_codes() {
     let unknown = t
         .deliver("nope", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(
-        (unknown.status, unknown.code().as_str()),
-        (404, "not_found")
-    );
+    unknown.assert_problem(404, "not_found");
     // A source name that does not decode to UTF-8 is no configured source: a problem, too.
     let undecodable = t
         .deliver("%FF", ACME_SECRET, "msg_1", r#"{"type": "ping"}"#)
         .await;
-    assert_eq!(
-        (undecodable.status, undecodable.code().as_str()),
-        (404, "not_found")
-    );
+    undecodable.assert_problem(404, "not_found");
 
     let big = json!({"type": "ping", "data": "x".repeat(256 * 1024)}).to_string();
     let too_large = t.deliver("acme", ACME_SECRET, "msg_2", &big).await;
-    assert_eq!(
-        (too_large.status, too_large.code().as_str()),
-        (413, "payload_too_large")
-    );
+    too_large.assert_problem(413, "payload_too_large");
 
     for body in [
         "not json",
@@ -353,11 +342,7 @@ async fn bad_requests_get_their_codes() {
         &decided_event("apr_x", "maybe", ALICE),
     ] {
         let reply = t.deliver("acme", ACME_SECRET, "msg_3", body).await;
-        assert_eq!(
-            (reply.status, reply.code().as_str()),
-            (400, "invalid_request"),
-            "{body}"
-        );
+        assert_eq!(reply.problem(), (400, "invalid_request".into()), "{body}");
     }
     assert_eq!(t.count_items(&t.app.config.tables.webhook_inbox).await, 0);
     let later = t

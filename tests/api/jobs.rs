@@ -1,43 +1,27 @@
 //! Approved must become done exactly once: dispatch from the stream, SQS, the executor and its
 //! ledger, against moto's DynamoDB, DynamoDB Streams and SQS, with a downstream that counts
-//! calls and effects per Idempotency-Key.
+//! calls and effects per Idempotency-Key. (What an operator does with an execution that did not
+//! end well is in operator.rs.)
 
 use std::time::{Duration, Instant};
 
 use countersign::domain::ApprovalId;
 use countersign::review_token::TokenSecret;
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, eventually, execute_key,
+};
 use futures::future::join_all;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-const WAIT: Duration = Duration::from_secs(30);
-
-fn body(action: &str, approvers: &[&str]) -> String {
-    json!({"action": {"type": action, "payload": {"n": 1}}, "approvers": approvers, "context": {"why": "test"}})
-        .to_string()
-}
-
-async fn approve(t: &TestApp, id: &str) -> Value {
-    let reply = t
-        .decide(
-            DECIDER_A,
-            id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    reply.json()
-}
+use crate::helpers::{WAIT, action_body, approved};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn approved_action_runs_once_with_the_business_key() {
     let t = TestApp::start_jobs(&[]).await;
     let id = t
-        .create_ok(KEY_A, "deploy-1", &body("deploy", &[ALICE, BOB]))
+        .create_ok(KEY_A, "deploy-1", &action_body("deploy", &[ALICE, BOB]))
         .await;
-    let approved = approve(&t, &id).await;
+    let approved = t.approve(&id, ALICE).await;
     assert_eq!(
         approved["execution"]["status"], "queued",
         "approval queues the execution"
@@ -78,7 +62,7 @@ async fn approved_action_runs_once_with_the_business_key() {
 async fn each_approver_gets_one_review_link() {
     let t = TestApp::start_jobs(&[]).await;
     let id = t
-        .create_ok(KEY_A, "notify-1", &body("deploy", &[ALICE, BOB]))
+        .create_ok(KEY_A, "notify-1", &action_body("deploy", &[ALICE, BOB]))
         .await;
     eventually("notifications did not arrive", || async {
         t.downstream().calls_to("/notify").len() >= 2
@@ -119,10 +103,7 @@ async fn each_approver_gets_one_review_link() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn server_errors_are_retried_with_the_same_key() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t
-        .create_ok(KEY_A, "flaky-1", &body("flaky", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
+    let id = approved(&t, "flaky-1", "flaky").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 3);
@@ -135,54 +116,9 @@ async fn server_errors_are_retried_with_the_same_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_refusal_fails_for_good_and_an_operator_retry_resumes_it() {
-    let t = TestApp::start_jobs(&[]).await;
-    let id = t
-        .create_ok(KEY_A, "reject-1", &body("reject_once", &[ALICE]))
-        .await;
-    let approved = approve(&t, &id).await;
-    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
-    assert_eq!(failed["execution"]["status"], "failed");
-    assert_eq!(failed["execution"]["last_error"], "HTTP 400");
-    let key = &execute_key("reject-1", &id);
-    assert_eq!(
-        (t.downstream().calls(key), t.downstream().effects(key)),
-        (1, 0)
-    );
-
-    let retry = t.send(t.retry_request(&id, None)).await;
-    assert_eq!(retry.status, 202, "{}", retry.text());
-    assert_eq!(retry.json()["execution"]["status"], "queued");
-    let done = t
-        .wait_for_approval(KEY_A, &id, WAIT, |a| {
-            a["execution"]["status"] == "succeeded"
-        })
-        .await;
-    assert_eq!(done["decision"], approved["decision"], "no second decision");
-    assert_eq!(
-        (t.downstream().calls(key), t.downstream().effects(key)),
-        (2, 1)
-    );
-
-    let again = t.send(t.retry_request(&id, None)).await;
-    assert_eq!(
-        (again.status, again.code().as_str()),
-        (409, "not_retryable")
-    );
-    let other = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/retry")))
-                .bearer_auth(countersign_tests::KEY_B),
-        )
-        .await;
-    assert_eq!(other.status, 404, "another tenant cannot retry it");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_identical_creates_notify_each_approver_once() {
     let t = TestApp::start_jobs(&[]).await;
-    let create_body = body("deploy", &[ALICE, BOB]);
+    let create_body = action_body("deploy", &[ALICE, BOB]);
     let replies = join_all((0..32).map(|_| t.create(KEY_A, "same-create", &create_body))).await;
     assert!(replies.iter().all(|r| r.status == 201));
     let id = replies[0].json()["id"].as_str().unwrap().to_owned();
@@ -206,13 +142,13 @@ async fn concurrent_identical_creates_notify_each_approver_once() {
 async fn approve_reject_race_executes_at_most_once() {
     let t = TestApp::start_jobs(&[]).await;
     let id = t
-        .create_ok(KEY_A, "race-1", &body("deploy", &[ALICE, BOB]))
+        .create_ok(KEY_A, "race-1", &action_body("deploy", &[ALICE, BOB]))
         .await;
     let decisions = (0..40).map(|i| {
         let decision = if i % 2 == 0 {
-            json!({"decision": "approve", "approver": ALICE})
+            decision_body("approve", ALICE)
         } else {
-            json!({"decision": "reject", "approver": BOB})
+            decision_body("reject", BOB)
         };
         t.decide(DECIDER_A, &id, decision)
     });
@@ -257,7 +193,7 @@ async fn approve_reject_race_executes_at_most_once() {
 async fn the_same_message_delivered_twice_has_one_effect() {
     let t = TestApp::start_jobs(&[]).await;
     let id = t
-        .create_ok(KEY_A, "twice-1", &body("deploy", &[ALICE]))
+        .create_ok(KEY_A, "twice-1", &action_body("deploy", &[ALICE]))
         .await;
     // The same execute job, as SQS would redeliver it, sent next to the dispatcher's own.
     let stored = t
@@ -271,7 +207,7 @@ async fn the_same_message_delivered_twice_has_one_effect() {
         .unwrap()
         .unwrap();
     let mut approved = stored.clone();
-    approve(&t, &id).await;
+    t.approve(&id, ALICE).await;
     approved = t
         .app
         .store
@@ -309,10 +245,7 @@ async fn the_same_message_delivered_twice_has_one_effect() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_target_that_never_answers_does_not_hold_the_job() {
     let t = TestApp::start_jobs(&[]).await;
-    let id = t
-        .create_ok(KEY_A, "hang-1", &body("hang_once", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
+    let id = approved(&t, "hang-1", "hang_once").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "succeeded");
     assert_eq!(done["execution"]["attempts"], 2);
@@ -327,10 +260,7 @@ async fn a_target_that_never_answers_does_not_hold_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exhausted_retries_fail_and_go_to_the_dlq() {
     let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "2")]).await;
-    let id = t
-        .create_ok(KEY_A, "dead-1", &body("always_503", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
+    let id = approved(&t, "dead-1", "always_503").await;
     let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
     assert_eq!(done["execution"]["last_error"], "HTTP 503");
@@ -348,7 +278,7 @@ async fn exhausted_retries_fail_and_go_to_the_dlq() {
 async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
     let t = TestApp::start_jobs(&[]).await;
     let first = t
-        .create_ok(KEY_A, "restart-1", &body("deploy", &[ALICE]))
+        .create_ok(KEY_A, "restart-1", &action_body("deploy", &[ALICE]))
         .await;
     let notified = format!("{first}:notify:{ALICE}");
     eventually("the first notification never came", || async {
@@ -359,9 +289,9 @@ async fn jobs_pending_while_the_runner_is_down_complete_when_it_returns() {
 
     // Committed while nothing is running: a new approval, and an approval of the first.
     let second = t
-        .create_ok(KEY_A, "restart-2", &body("deploy", &[ALICE]))
+        .create_ok(KEY_A, "restart-2", &action_body("deploy", &[ALICE]))
         .await;
-    approve(&t, &first).await;
+    t.approve(&first, ALICE).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         t.downstream().calls(&execute_key("restart-1", &first)),
@@ -398,8 +328,7 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
         ("unsafe_hang", "unsafe-timeout"),
         ("unsafe_see_other", "unsafe-303"),
     ] {
-        let id = t.create_ok(KEY_A, key, &body(action, &[ALICE])).await;
-        approve(&t, &id).await;
+        let id = approved(&t, key, action).await;
         let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
         assert_eq!(
             done["execution"]["status"], "needs_reconciliation",
@@ -418,76 +347,6 @@ async fn a_non_idempotent_target_is_not_called_again_after_an_unknown_outcome() 
             "{action}: called once"
         );
     }
-}
-
-/// An operator's retry or resolve repeated — the SDK retrying after a lost response, a double
-/// submit — finds its own change and answers as the first did (`Idempotent-Replayed`), and
-/// resumes the execution once; another request still meets the state's 409.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn operator_retry_and_resolve_are_safe_to_repeat() {
-    let t = TestApp::start_jobs(&[]).await;
-    let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
-    let id = t
-        .create_ok(KEY_A, "op-retry", &body("reject_once", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
-    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
-    assert_eq!(failed["execution"]["status"], "failed");
-
-    let first = t.send(retry(&id, "retry-1")).await;
-    assert_eq!((first.status, first.replayed()), (202, false));
-    let repeat = t.send(retry(&id, "retry-1")).await;
-    assert_eq!(
-        (repeat.status, repeat.replayed()),
-        (202, true),
-        "{}",
-        repeat.text()
-    );
-    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
-        a["execution"]["status"] == "succeeded"
-    })
-    .await;
-    let late = t.send(retry(&id, "retry-1")).await;
-    assert_eq!((late.status, late.replayed()), (202, true), "a late repeat");
-    let other = t.send(retry(&id, "retry-2")).await;
-    assert_eq!(
-        (other.status, other.code().as_str()),
-        (409, "not_retryable")
-    );
-    let key = &execute_key("op-retry", &id);
-    assert_eq!(
-        (t.downstream().calls(key), t.downstream().effects(key)),
-        (2, 1),
-        "resumed once"
-    );
-
-    let unknown = t
-        .create_ok(KEY_A, "op-resolve", &body("unsafe_hang", &[ALICE]))
-        .await;
-    approve(&t, &unknown).await;
-    let stuck = t.wait_for_execution(KEY_A, &unknown, WAIT).await;
-    assert_eq!(stuck["execution"]["status"], "needs_reconciliation");
-    let resolve = |note: &str| {
-        t.http
-            .post(t.url(&format!("/approvals/{unknown}/execution/resolve")))
-            .bearer_auth(KEY_A)
-            .json(&json!({"outcome": "succeeded", "note": note}))
-    };
-    let resolved = t.send(resolve("the ledger of the target shows it")).await;
-    assert_eq!((resolved.status, resolved.replayed()), (200, false));
-    let again = t.send(resolve("the ledger of the target shows it")).await;
-    assert_eq!(
-        (again.status, again.replayed()),
-        (200, true),
-        "{}",
-        again.text()
-    );
-    assert_eq!(again.json()["execution"], resolved.json()["execution"]);
-    let different = t.send(resolve("another story")).await;
-    assert_eq!(
-        (different.status, different.code().as_str()),
-        (409, "not_resolvable")
-    );
 }
 
 /// Ten approvals whose jobs are ~150 KiB each (a 40 KiB body whose numbers are written out in
@@ -514,78 +373,6 @@ async fn large_jobs_are_sent_in_batches_the_queue_takes() {
     for id in &ids {
         assert_eq!(t.downstream().calls(&format!("{id}:notify:{ALICE}")), 1);
     }
-}
-
-/// A retry that resumed an execution which then failed again: the same request repeated (its
-/// response was lost) is answered as a replay and resumes nothing — only a new request does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_repeated_retry_never_resumes_twice() {
-    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "1")]).await;
-    let retry = |id: &str, key: &str| t.retry_request(id, Some(key));
-    let id = t
-        .create_ok(KEY_A, "retry-twice", &body("always_503", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
-    let key = &execute_key("retry-twice", &id);
-    let failed = t.wait_for_execution(KEY_A, &id, WAIT).await;
-    assert_eq!(failed["execution"]["status"], "failed", "{failed}");
-
-    let first = t.send(retry(&id, "resume-1")).await;
-    assert_eq!((first.status, first.replayed()), (202, false));
-    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
-        a["execution"]["status"] == "failed" && t.downstream().calls(key) == 2
-    })
-    .await;
-    let repeat = t.send(retry(&id, "resume-1")).await;
-    assert_eq!(
-        (repeat.status, repeat.replayed()),
-        (202, true),
-        "{}",
-        repeat.text()
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(t.downstream().calls(key), 2, "the repeat resumed nothing");
-    let approval = t.get(KEY_A, &id).await.json();
-    assert_eq!(approval["execution"]["status"], "failed");
-
-    let fresh = t.send(retry(&id, "resume-2")).await;
-    assert_eq!(
-        (fresh.status, fresh.replayed()),
-        (202, false),
-        "a new request resumes"
-    );
-    t.wait_for_approval(KEY_A, &id, WAIT, |a| {
-        a["execution"]["status"] == "failed" && t.downstream().calls(key) == 3
-    })
-    .await;
-    // A late duplicate of the older request (its answer was lost long ago): answered as it was,
-    // and the newer generation, failed again, is not resumed by it.
-    let late = t.send(retry(&id, "resume-1")).await;
-    assert_eq!(
-        (late.status, late.replayed()),
-        (202, true),
-        "{}",
-        late.text()
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        t.downstream().calls(key),
-        3,
-        "the late duplicate resumed nothing"
-    );
-    let item = t
-        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
-        .await
-        .expect("the approval");
-    let stored = countersign::store::items_to_approval(&item).expect("an approval");
-    assert_eq!(
-        (
-            stored.execution.status.as_str(),
-            stored.execution.generation
-        ),
-        ("failed", 2),
-        "{stored:?}"
-    );
 }
 
 /// Strings may hold any character JSON allows, U+FFFE and U+FFFF included, in the payload, the
@@ -633,89 +420,5 @@ async fn noncharacters_everywhere_reach_the_target_value_for_value() {
         notified[0].1["approver"],
         approver.as_str(),
         "the name as it was"
-    );
-}
-
-/// What grows on an approval item is bounded by the writes' own conditions, so that it never
-/// passes DynamoDB's 400 KB (past which every later write of it would be refused): an attempt
-/// asked about 25 times keeps the first 20 status queries — every end still recorded — and 12
-/// late reports keep 10.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
-    use countersign::domain::{Completion, StatusCheck};
-    use countersign::store::{AttemptEnd, Begin, MAX_LATE_REPORTS, MAX_STATUS_CHECKS};
-    let t = TestApp::start_jobs(&[]).await;
-    t.stop_runner().await;
-    let id = t
-        .create_ok(KEY_A, "bounded-1", &body("unsafe", &[ALICE]))
-        .await;
-    approve(&t, &id).await;
-    let stored = || async {
-        let item = t
-            .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
-            .await
-            .expect("the approval");
-        countersign::store::items_to_approval(&item).expect("an approval")
-    };
-    let job = countersign::jobs::execute_job(&stored().await).ledger();
-    let store = &t.app.store;
-    let (now, now_ms) = (t.clock.now(), t.clock.now_millis());
-    let began = store
-        .begin_job(&job, "attempt-1", now, now_ms, now_ms + 60_000, false)
-        .await
-        .expect("begin");
-    assert_eq!(began, Begin::Started);
-    for n in 0..25 {
-        let completion = Completion::Unknown(format!("pending, asked {n} times"));
-        let check = StatusCheck {
-            at: now + n,
-            answer: "pending".into(),
-            detail: Some("d".repeat(2_000)),
-        };
-        let end = AttemptEnd {
-            check: Some(&check),
-            ..AttemptEnd::by_owner(&completion, "attempt-1")
-        };
-        assert!(
-            store
-                .end_attempt(&job, "attempt-1", &end, now + n)
-                .await
-                .expect("end"),
-            "end {n} recorded"
-        );
-    }
-    let execution = stored().await.execution;
-    assert_eq!(execution.status_checks.len(), MAX_STATUS_CHECKS);
-    assert_eq!(
-        execution.last_error.as_deref(),
-        Some("pending, asked 24 times")
-    );
-    assert!(
-        execution
-            .status_checks
-            .iter()
-            .all(|c| c.detail.as_deref().map_or(0, str::len) <= 500),
-        "details are cut"
-    );
-    let mut kept = 0;
-    for n in 0..12 {
-        if store
-            .record_late_report(&job, &format!("report {n}: {}", "r".repeat(5_000)))
-            .await
-            .expect("report")
-        {
-            kept += 1;
-        }
-    }
-    let execution = stored().await.execution;
-    assert_eq!(
-        (kept, execution.late_reports.len()),
-        (MAX_LATE_REPORTS, MAX_LATE_REPORTS)
-    );
-    assert!(
-        execution
-            .late_reports
-            .iter()
-            .all(|r| r.chars().count() <= 1_000)
     );
 }

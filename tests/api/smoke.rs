@@ -8,7 +8,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use countersign_tests::runtime_api::{RuntimeApi, function_binary, start_function};
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, deploy_body, test_api_keys,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, decision_body, deploy_body,
+    test_api_keys,
 };
 use serde_json::{Map, Value, json};
 
@@ -143,7 +144,7 @@ async fn create_serves_its_routes() {
             ("content-type", "application/json"),
             ("idempotency-key", "smoke-1"),
         ],
-        &deploy_body(1, &["alice@example.com"]),
+        &deploy_body(1, &[ALICE]),
     );
     let response = invoke("create", env, event).await;
     assert_eq!(response["statusCode"], 201, "{response}");
@@ -159,11 +160,7 @@ async fn create_serves_its_routes() {
 async fn decide_serves_its_routes() {
     let t = TestApp::start().await;
     let id = t
-        .create_ok(
-            KEY_A,
-            "smoke-decide",
-            &deploy_body(1, &["alice@example.com"]),
-        )
+        .create_ok(KEY_A, "smoke-decide", &deploy_body(1, &[ALICE]))
         .await;
     let env = with(
         base_env(&t),
@@ -243,11 +240,7 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t
-        .create_ok(
-            KEY_A,
-            "smoke-dispatch",
-            &deploy_body(1, &["alice@example.com", "bob@example.com"]),
-        )
+        .create_ok(KEY_A, "smoke-dispatch", &deploy_body(1, &[ALICE, BOB]))
         .await;
     let item = t
         .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
@@ -282,7 +275,7 @@ async fn executor_performs_a_job_and_reports_no_failure() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t
-        .create_ok(KEY_A, "smoke-exec", &deploy_body(1, &["alice@example.com"]))
+        .create_ok(KEY_A, "smoke-exec", &deploy_body(1, &[ALICE]))
         .await;
     let job = &first_job(&t, &id).await;
     let event = sqs_event(job);
@@ -316,12 +309,11 @@ async fn executor_performs_a_job_and_reports_no_failure() {
 async fn executor_ends_a_slow_call_before_the_invocation_does() {
     let t = TestApp::start_jobs(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "30")]).await;
     t.stop_runner().await;
-    let body =
-        json!({"action": {"type": "hang_once", "payload": {}}, "approvers": ["alice@example.com"]});
+    let body = json!({"action": {"type": "hang_once", "payload": {}}, "approvers": [ALICE]});
     let id = t
         .create_ok(KEY_A, "smoke-deadline", &body.to_string())
         .await;
-    let approve = json!({"decision": "approve", "approver": "alice@example.com"});
+    let approve = decision_body("approve", ALICE);
     assert_eq!(t.decide(DECIDER_A, &id, approve).await.status, 200);
     let job = &first_job(&t, &id).await;
     assert_eq!(job.kind(), "execute");

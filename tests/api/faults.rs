@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use countersign::webhook::WebhookSecret;
 use countersign_tests::fault_proxy::{Fault, FaultProxy, Rule};
 use countersign_tests::{
-    ACME_SECRET, DECIDER_A, KEY_A, TestApp, decided_event, execute_key, signed_delivery,
+    ACME_SECRET, ALICE, DECIDER_A, KEY_A, TestApp, decided_event, decision_body, execute_key,
+    signed_delivery,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
 const APPROVALS: usize = 30;
 
 /// What the API answered, by (operation, status).
@@ -126,7 +126,7 @@ async fn scenario(name: &str, seed: u64, rules: Vec<Rule>) -> BTreeMap<(String, 
                         t.http
                             .post(t.url(&format!("/approvals/{id}/decision")))
                             .bearer_auth(DECIDER_A)
-                            .json(&json!({"decision": "approve", "approver": ALICE}))
+                            .json(&decision_body("approve", ALICE))
                     };
                     let (status, _, answer) = until_served(answers, "decide", decide).await;
                     assert_eq!(status, 200, "{answer}");
@@ -329,11 +329,7 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
     })
     .await;
     let decided = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
+        .decide(DECIDER_A, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(decided.status, 200, "{}", decided.text());
 

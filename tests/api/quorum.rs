@@ -6,61 +6,43 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use countersign_tests::{
-    ACME_SECRET, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event, execute_key,
+    ACME_SECRET, ALICE, ALICE_KEY, ApiKeys, BOB, CAROL, CI, CI_KEY, CreateBody, DAVE, ERIN,
+    MALLORY, PORTAL, PORTAL_KEY, Reply, TENANT_A, TOKEN_SECRET, TestApp, decided_event,
+    decision_body, execute_key,
 };
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
-const BOB: &str = "bob@example.com";
-const CAROL: &str = "carol@example.com";
-const DAVE: &str = "dave@example.com";
-const ERIN: &str = "erin@example.com";
-
-const CI_KEY: &str = "ci-key-0123456789abcdef";
-const ALICE_KEY: &str = "alice-key-0123456789abcdef";
-const PORTAL_KEY: &str = "portal-key-0123456789abcdef";
-
 fn api_keys() -> String {
-    let key = |principal: &str, roles: &[&str], key: &str| json!({"tenant": TENANT_A, "principal": principal, "roles": roles, "key": key});
-    json!([
-        key("ci@acme", &["requester"], CI_KEY),
-        key(ALICE, &["approver"], ALICE_KEY),
-        key("portal@acme", &["decider"], PORTAL_KEY),
-    ])
-    .to_string()
+    ApiKeys::new()
+        .key(CI, &["requester"], CI_KEY)
+        .key(ALICE, &["approver"], ALICE_KEY)
+        .key(PORTAL, &["decider"], PORTAL_KEY)
+        .to_string()
 }
 
 /// Engineering 2-of-3 AND security 1-of-1 (the spec's example).
 fn engineering_and_security(build: u64) -> String {
-    json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": [ALICE, BOB, CAROL, DAVE],
-        "policy": {"rules": [
+    CreateBody::new("deploy", &[ALICE, BOB, CAROL, DAVE])
+        .payload(json!({"service": "api", "build": build}))
+        .policy(json!({"rules": [
             {"name": "engineering", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2},
-            {"name": "security", "approvers": [DAVE], "min_approvals": 1}]},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
+            {"name": "security", "approvers": [DAVE], "min_approvals": 1}]}))
+        .expires_in(86_400)
+        .to_string()
 }
 
 fn two_of_five(build: u64) -> String {
-    json!({
-        "action": {"type": "deploy", "payload": {"service": "api", "build": build}},
-        "approvers": [ALICE, BOB, CAROL, DAVE, ERIN],
-        "policy": {"rules": [
-            {"name": "oncall", "approvers": [ALICE, BOB, CAROL, DAVE, ERIN], "min_approvals": 2}]},
-        "expires_in_seconds": 86_400
-    })
-    .to_string()
+    CreateBody::new("deploy", &[ALICE, BOB, CAROL, DAVE, ERIN])
+        .payload(json!({"service": "api", "build": build}))
+        .policy(json!({"rules": [
+            {"name": "oncall", "approvers": [ALICE, BOB, CAROL, DAVE, ERIN], "min_approvals": 2}]}))
+        .expires_in(86_400)
+        .to_string()
 }
 
 async fn vote(t: &TestApp, id: &str, approver: &str, decision: &str) -> Reply {
-    t.decide(
-        PORTAL_KEY,
-        id,
-        json!({"decision": decision, "approver": approver}),
-    )
-    .await
+    t.decide(PORTAL_KEY, id, decision_body(decision, approver))
+        .await
 }
 
 fn approvals_per_rule(approval: &Value) -> Vec<u64> {
@@ -121,10 +103,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
     let changed = t
         .decide(ALICE_KEY, &id, json!({"decision": "reject"}))
         .await;
-    assert_eq!(
-        (changed.status, changed.code()),
-        (409, "already_voted".into())
-    );
+    changed.assert_problem(409, "already_voted");
     assert_eq!(changed.json()["approval"]["status"], "pending");
     assert_eq!(t.calls.take(), ["UpdateItem", "UpdateItem"]);
 
@@ -174,7 +153,7 @@ async fn votes_count_once_per_person_and_the_completing_vote_decides() {
 
     // After the outcome: a new vote is not recorded; a counted vote repeats as a replay.
     let late = vote(&t, &id, CAROL, "approve").await;
-    assert_eq!((late.status, late.code()), (409, "already_decided".into()));
+    late.assert_problem(409, "already_decided");
     assert_eq!(late.json()["approval"]["status"], "approved");
     let repeat = vote(&t, &id, BOB, "approve").await;
     assert_eq!(repeat.status, 200);
@@ -203,12 +182,12 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     );
 
     let policy = |rules: Value| {
-        json!({"action": {"type": "deploy"}, "approvers": [ALICE, BOB, "ci@acme"], "policy": rules})
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE, BOB, CI], "policy": rules})
             .to_string()
     };
     for (n, bad) in [
         json!({"rules": []}),
-        json!({"rules": [{"name": "a", "approvers": ["mallory@example.com"], "min_approvals": 1}]}),
+        json!({"rules": [{"name": "a", "approvers": [MALLORY], "min_approvals": 1}]}),
         json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 2}]}),
         json!({"rules": [{"name": "a", "approvers": [ALICE], "min_approvals": 1},
                          {"name": "a", "approvers": [BOB], "min_approvals": 1}]}),
@@ -217,22 +196,13 @@ async fn a_reject_vetoes_and_policies_are_checked_at_create() {
     .enumerate()
     {
         let refused = t.create(CI_KEY, &format!("q-bad-{n}"), &policy(bad)).await;
-        assert_eq!(
-            (refused.status, refused.code()),
-            (400, "invalid_request".into()),
-            "{}",
-            refused.text()
-        );
+        refused.assert_problem(400, "invalid_request");
     }
     // Two of {alice, the requester}: only the requester's own vote could complete it.
-    let self_only = policy(
-        json!({"rules": [{"name": "a", "approvers": [ALICE, "ci@acme"], "min_approvals": 2}]}),
-    );
+    let self_only =
+        policy(json!({"rules": [{"name": "a", "approvers": [ALICE, CI], "min_approvals": 2}]}));
     let refused = t.create(CI_KEY, "q-self", &self_only).await;
-    assert_eq!(
-        (refused.status, refused.code()),
-        (400, "policy_unsatisfiable".into())
-    );
+    refused.assert_problem(400, "policy_unsatisfiable");
     assert_eq!(
         refused.json()["errors"][0]["field"],
         "policy.rules[0].min_approvals"
@@ -347,7 +317,7 @@ async fn a_concurrent_veto_and_quorum_have_one_outcome() {
         for (who, _, reply) in &replies {
             if reply.status != 200 {
                 assert_eq!(
-                    (reply.status, reply.code()),
+                    reply.problem(),
                     (409, "already_decided".into()),
                     "round {round}: {who}"
                 );
@@ -457,7 +427,7 @@ async fn killing_the_runner_mid_vote_never_leaves_a_met_quorum_pending() {
                         let reply = http
                             .post(format!("{base}/approvals/{id}/decision"))
                             .bearer_auth(PORTAL_KEY)
-                            .json(&json!({"decision": "approve", "approver": who}))
+                            .json(&decision_body("approve", who))
                             .send()
                             .await
                             .map(|r| r.status().as_u16());

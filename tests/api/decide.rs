@@ -1,7 +1,9 @@
 //! POST /approvals/{id}/decision: exactly one terminal decision, told apart from repeats,
 //! conflicts, expiry and strangers in the same round trip.
 
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body};
+use countersign_tests::{
+    ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TestApp, decision_body, deploy_body,
+};
 use futures::future::join_all;
 use serde_json::json;
 
@@ -9,18 +11,14 @@ use serde_json::json;
 async fn approve_and_reject_race_has_one_winner() {
     let t = TestApp::start().await;
     let id = t
-        .create_ok(
-            KEY_A,
-            "race",
-            &deploy_body(1, &["alice@example.com", "bob@example.com"]),
-        )
+        .create_ok(KEY_A, "race", &deploy_body(1, &[ALICE, BOB]))
         .await;
 
     let requests = (0..40).map(|i| {
         let body = if i % 2 == 0 {
-            json!({"decision": "approve", "approver": "alice@example.com"})
+            decision_body("approve", ALICE)
         } else {
-            json!({"decision": "reject", "approver": "bob@example.com"})
+            decision_body("reject", BOB)
         };
         t.decide(DECIDER_A, &id, body)
     });
@@ -75,10 +73,9 @@ async fn approve_and_reject_race_has_one_winner() {
 async fn repeat_of_the_winning_decision_is_replayed() {
     let t = TestApp::start().await;
     let id = t
-        .create_ok(KEY_A, "repeat", &deploy_body(1, &["alice@example.com"]))
+        .create_ok(KEY_A, "repeat", &deploy_body(1, &[ALICE]))
         .await;
-    let body =
-        json!({"decision": "approve", "approver": "alice@example.com", "comment": "ship it"});
+    let body = json!({"decision": "approve", "approver": ALICE, "comment": "ship it"});
     let won = t.decide(DECIDER_A, &id, body.clone()).await;
     assert_eq!(won.status, 200);
     assert!(!won.replayed());
@@ -90,11 +87,7 @@ async fn repeat_of_the_winning_decision_is_replayed() {
     assert_eq!(repeat.json(), won.json());
 
     let reversed = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "reject", "approver": "alice@example.com"}),
-        )
+        .decide(DECIDER_A, &id, decision_body("reject", ALICE))
         .await;
     assert_eq!(reversed.status, 409);
     assert_eq!(reversed.code(), "already_decided");
@@ -104,14 +97,10 @@ async fn repeat_of_the_winning_decision_is_replayed() {
 async fn unlisted_approver_is_forbidden_and_changes_nothing() {
     let t = TestApp::start().await;
     let id = t
-        .create_ok(KEY_A, "stranger", &deploy_body(1, &["alice@example.com"]))
+        .create_ok(KEY_A, "stranger", &deploy_body(1, &[ALICE]))
         .await;
     let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "mallory@example.com"}),
-        )
+        .decide(DECIDER_A, &id, decision_body("approve", MALLORY))
         .await;
     assert_eq!(reply.status, 403);
     assert_eq!(reply.code(), "not_an_approver");
@@ -121,17 +110,14 @@ async fn unlisted_approver_is_forbidden_and_changes_nothing() {
 #[tokio::test]
 async fn expired_approval_cannot_be_decided() {
     let t = TestApp::start().await;
-    let body = json!({"action": {"type": "deploy"}, "approvers": ["alice@example.com"], "expires_in_seconds": 60});
+    let body =
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE], "expires_in_seconds": 60});
     let id = t.create_ok(KEY_A, "expiring", &body.to_string()).await;
     t.clock.advance(60);
 
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "expired");
     let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": "alice@example.com"}),
-        )
+        .decide(DECIDER_A, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(reply.status, 410);
     assert_eq!(reply.code(), "approval_expired");
@@ -142,9 +128,10 @@ async fn expired_approval_cannot_be_decided() {
 #[tokio::test]
 async fn decision_made_in_time_stands_after_expiry() {
     let t = TestApp::start().await;
-    let body = json!({"action": {"type": "deploy"}, "approvers": ["alice@example.com"], "expires_in_seconds": 60});
+    let body =
+        json!({"action": {"type": "deploy"}, "approvers": [ALICE], "expires_in_seconds": 60});
     let id = t.create_ok(KEY_A, "in-time", &body.to_string()).await;
-    let decision = json!({"decision": "reject", "approver": "alice@example.com"});
+    let decision = decision_body("reject", ALICE);
     assert_eq!(t.decide(DECIDER_A, &id, decision.clone()).await.status, 200);
     t.clock.advance(3_600);
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "rejected");
@@ -156,7 +143,7 @@ async fn decision_made_in_time_stands_after_expiry() {
 #[tokio::test]
 async fn unknown_and_malformed_ids_are_not_found() {
     let t = TestApp::start().await;
-    let decision = json!({"decision": "approve", "approver": "alice@example.com"});
+    let decision = decision_body("approve", ALICE);
     for id in [
         "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ",
         "apr_nope",

@@ -4,34 +4,21 @@
 
 use std::time::Duration;
 
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, eventually, execute_key};
+use countersign_tests::{ALICE, CreateBody, KEY_A, TestApp, eventually, execute_key};
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice@example.com";
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn approved(t: &TestApp, key: &str, kind: &str) -> String {
-    let body = json!({"action": {"type": kind, "payload": {}}, "approvers": [ALICE]}).to_string();
-    let id = t.create_ok(KEY_A, key, &body).await;
-    let reply = t
-        .decide(
-            DECIDER_A,
-            &id,
-            json!({"decision": "approve", "approver": ALICE}),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    id
+    let body = CreateBody::new(kind, &[ALICE])
+        .payload(json!({}))
+        .to_string();
+    t.create_approved(key, &body, ALICE).await
 }
 
 /// The approval as stored, read without the app (its reads would be counted).
 async fn stored_execution(t: &TestApp, id: &str) -> Value {
-    let item = t
-        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
-        .await
-        .expect("the approval");
-    let approval = countersign::store::items_to_approval(&item).expect("an approval");
-    json!(approval.view(0))["execution"].clone()
+    json!(t.stored_approval(id).await.view(0))["execution"].clone()
 }
 
 async fn wait_until_ended(t: &TestApp, id: &str) -> Value {
@@ -50,13 +37,7 @@ async fn wait_until_ended(t: &TestApp, id: &str) -> Value {
 }
 
 async fn trail_types(t: &TestApp, id: &str) -> Vec<String> {
-    let reply = t
-        .send(
-            t.http
-                .get(t.url(&format!("/approvals/{id}/events")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
+    let reply = t.get_path(KEY_A, &format!("/approvals/{id}/events")).await;
     reply.json()["events"]
         .as_array()
         .expect("events")

@@ -2,14 +2,40 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use countersign_tests::{DECIDER_A, KEY_A, TestApp, deploy_body};
-use serde_json::json;
+use countersign_tests::{ALICE, DECIDER_A, KEY_A, Reply, TestApp, decision_body, deploy_body};
+use serde_json::{Value, json};
 use tower::ServiceExt;
+
+/// Sends each case `(name, request, status, code)`: each must be answered `status` with a problem
+/// of `code`. Returns each case's problem.
+async fn refused_as_said<'a>(
+    t: &TestApp,
+    cases: impl IntoIterator<Item = (&'a str, reqwest::RequestBuilder, u16, &'a str)>,
+) -> Vec<(&'a str, Value)> {
+    let mut problems = Vec::new();
+    for (name, request, status, code) in cases {
+        let reply = t.send(request).await;
+        assert_eq!(reply.status, status, "{name}: {}", reply.text());
+        assert_eq!(reply.code(), code, "{name}");
+        problems.push((name, reply.json()));
+    }
+    problems
+}
+
+/// The `field` of each of a problem's errors, in order.
+fn error_fields(reply: &Reply) -> Vec<String> {
+    reply.json()["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap().to_owned())
+        .collect()
+}
 
 #[tokio::test]
 async fn malformed_create_requests_get_their_codes_and_write_nothing() {
     let t = TestApp::start().await;
-    let valid = deploy_body(1, &["alice@example.com"]);
+    let valid = deploy_body(1, &[ALICE]);
     let post = || t.http.post(t.url("/approvals")).bearer_auth(KEY_A);
     let cases = [
         (
@@ -90,11 +116,7 @@ async fn malformed_create_requests_get_their_codes_and_write_nothing() {
             "payload_too_large",
         ),
     ];
-    for (name, request, status, code) in cases {
-        let reply = t.send(request).await;
-        assert_eq!(reply.status, status, "{name}: {}", reply.text());
-        assert_eq!(reply.code(), code, "{name}");
-        let problem = reply.json();
+    for (name, problem) in refused_as_said(&t, cases).await {
         for field in ["type", "title", "status", "detail", "code"] {
             assert!(
                 problem.get(field).is_some(),
@@ -119,12 +141,7 @@ async fn schema_errors_name_the_offending_fields() {
     let body = json!({"action": {"type": "deploy", "payload": []}, "approvers": ["a", "a"], "expires_in_seconds": 5});
     let reply = t.create(KEY_A, "fields", &body.to_string()).await;
     assert_eq!(reply.status, 400);
-    let fields: Vec<_> = reply.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_owned())
-        .collect();
+    let fields = error_fields(&reply);
     assert_eq!(
         fields,
         ["action.payload", "approvers[1]", "expires_in_seconds"]
@@ -157,9 +174,7 @@ async fn a_body_without_declared_length_stops_at_the_limit() {
 #[tokio::test]
 async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let t = TestApp::start().await;
-    let id = t
-        .create_ok(KEY_A, "d", &deploy_body(1, &["alice@example.com"]))
-        .await;
+    let id = t.create_ok(KEY_A, "d", &deploy_body(1, &[ALICE])).await;
     let post = || {
         t.http
             .post(t.url(&format!("/approvals/{id}/decision")))
@@ -168,7 +183,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
     let cases = [
         (
             "bad decision",
-            post().json(&json!({"decision": "maybe", "approver": "alice@example.com"})),
+            post().json(&decision_body("maybe", ALICE)),
             400,
             "invalid_request",
         ),
@@ -207,11 +222,7 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
             "payload_too_large",
         ),
     ];
-    for (name, request, status, code) in cases {
-        let reply = t.send(request).await;
-        assert_eq!(reply.status, status, "{name}: {}", reply.text());
-        assert_eq!(reply.code(), code, "{name}");
-    }
+    refused_as_said(&t, cases).await;
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "pending");
 }
 
@@ -219,12 +230,9 @@ async fn malformed_decisions_get_their_codes_and_change_nothing() {
 async fn unknown_routes_and_methods_are_problems_too() {
     let t = TestApp::start().await;
     let reply = t.send(t.http.get(t.url("/nowhere"))).await;
-    assert_eq!((reply.status, reply.code().as_str()), (404, "not_found"));
+    reply.assert_problem(404, "not_found");
     let reply = t.send(t.http.delete(t.url("/approvals"))).await;
-    assert_eq!(
-        (reply.status, reply.code().as_str()),
-        (405, "method_not_allowed")
-    );
+    reply.assert_problem(405, "method_not_allowed");
 }
 
 fn oversized_body() -> String {
@@ -240,16 +248,8 @@ async fn numbers_that_would_change_are_refused_with_their_field() {
         "ids": [1, 18446744073709551616], "pi": 3.14159265358979323846, "big": 1e15}},
         "approvers": ["alice@example.com"]}"#;
     let refused = t.create(KEY_A, "numbers-1", body).await;
-    assert_eq!(
-        (refused.status, refused.code().as_str()),
-        (400, "invalid_request")
-    );
-    let fields: Vec<String> = refused.json()["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["field"].as_str().unwrap().to_owned())
-        .collect();
+    refused.assert_problem(400, "invalid_request");
+    let fields = error_fields(&refused);
     assert_eq!(
         fields,
         [
@@ -282,12 +282,7 @@ async fn a_payload_too_long_once_written_out_is_refused() {
     );
     assert!(body.len() < 64 * 1024);
     let refused = t.create(KEY_A, "long-written", &body).await;
-    assert_eq!(
-        (refused.status, refused.code().as_str()),
-        (400, "invalid_request"),
-        "{}",
-        refused.text()
-    );
+    refused.assert_problem(400, "invalid_request");
     assert!(refused.text().contains("once written out"));
     assert_eq!(t.approval_count().await, 0);
 }

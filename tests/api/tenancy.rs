@@ -1,13 +1,12 @@
 //! Authentication and tenant scoping: every record belongs to one tenant, and another tenant's
 //! approval does not exist as far as the caller can tell.
 
-use countersign_tests::{DECIDER_B, KEY_A, KEY_B, TestApp, deploy_body};
-use serde_json::json;
+use countersign_tests::{ALICE, DECIDER_B, KEY_A, KEY_B, TestApp, decision_body, deploy_body};
 
 #[tokio::test]
 async fn same_key_from_two_tenants_makes_two_approvals() {
     let t = TestApp::start().await;
-    let body = deploy_body(1042, &["alice@example.com"]);
+    let body = deploy_body(1042, &[ALICE]);
     let a = t.create(KEY_A, "shared-key", &body).await;
     let b = t.create(KEY_B, "shared-key", &body).await;
     assert_eq!((a.status, b.status), (201, 201));
@@ -19,20 +18,14 @@ async fn same_key_from_two_tenants_makes_two_approvals() {
 #[tokio::test]
 async fn another_tenants_approval_is_not_found() {
     let t = TestApp::start().await;
-    let id = t
-        .create_ok(KEY_A, "mine", &deploy_body(1, &["alice@example.com"]))
-        .await;
+    let id = t.create_ok(KEY_A, "mine", &deploy_body(1, &[ALICE])).await;
 
     let read = t.get(KEY_B, &id).await;
     assert_eq!(read.status, 404);
     assert_eq!(read.code(), "not_found");
 
     let decide = t
-        .decide(
-            DECIDER_B,
-            &id,
-            json!({"decision": "approve", "approver": "alice@example.com"}),
-        )
+        .decide(DECIDER_B, &id, decision_body("approve", ALICE))
         .await;
     assert_eq!(decide.status, 404);
     assert_eq!(decide.code(), "not_found");
@@ -46,10 +39,8 @@ async fn another_tenants_approval_is_not_found() {
 #[tokio::test]
 async fn missing_or_wrong_api_key_is_unauthorized() {
     let t = TestApp::start().await;
-    let id = t
-        .create_ok(KEY_A, "k", &deploy_body(1, &["alice@example.com"]))
-        .await;
-    let body = deploy_body(2, &["alice@example.com"]);
+    let id = t.create_ok(KEY_A, "k", &deploy_body(1, &[ALICE])).await;
+    let body = deploy_body(2, &[ALICE]);
 
     let requests = [
         t.http
@@ -81,7 +72,7 @@ async fn missing_or_wrong_api_key_is_unauthorized() {
             .bearer_auth(""),
         t.http
             .post(t.url(&format!("/approvals/{id}/decision")))
-            .json(&json!({"decision": "approve", "approver": "alice@example.com"})),
+            .json(&decision_body("approve", ALICE)),
     ];
     for request in requests {
         let reply = t.send(request).await;

@@ -1,0 +1,30 @@
+//! The integration tests that run against the local AWS (moto, or whatever `AWS_ENDPOINT_URL`
+//! names), built as one binary: one link of the AWS SDK and one local AWS for all of them,
+//! instead of one of each per suite. Each module is a suite; every test still gets its own
+//! tables, queues and downstream (`TestApp`), so suites share the process, never state.
+//!
+//! Apart, as their own binaries: `crash` (failpoints are a process-global registry), `browser`
+//! (a real Chromium), `long_lived` (the local runner as one long-lived process) and `cli` (the
+//! CLI binary).
+
+mod create;
+mod decide;
+mod faults;
+mod governance;
+mod health;
+mod helpers;
+mod jobs;
+mod lifecycle;
+mod listing;
+mod openapi;
+mod operator;
+mod quorum;
+mod review;
+mod round_trips;
+mod scheduled;
+mod smoke;
+mod status_checks;
+mod template;
+mod tenancy;
+mod validation;
+mod webhooks;
