@@ -13,6 +13,7 @@ mod faults;
 mod governance;
 mod health;
 mod helpers;
+mod indexes;
 mod jobs;
 mod lifecycle;
 mod listing;

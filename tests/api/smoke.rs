@@ -120,7 +120,7 @@ async fn invoke(binary: &str, env: Vec<(String, String)>, event: Value) -> Value
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_serves_its_routes() {
+async fn api_serves_its_routes() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let env = with(
@@ -146,7 +146,7 @@ async fn create_serves_its_routes() {
         ],
         &deploy_body(1, &[ALICE]),
     );
-    let response = invoke("create", env, event).await;
+    let response = invoke("api", env, event).await;
     assert_eq!(response["statusCode"], 201, "{response}");
     let approval: Value = serde_json::from_str(response["body"].as_str().unwrap()).unwrap();
     assert_eq!(

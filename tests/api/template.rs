@@ -329,7 +329,7 @@ fn every_function_runs_on_graviton_al2023_with_its_own_role_and_binary() {
         })
         .collect();
     let expected: BTreeSet<String> = [
-        "create",
+        "api",
         "decide",
         "webhook",
         "dispatch",

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use countersign_tests::runtime_api::{RuntimeApi, function_binary, start_function};
 
-const FUNCTIONS: [&str; 5] = ["create", "decide", "webhook", "dispatch", "executor"];
+const FUNCTIONS: [&str; 5] = ["api", "decide", "webhook", "dispatch", "executor"];
 
 fn env() -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = [
