@@ -1,19 +1,18 @@
 # The README's two commands. Both install what they need on a fresh machine (a Python
 # virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
-# chromium-driver) and reuse it when present.
+# chromium-driver) and reuse it when present. `make test` installs while Rust compiles
+# (infra/test.sh).
 
 .PHONY: run test lint venv browser package deploy-check bench
 
 run:
 	infra/run-local.sh
 
-test: venv browser lint
+test:
 	infra/test.sh
 
-lint: venv
-	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	.local/venv/bin/cfn-lint infra/template.yaml
+lint:
+	infra/lint.sh
 
 venv:
 	infra/setup-venv.sh

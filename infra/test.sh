@@ -1,26 +1,74 @@
 #!/usr/bin/env bash
-# `make test`'s test run: the local AWS's own patches (Python), then every Rust test binary, then
-# one summary line over all of them.
+# `make test`: everything CI runs, on a fresh machine as on a warm one. Installing (the
+# virtualenv with moto, Debian's Chromium) is mostly downloading, and the local AWS's own
+# patches are tested in Python: both go on in the background while Rust lints and compiles,
+# which is CPU. Then the template is linted and every Rust test binary runs; one summary line
+# counts them all. A missing dependency fails the run; nothing is skipped.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+cd "$root"
+logs=$(mktemp -d)
+# On any exit, what runs in the background finishes first (an apt install is never cut off).
+trap 'wait; rm -rf "$logs"' EXIT
 python="$root/.local/venv/bin/python"
 
-# The patched moto the whole suite runs on (infra/moto_patches.py) has tests of its own.
-"$python" -m unittest discover -s "$root/infra/tests" -v 2>&1 | tee "$log"
-py_status=${PIPESTATUS[0]}
-py_ran=$(awk '/^Ran [0-9]+ tests? in/ { print $2 }' "$log")
+fail() {
+  echo "make test: $*" >&2
+  exit 1
+}
+
+# The virtualenv, then the tests of the patched moto the whole suite runs on
+# (infra/moto_patches.py).
+(
+  "$root/infra/setup-venv.sh" || exit 1
+  "$python" -m unittest discover -s "$root/infra/tests" -v >"$logs/python" 2>&1
+  echo $? >"$logs/python.status"
+) >"$logs/venv" 2>&1 &
+venv=$!
+# Chromium for the browser tests. As root it installs in the background too; otherwise sudo
+# may need to ask for a password, so it runs first, in the foreground.
+if [ "$(id -u)" -eq 0 ]; then
+  "$root/infra/setup-browser.sh" >"$logs/browser" 2>&1 &
+  browser=$!
+else
+  "$root/infra/setup-browser.sh" || fail "installing Chromium failed"
+  browser=
+fi
+
+"$root/infra/lint.sh" rust || fail "lint (rustfmt, clippy) failed"
+# The smoke, CLI and long-lived tests run the functions' real binaries: build them too.
+cargo build --workspace --bins --quiet || fail "the build failed"
+# --tests: the libraries' unit tests and every integration test; not the thin mains, which
+# have none (`test = false`), so no empty harness is built and linked for each.
+cargo test --workspace --tests --no-run --quiet || fail "the tests do not build"
+
+wait "$venv"
+venv_status=$?
+cat "$logs/venv"
+[ "$venv_status" -eq 0 ] || fail "installing the virtualenv failed (above)"
+if [ -n "$browser" ]; then
+  wait "$browser"
+  browser_status=$?
+  cat "$logs/browser"
+  [ "$browser_status" -eq 0 ] || fail "installing Chromium failed (above)"
+fi
+"$root/infra/lint.sh" template || fail "cfn-lint found problems in infra/template.yaml"
+
+cat "$logs/python"
+py_status=$(cat "$logs/python.status")
+py_ran=$(awk '/^Ran [0-9]+ tests? in/ { print $2 }' "$logs/python")
 py_passed=0 py_failed=0
 if [ "$py_status" -eq 0 ]; then py_passed=${py_ran:-0}; else py_failed=${py_ran:-1}; fi
 
-# The smoke tests run the functions' real binaries: build them first (same features as the tests).
-cargo build --workspace --bins --quiet
+# Many tests spend most of their time waiting (visibility timeouts, leases, status delays), so
+# one thread more than the cores runs the suite sooner; more than 4 only queue up at moto,
+# which serves one request at a time. RUST_TEST_THREADS, when set, decides.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-$(($(nproc) + 1 < 4 ? $(nproc) + 1 : 4))}
 # --show-output: the figures tests print (fault counts, timings) are in the log even when they pass.
-COUNTERSIGN_PYTHON="$python" cargo test --workspace --all-targets --no-fail-fast -- --show-output 2>&1 | tee "$log"
+COUNTERSIGN_PYTHON="$python" cargo test --workspace --tests --no-fail-fast -- --show-output 2>&1 | tee "$logs/rust"
 status=${PIPESTATUS[0]}
 awk -v p="$py_passed" -v f="$py_failed" \
     '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
+     END { printf "\ntests: %d passed, %d failed\n", p, f }' "$logs/rust"
 [ "$py_status" -eq 0 ] || exit "$py_status"
 exit "$status"
