@@ -36,11 +36,10 @@ else
 fi
 
 "$root/infra/lint.sh" rust || fail "lint (rustfmt, clippy) failed"
-# The smoke, CLI and long-lived tests run the functions' real binaries: build them too.
-cargo build --workspace --bins --quiet || fail "the build failed"
-# --tests: the libraries' unit tests and every integration test; not the thin mains, which
-# have none (`test = false`), so no empty harness is built and linked for each.
-cargo test --workspace --tests --no-run --quiet || fail "the tests do not build"
+# One build of everything: the functions' real binaries (the smoke, CLI and long-lived tests
+# run them) and, with --tests, the libraries' unit tests and every integration test — not the
+# thin mains, which have none (`test = false`), so no empty harness is built for each.
+cargo build --workspace --bins --tests --quiet || fail "the build failed"
 
 wait "$venv"
 venv_status=$?
@@ -53,6 +52,7 @@ if [ -n "$browser" ]; then
   [ "$browser_status" -eq 0 ] || fail "installing Chromium failed (above)"
 fi
 "$root/infra/lint.sh" template || fail "cfn-lint found problems in infra/template.yaml"
+built=$SECONDS
 
 cat "$logs/python"
 py_status=$(cat "$logs/python.status")
@@ -70,5 +70,6 @@ status=${PIPESTATUS[0]}
 awk -v p="$py_passed" -v f="$py_failed" \
     '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$logs/rust"
+echo "make test: lint, build and installs $built s; the tests $((SECONDS - built)) s"
 [ "$py_status" -eq 0 ] || exit "$py_status"
 exit "$status"

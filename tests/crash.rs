@@ -73,11 +73,10 @@ async fn crash_with_a_non_idempotent_target_needs_reconciliation() {
     let again = t.send(resolve("failed")).await;
     again.assert_problem(409, "not_resolvable");
     let bad = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{id}/execution/resolve")))
-                .bearer_auth(KEY_A)
-                .json(&json!({"outcome": "maybe"})),
+        .post_path(
+            KEY_A,
+            &format!("/approvals/{id}/execution/resolve"),
+            json!({"outcome": "maybe"}),
         )
         .await;
     bad.assert_problem(400, "invalid_request");
@@ -123,10 +122,7 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
     let t = TestApp::start_jobs(&[]).await;
     t.stop_runner().await;
     let id = t.create_ok(KEY_A, "dispatch-2", &body("deploy")).await;
-    let item = t
-        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
-        .await
-        .unwrap();
+    let item = t.approval_item(&id).await;
     let change = StreamChange {
         old: None,
         new: Some(item),

@@ -68,11 +68,8 @@ async fn indexed(t: &TestApp, id: &str) -> (BTreeSet<String>, BTreeSet<String>) 
 /// Checks that the indexes hold approval `id` where its state (read from its item) says — the
 /// SPEC's rule, written out here apart from the code that keeps it — and names the write.
 async fn assert_indexes_follow(t: &TestApp, id: &str, after: &str) {
-    let item = t
-        .item(&t.app.config.tables.approvals, &format!("{TENANT_A}#{id}"))
-        .await
-        .expect("the approval");
-    let approval = t.stored_approval(id).await;
+    let item = t.approval_item(id).await;
+    let approval = countersign::store::items_to_approval(&item).expect("an approval");
     let status = approval.status.as_str();
     let want_due = match (approval.status, approval.execution.status) {
         (Status::Pending, _) => Some("expiry"),
@@ -195,13 +192,7 @@ async fn every_write_keeps_the_indexes_consistent_with_the_item() {
     )
     .await;
     assert_indexes_follow(&t, &single, "an unknown end").await;
-    let item = t
-        .item(
-            &t.app.config.tables.approvals,
-            &format!("{TENANT_A}#{single}"),
-        )
-        .await
-        .expect("the approval");
+    let item = t.approval_item(&single).await;
     assert_eq!(
         item["due_at"].as_n().expect("due_at"),
         &later.to_string(),
@@ -244,11 +235,10 @@ async fn every_write_keeps_the_indexes_consistent_with_the_item() {
     .await;
     assert_indexes_follow(&t, &failing, "an end for an operator").await;
     let resolved = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{failing}/execution/resolve")))
-                .bearer_auth(KEY_A)
-                .json(&json!({"outcome": "succeeded", "note": "done by hand"})),
+        .post_path(
+            KEY_A,
+            &format!("/approvals/{failing}/execution/resolve"),
+            json!({"outcome": "succeeded", "note": "done by hand"}),
         )
         .await;
     assert_eq!(resolved.status, 200, "{}", resolved.text());
@@ -316,11 +306,10 @@ async fn every_write_keeps_the_indexes_consistent_with_the_item() {
         .create_ok(KEY_A, "idx-cancel", &deploy_body(7, &[ALICE]))
         .await;
     let reply = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{cancelled}/cancel")))
-                .bearer_auth(KEY_A)
-                .json(&json!({"reason": "wrong build"})),
+        .post_path(
+            KEY_A,
+            &format!("/approvals/{cancelled}/cancel"),
+            json!({"reason": "wrong build"}),
         )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text());

@@ -254,11 +254,10 @@ async fn the_decided_page_says_what_became_of_the_action() {
 
     let cancelled = t.create_ok(KEY_A, "fate-cancelled", &body).await;
     let reply = t
-        .send(
-            t.http
-                .post(t.url(&format!("/approvals/{cancelled}/cancel")))
-                .bearer_auth(KEY_A)
-                .json(&json!({"reason": "wrong build"})),
+        .post_path(
+            KEY_A,
+            &format!("/approvals/{cancelled}/cancel"),
+            json!({"reason": "wrong build"}),
         )
         .await;
     assert_eq!(reply.status, 200);

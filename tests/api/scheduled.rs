@@ -300,13 +300,7 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
         "a run with failures ends in an error"
     );
     assert_eq!(t.get(KEY_A, &pending).await.json()["status"], "expired");
-    let stored = t
-        .item(
-            &t.app.config.tables.approvals,
-            &format!("tenant-a#{approved}"),
-        )
-        .await
-        .expect("the approval");
+    let stored = t.approval_item(&approved).await;
     let requeues = &stored["execution"].as_m().expect("execution")["requeues"];
     assert_eq!(requeues, &AttributeValue::N("1".into()), "re-queued");
 }

@@ -242,10 +242,7 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
     let id = t
         .create_ok(KEY_A, "smoke-dispatch", &deploy_body(1, &[ALICE, BOB]))
         .await;
-    let item = t
-        .item(&t.app.config.tables.approvals, &format!("tenant-a#{id}"))
-        .await
-        .unwrap();
+    let item = t.approval_item(&id).await;
     let image: Map<String, Value> = item
         .iter()
         .map(|(k, v)| (k.clone(), dynamo_json(v)))

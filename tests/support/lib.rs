@@ -264,6 +264,17 @@ impl TestApp {
             .await
     }
 
+    /// `POST {path}` as `api_key` with a JSON body.
+    pub async fn post_path(&self, api_key: &str, path: &str, body: Value) -> Reply {
+        self.send(
+            self.http
+                .post(self.url(path))
+                .bearer_auth(api_key)
+                .json(&body),
+        )
+        .await
+    }
+
     /// Sends an API request and checks what every API response must have: no 5xx, an
     /// `x-request-id`.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
@@ -387,15 +398,19 @@ impl TestApp {
         self.count_items(&self.app.config.tables.approvals).await
     }
 
+    /// Tenant A's approval `id`'s item, attribute by attribute, read with the uncounted client.
+    pub async fn approval_item(&self, id: &str) -> HashMap<String, AttributeValue> {
+        self.item(
+            &self.app.config.tables.approvals,
+            &format!("{TENANT_A}#{id}"),
+        )
+        .await
+        .expect("the approval")
+    }
+
     /// Tenant A's approval `id` as stored, read with the uncounted client.
     pub async fn stored_approval(&self, id: &str) -> countersign::domain::Approval {
-        let item = self
-            .item(
-                &self.app.config.tables.approvals,
-                &format!("{TENANT_A}#{id}"),
-            )
-            .await
-            .expect("the approval");
+        let item = self.approval_item(id).await;
         countersign::store::items_to_approval(&item).expect("an approval")
     }
 
