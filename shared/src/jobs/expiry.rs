@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::reconcile::SweepReport;
+use super::report::SweepReport;
 use crate::App;
 use crate::store::StoreError;
 

@@ -8,9 +8,11 @@ mod executor;
 mod expiry;
 mod job;
 mod reconcile;
+mod report;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
 pub use job::{CallbackJob, ExecuteJob, Job, NotifyJob, execute_job, jobs_for_change};
-pub use reconcile::{REQUEUE_LIMIT, Reconciler, SweepFailed, SweepReport};
+pub use reconcile::{REQUEUE_LIMIT, Reconciler};
+pub use report::{SweepFailed, SweepReport};

@@ -7,40 +7,13 @@
 use std::sync::Arc;
 
 use super::job::execute_job;
+use super::report::SweepReport;
 use crate::App;
 use crate::domain::{Approval, Completion, LedgerStatus, TenantId};
 use crate::store::{AttemptEnd, Requeue, StoreError};
 
 /// How often one execution generation is re-queued before the reconciler ends it.
 pub const REQUEUE_LIMIT: u32 = 3;
-
-/// What one run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SweepReport {
-    pub expired: usize,
-    pub requeued: usize,
-    pub ended: usize,
-    /// Candidates whose handling failed (logged with their id): the others were handled all
-    /// the same, and a failed one is a candidate again next run.
-    pub failures: usize,
-}
-
-impl SweepReport {
-    /// The scheduled function's answer: an error when any candidate failed, so the function's
-    /// `Errors` metric (and its alarm) sees it, after every other candidate was handled.
-    pub fn into_result(self) -> Result<Self, SweepFailed> {
-        if self.failures == 0 {
-            Ok(self)
-        } else {
-            Err(SweepFailed(self))
-        }
-    }
-}
-
-/// A run in which some candidates failed (see [`SweepReport::into_result`]).
-#[derive(Debug, thiserror::Error)]
-#[error("{} candidates failed ({} expired, {} re-queued, {} ended)", .0.failures, .0.expired, .0.requeued, .0.ended)]
-pub struct SweepFailed(pub SweepReport);
 
 pub struct Reconciler {
     app: Arc<App>,

@@ -2,11 +2,11 @@
 //! above the domain: it imports the domain's types and nothing of the jobs, the HTTP API or the
 //! runner; what those need from it they get as its operations and small key types.
 //!
-//! Inside, each module builds on the ones before it and never on a later one:
-//! `error`, `expr`, `attr`, `keys`, `tables` → `indexes`, `conditions`, `ballots` → `codec` →
-//! `client` (the store, its transactions and its one conditional update), `batch` → the operations
-//! (`approvals`, `votes`, `inbox`, `operator`, `due`, `ledger`, `trail`, `listing`,
-//! `positions`, `schema`), and `size` over the codec and the ledger's bounds.
+//! Inside, each module builds on the ones before it and never on a later one (`layering.rs`
+//! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
+//! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
+//! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`) →
+//! `inbox`, `listing`, `size` → `ledger`.
 
 mod approvals;
 mod attr;
