@@ -305,13 +305,7 @@ async fn every_write_keeps_the_indexes_consistent_with_the_item() {
     let cancelled = t
         .create_ok(KEY_A, "idx-cancel", &deploy_body(7, &[ALICE]))
         .await;
-    let reply = t
-        .post_path(
-            KEY_A,
-            &format!("/approvals/{cancelled}/cancel"),
-            json!({"reason": "wrong build"}),
-        )
-        .await;
+    let reply = t.cancel(KEY_A, &cancelled, "wrong build").await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     assert_indexes_follow(&t, &cancelled, "a cancel").await;
     let expiring = t

@@ -253,13 +253,7 @@ async fn the_decided_page_says_what_became_of_the_action() {
     assert!(page.contains("Waiting to run."), "{page}");
 
     let cancelled = t.create_ok(KEY_A, "fate-cancelled", &body).await;
-    let reply = t
-        .post_path(
-            KEY_A,
-            &format!("/approvals/{cancelled}/cancel"),
-            json!({"reason": "wrong build"}),
-        )
-        .await;
+    let reply = t.cancel(KEY_A, &cancelled, "wrong build").await;
     assert_eq!(reply.status, 200);
     let page = t
         .send(t.http.get(t.review_link(&cancelled, ALICE)))

@@ -264,6 +264,13 @@ impl TestApp {
             .await
     }
 
+    /// `POST /approvals/{id}/cancel` as `api_key`, with `reason`.
+    pub async fn cancel(&self, api_key: &str, id: &str, reason: &str) -> Reply {
+        let path = format!("/approvals/{id}/cancel");
+        self.post_path(api_key, &path, serde_json::json!({ "reason": reason }))
+            .await
+    }
+
     /// `POST {path}` as `api_key` with a JSON body.
     pub async fn post_path(&self, api_key: &str, path: &str, body: Value) -> Reply {
         self.send(
