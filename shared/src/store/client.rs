@@ -15,6 +15,7 @@ use aws_sdk_dynamodb::types::{
 use super::attr::Item;
 use super::codec::approval_from_item;
 use super::error::{StoreError, is_transient};
+use super::expr::unused_values;
 use super::keys::approval_key;
 use super::tables::Tables;
 use crate::domain::{Approval, ApprovalId, TenantId};
@@ -92,6 +93,11 @@ impl Store {
         items: Vec<TransactWriteItem>,
         token: &str,
     ) -> Result<Transaction, StoreError> {
+        debug_assert!(
+            unused_values(&items).is_empty(),
+            "a transaction with values no expression uses (DynamoDB refuses it): {:?}",
+            unused_values(&items)
+        );
         let mut tries = 1;
         let mut in_progress_waits = 0;
         loop {

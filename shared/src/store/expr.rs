@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::types::TransactWriteItem;
+
 /// The `#name → name` map for every alias used in `expressions`.
 pub(crate) fn names(expressions: &[&str]) -> HashMap<String, String> {
     let mut names = HashMap::new();
@@ -19,6 +21,56 @@ pub(crate) fn names(expressions: &[&str]) -> HashMap<String, String> {
         }
     }
     names
+}
+
+/// Whether `expression` holds `token` (a `:value` or `#name`) as a whole word (`:t1` is not in
+/// `:t10`).
+pub(crate) fn uses(expression: &str, token: &str) -> bool {
+    expression.match_indices(token).any(|(at, _)| {
+        !expression[at + token.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// The values of a transaction's actions that no expression of their action uses. DynamoDB
+/// refuses such a request ("Value provided in ExpressionAttributeValues unused in
+/// expressions"), and moto checks it for single writes but not inside TransactWriteItems: the
+/// store asserts it on every transaction it sends, so the tests see what AWS would refuse.
+pub(crate) fn unused_values(items: &[TransactWriteItem]) -> Vec<String> {
+    let mut unused = Vec::new();
+    for item in items {
+        let (expressions, values): (Vec<&str>, _) = if let Some(u) = item.update() {
+            (
+                vec![
+                    u.update_expression(),
+                    u.condition_expression().unwrap_or_default(),
+                ],
+                u.expression_attribute_values(),
+            )
+        } else if let Some(p) = item.put() {
+            (
+                vec![p.condition_expression().unwrap_or_default()],
+                p.expression_attribute_values(),
+            )
+        } else if let Some(c) = item.condition_check() {
+            (
+                vec![c.condition_expression()],
+                c.expression_attribute_values(),
+            )
+        } else if let Some(d) = item.delete() {
+            (
+                vec![d.condition_expression().unwrap_or_default()],
+                d.expression_attribute_values(),
+            )
+        } else {
+            continue;
+        };
+        for value in values.into_iter().flat_map(|v| v.keys()) {
+            if !expressions.iter().any(|e| uses(e, value)) {
+                unused.push(value.clone());
+            }
+        }
+    }
+    unused
 }
 
 /// An update expression assembled clause by clause: DynamoDB takes each of `SET`, `REMOVE` and
@@ -97,5 +149,25 @@ mod tests {
             "SET #a = :a, #b = :b REMOVE #c ADD #voters :voter"
         );
         assert_eq!(UpdateExpr::default().build(), "");
+    }
+
+    #[test]
+    fn a_transactions_unused_value_is_found() {
+        use aws_sdk_dynamodb::types::{AttributeValue, Update};
+        let update = |values: &[&str]| {
+            let mut update = Update::builder()
+                .table_name("t")
+                .key("pk", AttributeValue::S("k".into()))
+                .update_expression("SET #a = :a")
+                .condition_expression("#b = :b1");
+            for value in values {
+                update = update.expression_attribute_values(*value, AttributeValue::N("1".into()));
+            }
+            TransactWriteItem::builder()
+                .update(update.build().unwrap())
+                .build()
+        };
+        assert!(unused_values(&[update(&[":a", ":b1"])]).is_empty());
+        assert_eq!(unused_values(&[update(&[":a", ":b1", ":b"])]), [":b"]);
     }
 }

@@ -29,7 +29,7 @@ use super::client::{DecideOutcome, Store};
 use super::codec::decision_to_attr;
 use super::conditions::ONLY_IF_DECIDABLE;
 use super::error::StoreError;
-use super::expr::{UpdateExpr, names};
+use super::expr::{UpdateExpr, names, uses};
 use super::indexes::Indexed;
 use crate::domain::{
     Approval, ApprovalId, Approver, DecideRefusal, DecideRequest, Decision, EpochSeconds,
@@ -60,13 +60,6 @@ pub(crate) struct VoteWrite {
     pub condition: String,
     pub names: HashMap<String, String>,
     pub values: HashMap<String, AttributeValue>,
-}
-
-/// Whether `expression` holds `token` as a whole word (`:t1` is not in `:t10`).
-fn uses(expression: &str, token: &str) -> bool {
-    expression.match_indices(token).any(|(at, _)| {
-        !expression[at + token.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-    })
 }
 
 impl VoteWrite {
