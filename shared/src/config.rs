@@ -9,6 +9,7 @@ use crate::auth::ApiKeys;
 use crate::domain::TenantId;
 use crate::domain::trail::EventType;
 use crate::review_token::TokenSecret;
+use crate::slack::{SlackApp, parse_slack};
 use crate::store::Tables;
 use crate::webhook::WebhookSecret;
 
@@ -102,6 +103,8 @@ pub struct Config {
     pub sweep_interval_seconds: i64,
     /// How long an execution may sit queued or running before the reconciler acts.
     pub stuck_execution_seconds: i64,
+    /// Each tenant's Slack app, for the tenants that decide in Slack.
+    pub slack: BTreeMap<TenantId, SlackApp>,
 }
 
 /// A tenant's callback subscription: its URL, signing secret and the event types it receives.
@@ -235,6 +238,10 @@ impl Config {
             }
             None => BTreeMap::new(),
         };
+        let slack = match get("SLACK") {
+            Some(raw) => parse_slack(&raw).map_err(|e| ConfigError::new("SLACK", e))?,
+            None => BTreeMap::new(),
+        };
         let job_visibility_timeout_seconds = number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
         let job_max_attempts = number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?;
         // The job's whole retry budget: every receive the redrive policy allows, each a
@@ -264,6 +271,7 @@ impl Config {
                 retry_budget,
                 retry_budget,
             )?,
+            slack,
         })
     }
 
@@ -301,7 +309,11 @@ impl Config {
                     "DECISION_TOKEN_SECRET",
                 )
             }
-            Function::Webhook => require(!self.webhook_sources.is_empty(), "WEBHOOK_SOURCES"),
+            // Provider webhooks, Slack's clicks, or both.
+            Function::Webhook => require(
+                !self.webhook_sources.is_empty() || !self.slack.is_empty(),
+                "WEBHOOK_SOURCES",
+            ),
             Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
             Function::Executor => {
                 self.jobs()?;

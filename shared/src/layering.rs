@@ -1,7 +1,7 @@
 //! The dependency rule (docs/ARCHITECTURE.md), checked on the source: each layer imports only
 //! the layers below it.
 //!
-//! domain ← (auth, webhook, review_token, clock; store) ← cursor ← config ← App ← (jobs | http)
+//! domain ← (auth, webhook, slack, review_token, clock; store) ← cursor ← config ← App ← (jobs | http)
 //! ← runner ← functions
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("domain", 0),
     ("auth", 1),
     ("webhook", 1),
+    ("slack", 1),
     ("review_token", 1),
     ("clock", 1),
     ("Clock", 1),
@@ -34,6 +35,7 @@ const CHECKED: &[(&str, &str)] = &[
     ("domain", "domain"),
     ("auth.rs", "auth"),
     ("webhook", "webhook"),
+    ("slack", "slack"),
     ("review_token.rs", "review_token"),
     ("clock.rs", "clock"),
     ("store", "store"),

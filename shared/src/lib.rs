@@ -17,6 +17,7 @@ pub mod jobs;
 mod layering;
 pub mod review_token;
 pub mod runner;
+pub mod slack;
 pub mod store;
 pub mod telemetry;
 pub mod webhook;

@@ -80,6 +80,8 @@ pub enum Channel {
     Api,
     ReviewPage,
     Webhook,
+    /// A button clicked in the tenant's Slack message.
+    Slack,
 }
 
 impl Channel {
@@ -88,6 +90,7 @@ impl Channel {
             Self::Api => "api",
             Self::ReviewPage => "review_page",
             Self::Webhook => "webhook",
+            Self::Slack => "slack",
         }
     }
 
@@ -96,6 +99,7 @@ impl Channel {
             "api" => Some(Self::Api),
             "review_page" => Some(Self::ReviewPage),
             "webhook" => Some(Self::Webhook),
+            "slack" => Some(Self::Slack),
             _ => None,
         }
     }
@@ -246,6 +250,15 @@ pub struct Approval {
     pub decision: Option<Decision>,
     pub cancellation: Option<Cancellation>,
     pub execution: Execution,
+    /// Where its Slack message is, once posted (tenants with Slack only).
+    pub slack: Option<SlackMessage>,
+}
+
+/// A message posted to Slack: its channel and timestamp (Slack's id of a message).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SlackMessage {
+    pub channel: String,
+    pub ts: String,
 }
 
 impl Approval {
@@ -377,6 +390,7 @@ impl Approval {
                 late_reports: &self.execution.late_reports,
                 status_checks: &self.execution.status_checks,
             },
+            slack: self.slack.as_ref(),
         }
     }
 }
@@ -401,6 +415,9 @@ pub struct ApprovalView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     cancellation: Option<CancellationView<'a>>,
     execution: ExecutionView<'a>,
+    /// Only once its Slack message is posted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slack: Option<&'a SlackMessage>,
 }
 
 #[derive(Debug, Serialize)]
@@ -491,6 +508,7 @@ pub(crate) mod tests {
             decision: None,
             cancellation: None,
             execution: Execution::not_started(0),
+            slack: None,
         }
     }
 

@@ -197,6 +197,7 @@ impl CreateRequest {
             decision: None,
             cancellation: None,
             execution: Execution::not_started(now),
+            slack: None,
         }
     }
 }

@@ -12,7 +12,7 @@ pub mod trail;
 
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
-    Status, StatusCheck,
+    SlackMessage, Status, StatusCheck,
 };
 pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};

@@ -8,6 +8,7 @@ mod operator;
 mod pages;
 mod problem;
 mod review;
+mod slack;
 mod trail;
 mod webhooks;
 
@@ -46,7 +47,7 @@ pub fn decide_router(app: Arc<App>) -> Router {
     finish(decide_routes(), app)
 }
 
-/// The webhook Lambda's route.
+/// The webhook Lambda's routes: provider webhooks and Slack's clicks.
 pub fn webhook_router(app: Arc<App>) -> Router {
     finish(webhook_routes(), app)
 }
@@ -76,7 +77,9 @@ fn decide_routes() -> Router<Arc<App>> {
 }
 
 fn webhook_routes() -> Router<Arc<App>> {
-    Router::new().route("/webhooks/{source}", post(webhooks::ingest))
+    Router::new()
+        .route("/webhooks/{source}", post(webhooks::ingest))
+        .route("/slack/interactions/{tenant}", post(slack::interactions))
 }
 
 fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {

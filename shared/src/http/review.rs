@@ -415,5 +415,6 @@ fn channel_name(channel: Channel) -> &'static str {
         Channel::Api => "the API",
         Channel::ReviewPage => "the review page",
         Channel::Webhook => "a webhook",
+        Channel::Slack => "Slack",
     }
 }

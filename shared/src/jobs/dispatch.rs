@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::job::{Job, callback_jobs, jobs_for_change};
+use super::job::{Job, callback_jobs, jobs_for_change, slack_job};
 use crate::App;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::store::{StoreError, items_to_approval};
@@ -164,6 +164,9 @@ impl Dispatcher {
                     if let Some(new) = &new {
                         let subscription = self.app.config.event_subscriptions.get(&new.tenant);
                         jobs.extend(callback_jobs(new, &derived, subscription));
+                        if self.app.config.slack.contains_key(&new.tenant) {
+                            jobs.extend(slack_job(old.as_ref(), Some(new), &position));
+                        }
                     }
                     events.extend(derived);
                     // The listing index follows the approval's status.

@@ -9,6 +9,7 @@ use crate::domain::{
     Approval, ApprovalId, Approver, Completion, EpochSeconds, IdempotencyKey, Status, TenantId,
     rfc3339,
 };
+use crate::slack::MessageState;
 use crate::store::{Guarded, LedgerKey, size};
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
@@ -20,6 +21,17 @@ pub enum Job {
     Notify(NotifyJob),
     Execute(ExecuteJob),
     Callback(CallbackJob),
+    Slack(SlackJob),
+}
+
+/// The tenant's Slack message, drawn as one committed change left the approval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlackJob {
+    /// The change's stream position: a newer state has a greater one.
+    pub version: String,
+    /// When the approval was created: a lookup for its message starts there.
+    pub created_at: EpochSeconds,
+    pub message: MessageState,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,6 +170,7 @@ impl Job {
             Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver.as_str()),
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
+            Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
         }
     }
 
@@ -168,6 +181,7 @@ impl Job {
             Self::Notify(j) => Guarded::Notification(j.approver.clone()),
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
+            Self::Slack(_) => Guarded::SlackMessage,
         };
         LedgerKey {
             tenant: self.tenant().clone(),
@@ -248,6 +262,8 @@ impl Job {
             Self::Execute(j) => format!("{}:{}", j.tenant, j.idempotency_key.as_str()),
             // The receiver dedupes by `webhook-id`, the event id.
             Self::Callback(j) => j.event_id.clone(),
+            // Slack takes no key: the message's ledger item keeps it to one.
+            Self::Slack(j) => j.message.approval_id.to_string(),
         }
     }
 
@@ -256,6 +272,7 @@ impl Job {
             Self::Notify(_) => "notify",
             Self::Execute(_) => "execute",
             Self::Callback(_) => "callback",
+            Self::Slack(_) => "slack",
         }
     }
 
@@ -264,6 +281,7 @@ impl Job {
             Self::Notify(j) => &j.approval_id,
             Self::Execute(j) => &j.approval_id,
             Self::Callback(j) => &j.approval_id,
+            Self::Slack(j) => &j.message.approval_id,
         }
     }
 
@@ -272,12 +290,13 @@ impl Job {
             Self::Notify(j) => &j.tenant,
             Self::Execute(j) => &j.tenant,
             Self::Callback(j) => &j.tenant,
+            Self::Slack(j) => &j.message.tenant,
         }
     }
 
     pub fn generation(&self) -> u32 {
         match self {
-            Self::Notify(_) | Self::Callback(_) => 0,
+            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => 0,
             Self::Execute(j) => j.generation,
         }
     }
@@ -323,6 +342,23 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
         jobs.push(execute_job(new));
     }
     jobs
+}
+
+/// The Slack message's job for one change (`position`, its stream position) of an approval of
+/// a tenant with Slack: when the approval is new, or the change alters what the message shows
+/// (a vote, the outcome, a cancel, expiry, the execution's progress). Keeping where the message
+/// is, say, alters nothing it shows.
+pub fn slack_job(old: Option<&Approval>, new: Option<&Approval>, position: &str) -> Option<Job> {
+    let new = new?;
+    let message = MessageState::of(new);
+    if old.is_some_and(|old| MessageState::of(old) == message) {
+        return None;
+    }
+    Some(Job::Slack(SlackJob {
+        version: position.to_owned(),
+        created_at: new.created_at,
+        message,
+    }))
 }
 
 /// The execute job of the approval's current execution generation.
@@ -388,280 +424,5 @@ pub fn callback_jobs(
 const CALLBACK_BODY_LIMIT: usize = 192 * 1024;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::approval::tests::pending;
-    use crate::domain::{Approver, Channel, Decision, ExecutionStatus, Outcome};
-
-    fn decided(outcome: Outcome) -> Approval {
-        let mut approval = pending(1_000);
-        approval.status = outcome.status();
-        approval.decision = Some(Decision {
-            outcome,
-            approver: Approver::parse("alice").unwrap(),
-            decided_at: 5,
-            channel: Channel::Api,
-            comment: None,
-            webhook_event_id: None,
-        });
-        approval
-    }
-
-    #[test]
-    fn a_new_approval_notifies_each_approver_once() {
-        let new = pending(1_000);
-        let jobs = jobs_for_change(None, Some(&new), "");
-        let ids: Vec<_> = jobs.iter().map(Job::id).collect();
-        assert_eq!(
-            ids,
-            [
-                format!("{}#notify#alice", new.id),
-                format!("{}#notify#bob", new.id)
-            ]
-        );
-        assert_eq!(jobs[0].business_key(), format!("{}:notify:alice", new.id));
-        let mut odd = pending(1_000);
-        odd.approvers = vec![Approver::parse("José \u{FFFF}%").unwrap()];
-        let key = jobs_for_change(None, Some(&odd), "")[0].business_key();
-        assert_eq!(key, format!("{}:notify:Jos%C3%A9%20%EF%BF%BF%25", odd.id));
-        assert!(axum::http::HeaderValue::from_str(&key).is_ok());
-    }
-
-    #[test]
-    fn approval_makes_one_execute_job_with_the_business_key() {
-        let old = pending(1_000);
-        let mut new = decided(Outcome::Approved);
-        new.id = old.id.clone();
-        let jobs = jobs_for_change(Some(&old), Some(&new), "");
-        assert_eq!(jobs.len(), 1);
-        assert_eq!(jobs[0].id(), format!("{}#execute#0", new.id));
-        assert_eq!(jobs[0].ledger().pk(), format!("{}#execute", new.id));
-        assert_eq!(jobs[0].business_key(), format!("acme:k:{}", new.id));
-        // An approval made before the key named it keeps the key it may already have sent.
-        let mut older = new.clone();
-        older.execute_key_names_approval = false;
-        assert_eq!(execute_job(&older).business_key(), "acme:k");
-        let queued_before = format!(
-            r#"{{"kind": "execute", "approval_id": "{}", "tenant": "acme", "generation": 0,
-            "idempotency_key": "k", "action": {{"type": "deploy", "payload": {{"build": 7}}}},
-            "context": {{}}, "decision": {{}}}}"#,
-            new.id
-        );
-        let queued_before: Job = serde_json::from_str(&queued_before).unwrap();
-        assert_eq!(queued_before.business_key(), "acme:k");
-        let Job::Execute(old_shape) = &queued_before else {
-            panic!("not an execute job")
-        };
-        assert_eq!(old_shape.action_type, "deploy");
-        assert_eq!(old_shape.payload["build"], 7);
-        let Job::Execute(job) = &jobs[0] else {
-            panic!("not an execute job")
-        };
-        assert_eq!(job.decision["outcome"], "approved");
-        assert_eq!(job.action_type, "deploy");
-    }
-
-    #[test]
-    fn rejection_expiry_and_execution_progress_make_no_job() {
-        let old = pending(1_000);
-        assert!(jobs_for_change(Some(&old), Some(&decided(Outcome::Rejected)), "").is_empty());
-        assert!(jobs_for_change(Some(&old), Some(&old), "").is_empty());
-        let approved = decided(Outcome::Approved);
-        let mut running = approved.clone();
-        running.execution.status = ExecutionStatus::Running;
-        assert!(jobs_for_change(Some(&approved), Some(&running), "").is_empty());
-        assert!(jobs_for_change(Some(&approved), None, "").is_empty());
-    }
-
-    #[test]
-    fn a_counted_vote_and_a_cancel_make_no_job() {
-        let old = pending(1_000);
-        let mut counted = old.clone();
-        counted
-            .votes
-            .push(decided(Outcome::Approved).decision.unwrap());
-        assert!(jobs_for_change(Some(&old), Some(&counted), "").is_empty());
-        let mut cancelled = old.clone();
-        cancelled.status = Status::Cancelled;
-        assert!(jobs_for_change(Some(&counted), Some(&cancelled), "").is_empty());
-    }
-
-    #[test]
-    fn an_operator_retry_makes_an_execute_job_of_the_next_generation() {
-        let mut failed = decided(Outcome::Approved);
-        failed.execution.status = ExecutionStatus::Failed;
-        let mut retried = failed.clone();
-        retried.execution.status = ExecutionStatus::Queued;
-        retried.execution.generation = 1;
-        let jobs = jobs_for_change(Some(&failed), Some(&retried), "");
-        assert_eq!(
-            jobs.iter().map(Job::id).collect::<Vec<_>>(),
-            [format!("{}#execute#1", failed.id)]
-        );
-    }
-
-    #[test]
-    fn a_requeue_by_the_reconciler_makes_the_same_execute_job_again() {
-        let mut queued = decided(Outcome::Approved);
-        queued.execution.status = ExecutionStatus::Queued;
-        let mut requeued = queued.clone();
-        requeued.execution.requeues = 1;
-        let jobs = jobs_for_change(Some(&queued), Some(&requeued), "");
-        assert_eq!(
-            jobs.iter().map(Job::id).collect::<Vec<_>>(),
-            [format!("{}#execute#0", queued.id)]
-        );
-    }
-
-    #[test]
-    fn a_callback_too_large_for_one_message_leaves_out_payload_and_context() {
-        use crate::config::Subscription;
-        use crate::domain::trail::events_for_change;
-        let mut big = pending(1_000);
-        big.context
-            .insert("log".into(), Value::String("x".repeat(190 * 1024)));
-        big.votes = (0..20)
-            .map(|i| Decision {
-                comment: Some("y".repeat(2_000)),
-                approver: Approver::parse(&format!("a{i}")).unwrap(),
-                ..decided(Outcome::Approved).decision.unwrap()
-            })
-            .collect();
-        let events = events_for_change(None, Some(&big), "p");
-        let subscription = Subscription {
-            url: "http://x".into(),
-            secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
-            types: None,
-        };
-        let jobs = callback_jobs(&big, &events, Some(&subscription));
-        assert!(!jobs.is_empty());
-        for job in &jobs {
-            let text = serde_json::to_string(job).unwrap();
-            assert!(text.len() < 256 * 1024, "{} bytes", text.len());
-            let Job::Callback(j) = job else { panic!() };
-            assert_eq!(j.body["data"]["approval_truncated"], true);
-            assert_eq!(j.body["data"]["approval"]["id"], big.id.as_str());
-        }
-        let small = callback_jobs(&pending(1_000), &events, Some(&subscription));
-        let Job::Callback(j) = &small[0] else {
-            panic!()
-        };
-        assert!(j.body["data"].get("approval_truncated").is_none());
-    }
-
-    mod sqs_bodies {
-        use proptest::prelude::*;
-
-        use super::*;
-        use crate::config::Subscription;
-        use crate::domain::trail::events_for_change;
-
-        /// Any character a JSON string may hold, the ones SQS refuses and the edges of its
-        /// ranges much more often than chance would pick them.
-        fn any_char() -> impl Strategy<Value = char> {
-            prop_oneof![
-                3 => any::<char>(),
-                2 => prop::sample::select(vec![
-                    '\u{0}', '\u{1}', '\u{8}', '\u{b}', '\u{1f}', '\t', '\n', '\r', '"', '\\',
-                    '\u{7f}', '\u{d7ff}', '\u{e000}', '\u{fffd}', '\u{fffe}', '\u{ffff}',
-                    '\u{10000}', '\u{10ffff}',
-                ]),
-            ]
-        }
-
-        fn any_text() -> impl Strategy<Value = String> {
-            prop::collection::vec(any_char(), 0..12).prop_map(|c| c.into_iter().collect())
-        }
-
-        /// A name `Approver::parse` accepts (no control characters, not blank).
-        fn any_name() -> impl Strategy<Value = Approver> {
-            any_text().prop_filter_map("an approver name", |raw| {
-                Approver::parse(&format!("a{raw}")).ok()
-            })
-        }
-
-        fn subscription() -> Subscription {
-            Subscription {
-                url: "http://x".into(),
-                secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
-                types: None,
-            }
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
-
-            /// Every job dispatch makes — notifications, the execution, callbacks — is a body SQS
-            /// accepts, whatever the payload, context, approver names and comments hold, and it
-            /// reads back as the same job: the payload reaches the target value for value.
-            #[test]
-            fn every_job_body_is_sqs_legal_and_reads_back_as_the_job(
-                payload in prop::collection::btree_map(any_text(), any_text(), 0..4),
-                context in prop::collection::btree_map(any_text(), any_text(), 0..4),
-                approver in any_name(),
-                comment in any_text(),
-            ) {
-                let mut new = pending(1_000);
-                new.payload = payload.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-                new.context = context.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-                new.approvers = vec![approver.clone()];
-                let created = events_for_change(None, Some(&new), "p1");
-                let mut jobs = jobs_for_change(None, Some(&new), "p1");
-                jobs.extend(callback_jobs(&new, &created, Some(&subscription())));
-
-                let mut approved = new.clone();
-                approved.status = Status::Approved;
-                let vote = Decision {
-                    outcome: Outcome::Approved,
-                    approver: approver.clone(),
-                    decided_at: 5,
-                    channel: Channel::Api,
-                    comment: Some(comment),
-                    webhook_event_id: None,
-                };
-                approved.votes = vec![vote.clone()];
-                approved.decision = Some(vote);
-                approved.execution.status = ExecutionStatus::Queued;
-                let decided = events_for_change(Some(&new), Some(&approved), "p2");
-                jobs.extend(jobs_for_change(Some(&new), Some(&approved), "p2"));
-                jobs.extend(callback_jobs(&approved, &decided, Some(&subscription())));
-                prop_assert!(jobs.iter().any(|j| matches!(j, Job::Execute(_))));
-
-                for job in &jobs {
-                    let body = job.to_body().unwrap();
-                    prop_assert!(body.chars().all(sqs_allows), "{body:?}");
-                    prop_assert_eq!(&serde_json::from_str::<Job>(&body).unwrap(), job);
-                    if let Job::Execute(j) = job {
-                        prop_assert_eq!(&j.payload, &new.payload);
-                        prop_assert_eq!(&j.context, &Value::Object(new.context.clone()));
-                        prop_assert_eq!(&j.decision["approver"], &Value::String(approver.as_str().to_owned()));
-                    }
-                }
-            }
-        }
-
-        #[test]
-        fn a_body_escapes_only_what_sqs_refuses() {
-            let mut new = pending(1_000);
-            new.payload.insert(
-                "say".into(),
-                Value::String("a\u{ffff}b\u{fffe}\u{10000}é".into()),
-            );
-            let body = jobs_for_change(None, Some(&new), "")[0].to_body().unwrap();
-            assert!(body.contains("a\\uffffb\\ufffe\u{10000}é"), "{body}");
-            let plain = jobs_for_change(None, Some(&pending(1_000)), "")[0].clone();
-            assert_eq!(
-                plain.to_body().unwrap(),
-                serde_json::to_string(&plain).unwrap()
-            );
-        }
-    }
-
-    #[test]
-    fn jobs_survive_the_queue() {
-        let jobs = jobs_for_change(None, Some(&pending(1_000)), "");
-        let body = serde_json::to_string(&jobs[0]).unwrap();
-        assert!(body.contains(r#""kind":"notify""#));
-        assert_eq!(serde_json::from_str::<Job>(&body).unwrap(), jobs[0]);
-    }
-}
+#[path = "job_tests.rs"]
+mod tests;

@@ -12,7 +12,7 @@ use super::indexes::Indexed;
 use super::keys::approval_key;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
-    IdempotencyKey, Outcome, Policy, Rule, Status, StatusCheck, TenantId,
+    IdempotencyKey, Outcome, Policy, Rule, SlackMessage, Status, StatusCheck, TenantId,
 };
 
 /// The `execute_key` attribute of an approval whose downstream key names it (absent on
@@ -78,12 +78,38 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
             cancellation_to_attr(cancellation),
         );
     }
+    if let Some(slack) = &approval.slack {
+        item.insert("slack".to_owned(), slack_message_to_attr(slack));
+    }
     if let Some(requested_by) = &approval.requested_by {
         item.insert("requested_by".to_owned(), s(requested_by.as_str()));
         // What the decision condition compares (separation of duties), in one spelling.
         item.insert("requested_by_id".to_owned(), s(requested_by.identity()));
     }
     item
+}
+
+/// Where the approval's Slack message is: `{channel, ts}`.
+pub(crate) fn slack_message_to_attr(message: &SlackMessage) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("channel".to_owned(), s(&message.channel)),
+        ("ts".to_owned(), s(&message.ts)),
+    ]))
+}
+
+fn slack_message_from(value: Option<&AttributeValue>) -> Result<Option<SlackMessage>, StoreError> {
+    match value {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(AttributeValue::M(map)) => Ok(Some(SlackMessage {
+            channel: get_s(map, "channel")
+                .map_err(|_| StoreError::corrupt("slack.channel"))?
+                .to_owned(),
+            ts: get_s(map, "ts")
+                .map_err(|_| StoreError::corrupt("slack.ts"))?
+                .to_owned(),
+        })),
+        Some(_) => Err(StoreError::corrupt("slack")),
+    }
 }
 
 pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
@@ -303,6 +329,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         decision,
         cancellation,
         execution,
+        slack: slack_message_from(item.get("slack"))?,
     })
 }
 
@@ -433,6 +460,10 @@ mod tests {
                     detail: None,
                 }],
             },
+            slack: Some(SlackMessage {
+                channel: "C0123".into(),
+                ts: "1700000000.000100".into(),
+            }),
         };
         assert_eq!(
             approval_from_item(&approval_to_item(&approval)).unwrap(),

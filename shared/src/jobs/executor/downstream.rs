@@ -56,6 +56,12 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
+            // Drawn by the Slack path, never called here.
+            Job::Slack(_) => Self {
+                url: None,
+                idempotent: true,
+                status: None,
+            },
             Job::Execute(j) => match config.action_targets.get(&j.action_type) {
                 Some(target) => Self {
                     url: Some(target.url.clone()),
@@ -131,10 +137,11 @@ impl Downstream {
                 "decision": j.decision,
             })),
             Job::Notify(j) => self.http.post(url).json(&self.notification(j)),
+            Job::Slack(_) => return CallOutcome::Refused("a Slack job has no target URL".into()),
         };
         let request = match job {
             Job::Callback(_) => request,
-            Job::Execute(_) | Job::Notify(_) => {
+            Job::Execute(_) | Job::Notify(_) | Job::Slack(_) => {
                 request.header("Idempotency-Key", job.business_key())
             }
         };

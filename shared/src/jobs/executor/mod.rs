@@ -11,6 +11,7 @@ mod downstream;
 mod message;
 mod policy;
 mod recovery;
+mod slack;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +40,8 @@ pub struct Executor {
     lease_ms: i64,
     /// A downstream call's longest time: a third of the lease.
     call_timeout: Duration,
+    /// Slack's Web API, for the tenants with Slack.
+    slack_api: crate::slack::api::SlackApi,
 }
 
 /// One receive of a job: its message, the job, how the ledger knows it, where its call goes,
@@ -81,7 +84,13 @@ impl Executor {
             jobs.public_base_url,
             jobs.token_secret.clone(),
         )?;
+        let slack_api =
+            crate::slack::api::SlackApi::new(call_timeout).map_err(|e| ConfigError {
+                variable: "SLACK",
+                problem: format!("cannot build the HTTP client: {e}"),
+            })?;
         Ok(Self {
+            slack_api,
             queue: JobQueue {
                 sqs: app.sqs.clone(),
                 url: jobs.queue_url.to_owned(),
@@ -133,6 +142,10 @@ impl Executor {
                 return Ok(Disposition::Retry);
             }
         };
+        if let Job::Slack(slack) = &job {
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            return self.draw_slack(message, slack, remaining).await;
+        }
         let receipt = Receipt {
             message,
             ledger: job.ledger(),
@@ -204,7 +217,7 @@ impl Executor {
             (None, _) => {
                 let kind = match &r.job {
                     Job::Execute(j) => j.action_type.as_str(),
-                    Job::Notify(_) | Job::Callback(_) => r.job.kind(),
+                    Job::Notify(_) | Job::Callback(_) | Job::Slack(_) => r.job.kind(),
                 };
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
@@ -216,7 +229,7 @@ impl Executor {
                 }
             }
             Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
-            Job::Callback(_) => {}
+            Job::Callback(_) | Job::Slack(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it

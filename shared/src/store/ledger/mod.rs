@@ -8,6 +8,7 @@
 //! records the transition.
 
 mod end;
+mod slack;
 
 use std::collections::HashMap;
 
@@ -30,6 +31,7 @@ use crate::domain::{
 };
 
 pub use end::AttemptEnd;
+pub use slack::SlackClaim;
 
 /// A job as the ledger knows it: the approval it belongs to, which of the approval's jobs it is
 /// (the ledger item that guards it), and its execution generation.
@@ -50,6 +52,8 @@ pub enum Guarded {
     Execution,
     /// The event id it delivers.
     Callback(String),
+    /// The approval's Slack message, across every state it shows.
+    SlackMessage,
 }
 
 impl LedgerKey {
@@ -60,6 +64,7 @@ impl LedgerKey {
             Guarded::Notification(approver) => format!("{id}#notify#{}", approver.as_str()),
             Guarded::Execution => format!("{id}#execute"),
             Guarded::Callback(event_id) => format!("{id}#callback#{event_id}"),
+            Guarded::SlackMessage => format!("{id}#slack"),
         }
     }
 
@@ -69,6 +74,7 @@ impl LedgerKey {
             Guarded::Notification(_) => "notify",
             Guarded::Execution => "execute",
             Guarded::Callback(_) => "callback",
+            Guarded::SlackMessage => "slack",
         }
     }
 

@@ -1,0 +1,164 @@
+//! `POST /slack/interactions/{tenant}`: the clicks on the tenant's Slack messages. Verified on
+//! the raw body first (401 and nothing recorded otherwise); a click on Approve or Reject is a
+//! vote through the store's one conditional write, as on every channel, answered 200 once it is
+//! committed. A refused click records nothing and is told to the clicking user alone; anything
+//! else verified is acknowledged and ignored.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
+use super::extract::read_body;
+use crate::App;
+use crate::domain::{
+    ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, Outcome, TenantId,
+    classify_refusal,
+};
+use crate::slack::api::SlackApi;
+use crate::slack::signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
+use crate::slack::{Click, SlackApp, parse_click};
+use crate::store::{DecideOutcome, StoreError};
+
+/// An interaction's largest body: a click carries the message it was made on.
+pub const SLACK_BODY_LIMIT: usize = 256 * 1024;
+
+/// Slack gives a click 3 s; the answer to a refused one must fit in what the vote leaves.
+const TELL_TIMEOUT: Duration = Duration::from_millis(1_500);
+
+/// Slack sends it when it delivers an interaction again.
+const RETRY_HEADER: &str = "x-slack-retry-num";
+
+fn slack_api() -> Option<&'static SlackApi> {
+    static API: OnceLock<Option<SlackApi>> = OnceLock::new();
+    API.get_or_init(|| SlackApi::new(TELL_TIMEOUT).ok())
+        .as_ref()
+}
+
+pub async fn interactions(
+    State(app): State<Arc<App>>,
+    tenant: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    // A tenant without Slack has no secret to verify with: as unverified as a forged request.
+    let tenant = tenant
+        .ok()
+        .and_then(|Path(tenant)| TenantId::parse(&tenant).ok())
+        .ok_or(ApiError::InvalidSignature)?;
+    let slack = app
+        .config
+        .slack
+        .get(&tenant)
+        .ok_or(ApiError::InvalidSignature)?;
+    let body = read_body(body, &headers, SLACK_BODY_LIMIT).await?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    verify(
+        &slack.signing_secret,
+        header(TIMESTAMP_HEADER),
+        header(SIGNATURE_HEADER),
+        &body,
+        app.clock.now(),
+    )
+    .map_err(|reason| {
+        tracing::info!(tenant = %tenant, %reason, "Slack request refused");
+        ApiError::InvalidSignature
+    })?;
+    let Some(click) = parse_click(&body) else {
+        return Ok(StatusCode::OK.into_response());
+    };
+    let retried = headers.contains_key(RETRY_HEADER);
+    if let Some(reason) = vote(&app, &tenant, slack, &click, retried).await? {
+        tracing::info!(tenant = %tenant, slack_user = click.user, reason, "Slack click refused");
+        tell(&click, &reason).await;
+    }
+    Ok(StatusCode::OK.into_response())
+}
+
+/// Records the click's vote; the reason it was refused, if it was (`None` also for a repeat
+/// Slack delivered again, which was counted the first time).
+async fn vote(
+    app: &App,
+    tenant: &TenantId,
+    slack: &SlackApp,
+    click: &Click,
+    retried: bool,
+) -> Result<Option<String>, ApiError> {
+    const NOTHING: &str = "Nothing was recorded.";
+    let Some(approver) = slack.approver(&click.user) else {
+        return Ok(Some(format!(
+            "Your Slack account is not mapped to a Countersign approver, so it decides nothing. {NOTHING}"
+        )));
+    };
+    let Ok(id) = ApprovalId::parse(&click.approval_id) else {
+        return Ok(Some(format!("This button names no approval. {NOTHING}")));
+    };
+    let now = app.clock.now();
+    let decision = Decision {
+        outcome: click.outcome,
+        approver: approver.clone(),
+        decided_at: now,
+        channel: Channel::Slack,
+        comment: None,
+        webhook_event_id: None,
+    };
+    let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
+        DecideOutcome::Won(_) => return Ok(None),
+        DecideOutcome::Refused(old) => old.map(|a| *a),
+    };
+    let request = DecideRequest {
+        outcome: click.outcome,
+        approver: approver.clone(),
+        comment: None,
+        sent_by: None,
+    };
+    let verb = |outcome: Outcome| match outcome {
+        Outcome::Approved => "approve",
+        Outcome::Rejected => "reject",
+    };
+    let who = approver.as_str();
+    Ok(Some(match classify_refusal(old, &request, now) {
+        DecideRefusal::Repeat(_) if retried => return Ok(None),
+        DecideRefusal::Repeat(_) => format!(
+            "Your vote ({}) is already recorded, as {who}; it counts once.",
+            verb(click.outcome)
+        ),
+        DecideRefusal::AlreadyVoted(approval) => format!(
+            "You already voted on this request ({}), as {who}: one vote per person. {NOTHING}",
+            approval.vote_of(approver).map_or("?", |v| verb(v.outcome))
+        ),
+        DecideRefusal::AlreadyDecided(approval) => format!(
+            "This request is already {}. {NOTHING}",
+            approval.status.as_str()
+        ),
+        DecideRefusal::Expired => format!("This request has expired. {NOTHING}"),
+        DecideRefusal::NotFound => format!("This button names no approval. {NOTHING}"),
+        DecideRefusal::NotAnApprover => {
+            format!("You ({who}) are not an approver of this request. {NOTHING}")
+        }
+        DecideRefusal::SelfApproval => {
+            format!("You requested this approval: someone else must decide it. {NOTHING}")
+        }
+        DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
+            return Err(ApiError::Internal(StoreError::Corrupt(
+                "the decision condition refused a decidable approval",
+            )));
+        }
+    }))
+}
+
+/// Tells the clicking user alone why nothing was recorded, through the click's `response_url`
+/// (as Slack gave it, in the verified body); a failure is logged, the click still answered.
+async fn tell(click: &Click, reason: &str) {
+    let (Some(url), Some(api)) = (&click.response_url, slack_api()) else {
+        return;
+    };
+    if let Err(e) = api.tell(url, reason).await {
+        tracing::warn!(error = e, "the refusal was not told to the Slack user");
+    }
+}

@@ -1,0 +1,226 @@
+//! A Slack job: draws the approval's message as one change left it. One worker at a time draws
+//! a message, never a state older than one shown (the message's ledger item, see
+//! `store/ledger/slack.rs`); the first draw posts, the others update. A post whose outcome is
+//! unknown is settled by looking for the message in the channel before posting again — "ask
+//! before you retry", applied to Slack, which has no idempotency key.
+
+use std::time::Duration;
+
+use super::message::Disposition;
+use super::policy::call_budget;
+use super::{Executor, JobMessage};
+use crate::domain::SlackMessage;
+use crate::jobs::job::SlackJob;
+use crate::slack::SlackApp;
+use crate::slack::api::{Found, Sent};
+use crate::store::{Guarded, LedgerKey, SlackClaim, StoreError};
+
+/// How soon a job that found another worker drawing the message comes back: the draw takes a
+/// call or two.
+const BUSY_COMES_BACK_SECONDS: i32 = 1;
+
+/// What a draw did.
+enum Drawn {
+    /// Shown; `learnt`: where the message is, when this draw posted or found it.
+    Shown { learnt: Option<SlackMessage> },
+    /// Not shown; why, whether a post may have reached Slack, where the message is if a
+    /// lookup found it, and when to come back (`None`: the queue's visibility timeout).
+    NotShown {
+        why: String,
+        posted_in_doubt: bool,
+        learnt: Option<SlackMessage>,
+        back: Option<i32>,
+    },
+}
+
+impl Drawn {
+    /// What a post or an update that did not show the state means.
+    fn from_failure(sent: Sent, was_post: bool, learnt: Option<SlackMessage>) -> Self {
+        let (why, doubt, back) = match sent {
+            Sent::Done(message) => {
+                return Self::Shown {
+                    learnt: learnt.or(Some(message)),
+                };
+            }
+            Sent::RateLimited(seconds) => (
+                format!("Slack answered ratelimited: again in {seconds} s"),
+                false,
+                Some(i32::try_from(seconds).unwrap_or(i32::MAX).clamp(1, 43_200)),
+            ),
+            Sent::NotSent(e) => (format!("not sent: {e}"), false, None),
+            Sent::Refused(e) => (format!("Slack refused it: {e}"), false, None),
+            // An update may be sent again as it is; a post is looked for first.
+            Sent::Unknown(e) => (format!("outcome unknown: {e}"), was_post, None),
+        };
+        Self::NotShown {
+            why,
+            posted_in_doubt: doubt,
+            learnt,
+            back,
+        }
+    }
+}
+
+impl Executor {
+    pub(super) async fn draw_slack(
+        &self,
+        message: &JobMessage,
+        job: &SlackJob,
+        remaining: Option<Duration>,
+    ) -> Result<Disposition, StoreError> {
+        let state = &job.message;
+        let Some(slack) = self.app.config.slack.get(&state.tenant) else {
+            tracing::warn!(tenant = %state.tenant, "the tenant has no Slack app any more: message not drawn");
+            return Ok(Disposition::Ack);
+        };
+        if message.receive_count > self.app.config.job_max_attempts {
+            tracing::error!(approval_id = %state.approval_id, "Slack message not drawn within its attempts: on to the DLQ");
+            self.queue.come_back_in(message, 0).await;
+            return Ok(Disposition::Retry);
+        }
+        let lease = Duration::from_millis(self.lease_ms as u64);
+        if call_budget(self.call_timeout, remaining, lease).is_none() {
+            return Ok(Disposition::Retry);
+        }
+        let key = LedgerKey {
+            tenant: state.tenant.clone(),
+            approval_id: state.approval_id.clone(),
+            guards: Guarded::SlackMessage,
+            generation: 0,
+        };
+        let token = ulid::Ulid::new().to_string();
+        let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());
+        let claim = self
+            .app
+            .store
+            .claim_slack_message(
+                &key,
+                &job.version,
+                &token,
+                (now, now_ms),
+                now_ms + self.lease_ms,
+            )
+            .await?;
+        let drawn = match claim {
+            SlackClaim::Stale => return Ok(Disposition::Ack),
+            SlackClaim::Busy => {
+                self.queue
+                    .come_back_in(message, BUSY_COMES_BACK_SECONDS)
+                    .await;
+                return Ok(Disposition::Retry);
+            }
+            SlackClaim::Claimed {
+                message: posted,
+                doubt,
+            } => self.draw(slack, job, posted, doubt).await,
+        };
+        let now = self.app.clock.now();
+        let store = &self.app.store;
+        match drawn {
+            Drawn::Shown { learnt } => {
+                if !store
+                    .slack_message_shown(&key, &token, &job.version, learnt.as_ref(), now)
+                    .await?
+                {
+                    tracing::warn!(approval_id = %state.approval_id, "Slack message drawn after the lease was lost");
+                }
+                tracing::info!(approval_id = %state.approval_id, version = job.version, "Slack message drawn");
+                Ok(Disposition::Ack)
+            }
+            Drawn::NotShown {
+                why,
+                posted_in_doubt,
+                learnt,
+                back,
+            } => {
+                tracing::warn!(approval_id = %state.approval_id, reason = why, "Slack message not drawn yet");
+                store
+                    .release_slack_message(
+                        &key,
+                        &token,
+                        (&why, posted_in_doubt),
+                        learnt.as_ref(),
+                        now,
+                    )
+                    .await?;
+                if let Some(seconds) = back {
+                    self.queue.come_back_in(message, seconds).await;
+                }
+                Ok(Disposition::Retry)
+            }
+        }
+    }
+
+    /// Posts the message, or updates it where it is; a post in doubt is looked for first.
+    async fn draw(
+        &self,
+        slack: &SlackApp,
+        job: &SlackJob,
+        posted: Option<SlackMessage>,
+        doubt: bool,
+    ) -> Drawn {
+        let state = &job.message;
+        let api = &self.slack_api;
+        if let Some(message) = posted {
+            return Drawn::from_failure(api.update(slack, &message, state).await, false, None);
+        }
+        if doubt {
+            match api.find_posted(slack, state, job.created_at).await {
+                // Posted before, perhaps showing an older state: draw this one over it.
+                Found::Posted(message) => {
+                    let sent = api.update(slack, &message, state).await;
+                    return Drawn::from_failure(sent, false, Some(message));
+                }
+                Found::NotPosted => {}
+                Found::RateLimited(seconds) => {
+                    return Drawn::from_failure(Sent::RateLimited(seconds), false, None);
+                }
+                Found::CouldNotTell(why) => {
+                    return Drawn::NotShown {
+                        why: format!(
+                            "a post may have reached Slack and the lookup could not tell: {why}"
+                        ),
+                        posted_in_doubt: true,
+                        learnt: None,
+                        back: None,
+                    };
+                }
+            }
+        }
+        match api.post(slack, state).await {
+            Sent::Done(message) => Drawn::Shown {
+                learnt: Some(message),
+            },
+            failure => Drawn::from_failure(failure, true, None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_post_in_doubt_is_looked_for_and_an_update_in_doubt_is_not() {
+        let doubtful = |sent: Sent, was_post| match Drawn::from_failure(sent, was_post, None) {
+            Drawn::NotShown {
+                posted_in_doubt, ..
+            } => posted_in_doubt,
+            Drawn::Shown { .. } => panic!("shown"),
+        };
+        assert!(doubtful(Sent::Unknown("HTTP 502".into()), true));
+        assert!(!doubtful(Sent::Unknown("HTTP 502".into()), false));
+        assert!(!doubtful(Sent::NotSent("refused".into()), true));
+        assert!(!doubtful(Sent::Refused("channel_not_found".into()), true));
+        match Drawn::from_failure(Sent::RateLimited(30), true, None) {
+            Drawn::NotShown {
+                back,
+                posted_in_doubt,
+                ..
+            } => {
+                assert_eq!((back, posted_in_doubt), (Some(30), false));
+            }
+            Drawn::Shown { .. } => panic!("shown"),
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! `SLACK`: each tenant's Slack app, read once at start. Every problem names the variable and
+//! the tenant, and never quotes a token or a secret (a serde message may quote the value it
+//! could not read, so only the ones that name a field are passed on).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+
+use crate::domain::{Approver, TenantId};
+
+/// Where Slack's Web API is, unless a tenant says otherwise (tests point it at a fake).
+pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
+
+/// A bot token or a signing secret: never printed, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SlackSecret(String);
+
+impl SlackSecret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SlackSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SlackSecret(<redacted>)")
+    }
+}
+
+/// One tenant's Slack app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackApp {
+    pub bot_token: SlackSecret,
+    pub signing_secret: SlackSecret,
+    /// The channel's id (`C…`, `G…`): `conversations.history` takes no name.
+    pub channel: String,
+    /// Slack user id → the approver it decides as. Nobody else decides from Slack.
+    pub users: BTreeMap<String, Approver>,
+    /// Without a trailing slash.
+    pub api_base_url: String,
+}
+
+impl SlackApp {
+    /// The approver a Slack user decides as, if mapped.
+    pub fn approver(&self, slack_user: &str) -> Option<&Approver> {
+        self.users.get(slack_user)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlackApp {
+    bot_token: String,
+    signing_secret: String,
+    channel: String,
+    users: Entries<String>,
+    api_base_url: Option<String>,
+}
+
+/// A JSON object's entries in order, refusing a key written twice (serde would keep the last,
+/// silently: a user mapped twice is a mistake to report, not to guess about).
+struct Entries<V>(Vec<(String, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for EntriesVisitor<V> {
+            type Value = Entries<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries: Vec<(String, V)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, V>()? {
+                    if entries.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key {key:?}")));
+                    }
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(EntriesVisitor(PhantomData))
+    }
+}
+
+/// Parses `SLACK`: `{"<tenant>": {"bot_token", "signing_secret", "channel", "users",
+/// "api_base_url"?}}`.
+pub fn parse_slack(raw: &str) -> Result<BTreeMap<TenantId, SlackApp>, String> {
+    let tenants: Entries<RawSlackApp> = serde_json::from_str(raw).map_err(|e| safe_message(&e))?;
+    let mut apps = BTreeMap::new();
+    for (tenant, raw) in tenants.0 {
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let app = parse_app(raw).map_err(|e| format!("{tenant}: {e}"))?;
+        apps.insert(tenant_id, app);
+    }
+    Ok(apps)
+}
+
+fn parse_app(raw: RawSlackApp) -> Result<SlackApp, String> {
+    let secret = |value: String, name: &str| {
+        if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            Err(format!(
+                "{name} is required: the app's {name}, without spaces"
+            ))
+        } else {
+            Ok(SlackSecret(value))
+        }
+    };
+    let bot_token = secret(raw.bot_token, "bot_token")?;
+    let signing_secret = secret(raw.signing_secret, "signing_secret")?;
+    if !is_slack_id(&raw.channel, &['C', 'G']) {
+        return Err(format!(
+            "channel: {:?} is not a channel id (C… or G…; conversations.history takes no name)",
+            raw.channel
+        ));
+    }
+    if raw.users.0.is_empty() {
+        return Err("users: map at least one Slack user id to an approver".to_owned());
+    }
+    let mut users: BTreeMap<String, Approver> = BTreeMap::new();
+    for (user, approver) in raw.users.0 {
+        if !is_slack_id(&user, &['U', 'W']) {
+            return Err(format!("users: {user:?} is not a Slack user id (U… or W…)"));
+        }
+        let approver = Approver::parse(&approver).map_err(|e| format!("users: {user}: {e}"))?;
+        if let Some((other, _)) = users
+            .iter()
+            .find(|(_, a)| a.identity() == approver.identity())
+        {
+            return Err(format!(
+                "users: {other} and {user} are both mapped to {:?}: one person, one Slack user",
+                approver.as_str()
+            ));
+        }
+        users.insert(user, approver);
+    }
+    let api_base_url = raw
+        .api_base_url
+        .unwrap_or_else(|| DEFAULT_API_BASE_URL.to_owned());
+    match url::Url::parse(&api_base_url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+        _ => return Err("api_base_url: must be an http or https URL".to_owned()),
+    }
+    Ok(SlackApp {
+        bot_token,
+        signing_secret,
+        channel: raw.channel,
+        users,
+        api_base_url: api_base_url.trim_end_matches('/').to_owned(),
+    })
+}
+
+/// A Slack id: an upper-case letter of `kinds`, then upper-case letters and digits.
+fn is_slack_id(raw: &str, kinds: &[char]) -> bool {
+    raw.len() >= 3
+        && raw.len() <= 32
+        && raw.starts_with(kinds)
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+}
+
+/// What serde's error may say without quoting a value: its own words when they name a field or
+/// a key (ours), else only where the problem is.
+fn safe_message(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let names_a_field = [
+        "unknown field",
+        "missing field",
+        "duplicate field",
+        "duplicate key",
+    ]
+    .iter()
+    .any(|start| text.starts_with(start));
+    match error.classify() {
+        serde_json::error::Category::Data if names_a_field => text,
+        serde_json::error::Category::Data => format!(
+            "not the expected shape at line {} column {}: each tenant maps to an object of strings \
+             (bot_token, signing_secret, channel, api_base_url) and users (an object of strings)",
+            error.line(),
+            error.column()
+        ),
+        _ => format!(
+            "not valid JSON at line {} column {}",
+            error.line(),
+            error.column()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "xoxb-123-456-SECRETTOKEN";
+    const SIGNING: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+
+    fn app(extra: &str, users: &str) -> String {
+        format!(
+            r#"{{"acme": {{"bot_token": "{TOKEN}", "signing_secret": "{SIGNING}", "channel": "C0123ABC", "users": {users}{extra}}}}}"#
+        )
+    }
+
+    fn refused(raw: &str) -> String {
+        let problem = parse_slack(raw).unwrap_err();
+        assert!(
+            !problem.contains("SECRETTOKEN") && !problem.contains("99yyyzzz"),
+            "a secret quoted: {problem}"
+        );
+        problem
+    }
+
+    #[test]
+    fn a_tenant_app_is_read_with_its_users() {
+        let apps = parse_slack(&app("", r#"{"U01ALICE": "alice", "U02BOB": "bob"}"#)).unwrap();
+        let acme = &apps[&TenantId::parse("acme").unwrap()];
+        assert_eq!(acme.bot_token.expose(), TOKEN);
+        assert_eq!(acme.approver("U01ALICE").unwrap().as_str(), "alice");
+        assert!(acme.approver("U03EVE").is_none());
+        assert_eq!(acme.api_base_url, DEFAULT_API_BASE_URL);
+        assert!(!format!("{acme:?}").contains("SECRETTOKEN"));
+        let local = parse_slack(&app(
+            r#", "api_base_url": "http://127.0.0.1:9/api/""#,
+            r#"{"U01ALICE": "alice"}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            local[&TenantId::parse("acme").unwrap()].api_base_url,
+            "http://127.0.0.1:9/api"
+        );
+    }
+
+    #[test]
+    fn bad_slack_configuration_is_refused_without_quoting_a_secret() {
+        let cases = [
+            (
+                app("", r#"{"U01ALICE": "alice", "U01ALICE": "bob"}"#),
+                "duplicate key \"U01ALICE\"",
+            ),
+            (
+                app("", r#"{"U01ALICE": "alice", "U02BOB": "Alice"}"#),
+                "both mapped",
+            ),
+            (
+                app(r#", "colour": "red""#, r#"{"U01ALICE": "alice"}"#),
+                "unknown field `colour`",
+            ),
+            (app("", "{}"), "at least one"),
+            (app("", r#"{"alice": "alice"}"#), "not a Slack user id"),
+            (
+                app(r#", "api_base_url": "ftp://x""#, r#"{"U01ALICE": "alice"}"#),
+                "api_base_url",
+            ),
+            (
+                format!(
+                    r#"{{"acme": {{"bot_token": "{TOKEN}", "channel": "C0123", "users": {{}}}}}}"#
+                ),
+                "missing field `signing_secret`",
+            ),
+            (
+                format!(
+                    r#"{{"acme": {{"bot_token": "{TOKEN}", "signing_secret": "", "channel": "C0123", "users": {{"U1X": "a"}}}}}}"#
+                ),
+                "signing_secret is required",
+            ),
+            (
+                format!(
+                    r##"{{"acme": {{"bot_token": "{TOKEN}", "signing_secret": "{SIGNING}", "channel": "#general", "users": {{"U1X": "a"}}}}}}"##
+                ),
+                "not a channel id",
+            ),
+            (
+                format!(r#"{{"acme": "{TOKEN}"}}"#),
+                "not the expected shape",
+            ),
+            (
+                format!(r#"{{"acme": {{"bot_token": 5, "signing_secret": "{SIGNING}"}}}}"#),
+                "not the expected shape",
+            ),
+            (
+                format!(r#"{{"acme": {{"bot_token": "{TOKEN}""#),
+                "not valid JSON",
+            ),
+            ("[]".to_owned(), "not the expected shape"),
+        ];
+        for (raw, expected) in cases {
+            let problem = refused(&raw);
+            assert!(problem.contains(expected), "{raw}: {problem}");
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The ledger item of an approval's Slack message (`{approval_id}#slack`): where the message is
+//! once posted, the newest state shown (`shown`, the stream position of the change it shows),
+//! and who draws it now (a token and a lease, as for every job). One worker at a time draws
+//! the message, and never a state older than one already shown or being shown: that is what
+//! keeps a late, older render from overwriting a newer one (Slack's `chat.update` has no
+//! condition of its own). `chat.postMessage` has no idempotency key, so a post whose outcome is
+//! unknown leaves `post_doubt`, and whoever draws next looks for the message before posting.
+
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+
+use super::{LedgerKey, values};
+use crate::domain::{EpochSeconds, SlackMessage};
+use crate::store::attr::{Item, epoch, get_n, n, opt_s, s};
+use crate::store::client::{Store, Transaction, condition_failed_item};
+use crate::store::codec::slack_message_to_attr;
+use crate::store::conditions::ONLY_IF_EXISTS;
+use crate::store::error::{StoreError, is_transient};
+use crate::store::expr::names;
+use crate::store::keys::approval_key;
+use crate::store::size::{MAX_REPORT_CHARS, cut};
+
+/// only_if_claimable: nobody drew the message yet, or this state is newer than the one shown
+/// and not older than the last one claimed (the same one again, after its worker stopped), and
+/// nobody holds a live lease.
+const ONLY_IF_CLAIMABLE: &str = "attribute_not_exists(#pk) \
+     OR ((attribute_not_exists(#shown) OR #shown < :version) \
+     AND (attribute_not_exists(#claimed) OR #claimed <= :version) \
+     AND (attribute_not_exists(#lease_until) OR #lease_until <= :now_ms))";
+
+const CLAIM: &str = "SET #claimed = :version, #token = :token, #lease_until = :lease_until, \
+     #kind = :kind, #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now \
+     ADD #claims :one";
+
+/// only_if_holder: the worker still holds the lease it claimed.
+const ONLY_IF_HOLDER: &str = "#token = :token";
+
+/// How a claim to draw the message ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlackClaim {
+    /// This worker draws the message until its lease ends.
+    Claimed {
+        /// Where the message is, if it was posted.
+        message: Option<SlackMessage>,
+        /// Not posted as far as the ledger knows, but a post may have reached Slack (its
+        /// answer was lost, or its worker stopped): look before posting.
+        doubt: bool,
+    },
+    /// A state as new or newer is shown, or being shown: nothing to draw.
+    Stale,
+    /// Another worker draws the message now.
+    Busy,
+}
+
+fn message_of(item: &Item) -> Option<SlackMessage> {
+    Some(SlackMessage {
+        channel: opt_s(item, "channel")?,
+        ts: opt_s(item, "ts")?,
+    })
+}
+
+impl Store {
+    /// Claims the drawing of the message, for the state at stream position `version`.
+    pub async fn claim_slack_message(
+        &self,
+        key: &LedgerKey,
+        version: &str,
+        token: &str,
+        (now, now_ms): (EpochSeconds, i64),
+        lease_until_ms: i64,
+    ) -> Result<SlackClaim, StoreError> {
+        let vals = values(&[
+            (":version", s(version)),
+            (":token", s(token)),
+            (":lease_until", n(lease_until_ms)),
+            (":now_ms", n(now_ms)),
+            (":kind", s(key.kind())),
+            (":approval_id", s(key.approval_id.as_str())),
+            (":tenant", s(key.tenant.as_str())),
+            (":now", epoch(now)),
+            (":one", n(1)),
+        ]);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.execution_ledger)
+            .key("pk", s(key.pk()))
+            .update_expression(CLAIM)
+            .condition_expression(ONLY_IF_CLAIMABLE)
+            .set_expression_attribute_names(Some(names(&[CLAIM, ONLY_IF_CLAIMABLE])))
+            .set_expression_attribute_values(Some(vals))
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let result = match result {
+            Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
+            other => other.map_err(|e| e.into_service_error()),
+        };
+        match result {
+            Ok(output) => {
+                let Some(old) = output.attributes() else {
+                    return Ok(SlackClaim::Claimed {
+                        message: None,
+                        doubt: false,
+                    });
+                };
+                let message = message_of(old);
+                // A lease never released: its worker stopped, perhaps after posting.
+                let unreleased = old.contains_key("lease_until");
+                let doubt = message.is_none()
+                    && (unreleased || old.get("post_doubt") == Some(&AttributeValue::Bool(true)));
+                Ok(SlackClaim::Claimed { message, doubt })
+            }
+            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                let Some(old) = failed.item() else {
+                    return Err(StoreError::corrupt("the claim's refused item"));
+                };
+                let newer = |name: &str| opt_s(old, name).is_some_and(|v| v.as_str() >= version);
+                let claimed_newer = opt_s(old, "claimed").is_some_and(|v| v.as_str() > version);
+                if newer("shown") || claimed_newer {
+                    Ok(SlackClaim::Stale)
+                } else {
+                    Ok(SlackClaim::Busy)
+                }
+            }
+            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
+        }
+    }
+
+    /// Records that the state at `version` is shown, by the holder `token`; the message's place,
+    /// when this worker posted or found it (`learnt`), is kept on the ledger and on the
+    /// approval in the same transaction. Returns false when the lease was lost (another worker
+    /// draws it now).
+    pub async fn slack_message_shown(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        version: &str,
+        learnt: Option<&SlackMessage>,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        let vals = values(&[(":version", s(version)), (":now", epoch(now))]);
+        let own_write = |old: &Item| {
+            opt_s(old, "shown").as_deref() == Some(version) && !old.contains_key("token")
+        };
+        self.end_slack_claim(
+            key,
+            token,
+            ("SET #shown = :version, #updated_at = :now", vals),
+            learnt,
+            own_write,
+        )
+        .await
+    }
+
+    /// Gives the message up without showing this state (rate limited, Slack refused, a lookup
+    /// that could not tell): the next claim may draw it. `posted_in_doubt`: a post was sent
+    /// whose outcome is unknown — the doubt stays until the message is found or posted.
+    /// `learnt`: where the message is, if a lookup found it.
+    pub async fn release_slack_message(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        (error, posted_in_doubt): (&str, bool),
+        learnt: Option<&SlackMessage>,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        let mut sets = "SET #updated_at = :now, #last_error = :error".to_owned();
+        let mut vals = values(&[
+            (":now", epoch(now)),
+            (":error", s(cut(error, MAX_REPORT_CHARS))),
+        ]);
+        if posted_in_doubt {
+            sets.push_str(", #post_doubt = :doubt");
+            vals.insert(":doubt".to_owned(), AttributeValue::Bool(true));
+        }
+        self.end_slack_claim(key, token, (&sets, vals), learnt, |_| false)
+            .await
+    }
+
+    /// Ends the claim `token`: `sets` (a `SET` clause and its values), the lease removed, and
+    /// the message's place if learnt (then no doubt is left).
+    async fn end_slack_claim(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        (sets, mut vals): (&str, std::collections::HashMap<String, AttributeValue>),
+        learnt: Option<&SlackMessage>,
+        own_write: impl Fn(&Item) -> bool,
+    ) -> Result<bool, StoreError> {
+        let mut update = sets.to_owned();
+        vals.insert(":token".to_owned(), s(token));
+        let Some(message) = learnt else {
+            update.push_str(" REMOVE #token, #lease_until");
+            return self.write_slack_item(key, &update, vals, own_write).await;
+        };
+        update
+            .push_str(", #channel = :channel, #ts = :ts REMOVE #token, #lease_until, #post_doubt");
+        vals.insert(":channel".to_owned(), s(&message.channel));
+        vals.insert(":ts".to_owned(), s(&message.ts));
+        let ledger = self.ledger_update(key, &update, ONLY_IF_HOLDER, vals)?;
+        let on_approval = "SET #slack = :slack";
+        let approval = Update::builder()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(&key.tenant, &key.approval_id))
+            .update_expression(on_approval)
+            .condition_expression(ONLY_IF_EXISTS)
+            .set_expression_attribute_names(Some(names(&[on_approval, ONLY_IF_EXISTS])))
+            .expression_attribute_values(":slack", slack_message_to_attr(message))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let items = vec![
+            TransactWriteItem::builder().update(ledger).build(),
+            TransactWriteItem::builder().update(approval).build(),
+        ];
+        match self.transact(items, token).await? {
+            Transaction::Committed => Ok(true),
+            // Our own write, applied, whose answer was lost: the SDK's retry met it.
+            Transaction::Cancelled(reasons) => {
+                Ok(condition_failed_item(&reasons, 0).is_some_and(own_write))
+            }
+        }
+    }
+
+    /// One conditional update of the message's ledger item by its holder (`:token` in
+    /// `vals`); false when the holder no longer holds it, unless the item as it was shows the
+    /// write itself (`own_write`: applied, its answer lost, and the SDK's retry met it).
+    async fn write_slack_item(
+        &self,
+        key: &LedgerKey,
+        update: &str,
+        vals: std::collections::HashMap<String, AttributeValue>,
+        own_write: impl Fn(&Item) -> bool,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.execution_ledger)
+            .key("pk", s(key.pk()))
+            .update_expression(update)
+            .condition_expression(ONLY_IF_HOLDER)
+            .set_expression_attribute_names(Some(names(&[update, ONLY_IF_HOLDER])))
+            .set_expression_attribute_values(Some(vals))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => {
+                    Ok(failed.item().is_some_and(own_write))
+                }
+                other => Err(StoreError::dynamo("UpdateItem", other)),
+            },
+        }
+    }
+
+    /// How many claims the message's ledger item has seen (tests and the benchmark).
+    pub async fn slack_claims(&self, key: &LedgerKey) -> Result<u32, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.execution_ledger)
+            .key("pk", s(key.pk()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        Ok(output
+            .item()
+            .map_or(0, |item| get_n(item, "claims").unwrap_or(0)))
+    }
+}
