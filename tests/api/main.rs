@@ -23,6 +23,7 @@ mod quorum;
 mod review;
 mod round_trips;
 mod scheduled;
+mod slack;
 mod smoke;
 mod status_checks;
 mod template;

@@ -10,6 +10,7 @@ pub mod local_aws;
 pub mod local_runner;
 pub mod receiver;
 pub mod runtime_api;
+pub mod slack;
 
 pub use fixtures::*;
 pub use local_aws::{aws_endpoint, moto_resident_bytes, python, sdk_config, workspace_root};

@@ -36,7 +36,7 @@ pub use client::{DecideOutcome, Store};
 pub use due::Requeue;
 pub use error::StoreError;
 pub use inbox::{InboxRecord, Ingested};
-pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim};
+pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
 pub use listing::{ListPage, ListQuery, Listed};
 pub use operator::{MAX_RETRIES, OperatorRefusal};
 pub use size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};

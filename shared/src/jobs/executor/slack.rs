@@ -13,11 +13,18 @@ use crate::domain::SlackMessage;
 use crate::jobs::job::SlackJob;
 use crate::slack::SlackApp;
 use crate::slack::api::{Found, Sent};
-use crate::store::{Guarded, LedgerKey, SlackClaim, StoreError};
+use crate::store::{Guarded, LedgerKey, SlackClaim, SlackRelease, StoreError};
 
 /// How soon a job that found another worker drawing the message comes back: the draw takes a
 /// call or two.
 const BUSY_COMES_BACK_SECONDS: i32 = 1;
+
+/// Whole seconds covering `ms` (at least one, at most SQS's 12 hours).
+fn seconds_until(ms: i64) -> i32 {
+    i32::try_from((ms + 999) / 1000)
+        .unwrap_or(43_200)
+        .clamp(1, 43_200)
+}
 
 /// What a draw did.
 enum Drawn {
@@ -103,10 +110,11 @@ impl Executor {
             .await?;
         let drawn = match claim {
             SlackClaim::Stale => return Ok(Disposition::Ack),
-            SlackClaim::Busy => {
-                self.queue
-                    .come_back_in(message, BUSY_COMES_BACK_SECONDS)
-                    .await;
+            SlackClaim::Busy { not_before_ms } => {
+                let back = not_before_ms.map_or(BUSY_COMES_BACK_SECONDS, |at| {
+                    seconds_until(at - self.app.clock.now_millis())
+                });
+                self.queue.come_back_in(message, back).await;
                 return Ok(Disposition::Retry);
             }
             SlackClaim::Claimed {
@@ -134,14 +142,17 @@ impl Executor {
                 back,
             } => {
                 tracing::warn!(approval_id = %state.approval_id, reason = why, "Slack message not drawn yet");
+                // Slack's Retry-After holds every worker back from this message, not only this one.
+                let not_before_ms =
+                    back.map(|seconds| self.app.clock.now_millis() + i64::from(seconds) * 1000);
+                let release = SlackRelease {
+                    error: &why,
+                    posted_in_doubt,
+                    learnt: learnt.as_ref(),
+                    not_before_ms,
+                };
                 store
-                    .release_slack_message(
-                        &key,
-                        &token,
-                        (&why, posted_in_doubt),
-                        learnt.as_ref(),
-                        now,
-                    )
+                    .release_slack_message(&key, &token, release, now)
                     .await?;
                 if let Some(seconds) = back {
                     self.queue.come_back_in(message, seconds).await;

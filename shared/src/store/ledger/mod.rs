@@ -31,7 +31,7 @@ use crate::domain::{
 };
 
 pub use end::AttemptEnd;
-pub use slack::SlackClaim;
+pub use slack::{SlackClaim, SlackRelease};
 
 /// A job as the ledger knows it: the approval it belongs to, which of the approval's jobs it is
 /// (the ledger item that guards it), and its execution generation.

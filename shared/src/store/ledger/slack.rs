@@ -23,12 +23,13 @@ use crate::store::keys::approval_key;
 use crate::store::size::{MAX_REPORT_CHARS, cut};
 
 /// only_if_claimable: nobody drew the message yet, or this state is newer than the one shown
-/// and not older than the last one claimed (the same one again, after its worker stopped), and
-/// nobody holds a live lease.
+/// and not older than the last one claimed (the same one again, after its worker stopped),
+/// nobody holds a live lease, and Slack's last `Retry-After` has passed.
 const ONLY_IF_CLAIMABLE: &str = "attribute_not_exists(#pk) \
      OR ((attribute_not_exists(#shown) OR #shown < :version) \
      AND (attribute_not_exists(#claimed) OR #claimed <= :version) \
-     AND (attribute_not_exists(#lease_until) OR #lease_until <= :now_ms))";
+     AND (attribute_not_exists(#lease_until) OR #lease_until <= :now_ms) \
+     AND (attribute_not_exists(#not_before) OR #not_before <= :now_ms))";
 
 const CLAIM: &str = "SET #claimed = :version, #token = :token, #lease_until = :lease_until, \
      #kind = :kind, #approval_id = :approval_id, #tenant = :tenant, #updated_at = :now \
@@ -50,8 +51,21 @@ pub enum SlackClaim {
     },
     /// A state as new or newer is shown, or being shown: nothing to draw.
     Stale,
-    /// Another worker draws the message now.
-    Busy,
+    /// Another worker draws the message now, or Slack asked for a pause until `not_before_ms`.
+    Busy { not_before_ms: Option<i64> },
+}
+
+/// Why a claim ends without the state shown, and what it learnt.
+#[derive(Debug, Clone, Copy)]
+pub struct SlackRelease<'a> {
+    pub error: &'a str,
+    /// A post was sent whose outcome is unknown: the doubt stays until the message is found
+    /// or posted.
+    pub posted_in_doubt: bool,
+    /// Where the message is, if a lookup found it.
+    pub learnt: Option<&'a SlackMessage>,
+    /// Slack answered `ratelimited`: no claim before then (epoch ms).
+    pub not_before_ms: Option<i64>,
 }
 
 fn message_of(item: &Item) -> Option<SlackMessage> {
@@ -121,10 +135,12 @@ impl Store {
                 let newer = |name: &str| opt_s(old, name).is_some_and(|v| v.as_str() >= version);
                 let claimed_newer = opt_s(old, "claimed").is_some_and(|v| v.as_str() > version);
                 if newer("shown") || claimed_newer {
-                    Ok(SlackClaim::Stale)
-                } else {
-                    Ok(SlackClaim::Busy)
+                    return Ok(SlackClaim::Stale);
                 }
+                let not_before_ms = get_n::<i64>(old, "not_before")
+                    .ok()
+                    .filter(|at| *at > now_ms);
+                Ok(SlackClaim::Busy { not_before_ms })
             }
             Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
         }
@@ -157,27 +173,28 @@ impl Store {
     }
 
     /// Gives the message up without showing this state (rate limited, Slack refused, a lookup
-    /// that could not tell): the next claim may draw it. `posted_in_doubt`: a post was sent
-    /// whose outcome is unknown — the doubt stays until the message is found or posted.
-    /// `learnt`: where the message is, if a lookup found it.
+    /// that could not tell): the next claim may draw it, from `not_before_ms` if set.
     pub async fn release_slack_message(
         &self,
         key: &LedgerKey,
         token: &str,
-        (error, posted_in_doubt): (&str, bool),
-        learnt: Option<&SlackMessage>,
+        release: SlackRelease<'_>,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
         let mut sets = "SET #updated_at = :now, #last_error = :error".to_owned();
         let mut vals = values(&[
             (":now", epoch(now)),
-            (":error", s(cut(error, MAX_REPORT_CHARS))),
+            (":error", s(cut(release.error, MAX_REPORT_CHARS))),
         ]);
-        if posted_in_doubt {
+        if release.posted_in_doubt {
             sets.push_str(", #post_doubt = :doubt");
             vals.insert(":doubt".to_owned(), AttributeValue::Bool(true));
         }
-        self.end_slack_claim(key, token, (&sets, vals), learnt, |_| false)
+        if let Some(at) = release.not_before_ms {
+            sets.push_str(", #not_before = :not_before");
+            vals.insert(":not_before".to_owned(), n(at));
+        }
+        self.end_slack_claim(key, token, (&sets, vals), release.learnt, |_| false)
             .await
     }
 

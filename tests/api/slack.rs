@@ -1,0 +1,461 @@
+//! Deciding in Slack, against a fake Slack Web API the tests run (real HTTP, answering like
+//! Slack, recording every call): one message per approval whatever happens to a post's answer,
+//! signed clicks as votes counted once, refusals told to the clicking user alone, and a message
+//! that follows the approval to its end, never drawn back to an older state.
+
+use std::time::Duration;
+
+use countersign::jobs::{Job, SlackJob};
+use countersign::slack::MessageState;
+use countersign_tests::slack::{
+    Fault, SLACK_SIGNING_SECRET, U_ALICE, U_BOB, U_CAROL, U_ERIN, U_NOBODY, U_REQUESTER,
+    slack_headers,
+};
+use countersign_tests::{
+    ALICE, BOB, CAROL, CreateBody, KEY_A, TENANT_A, TENANT_B, TestApp, execute_key,
+};
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use crate::helpers::WAIT;
+
+const APPROVE: &str = "countersign.approve";
+const REJECT: &str = "countersign.reject";
+
+/// A deploy of `build` for `approvers`, with a summary.
+fn deploy(build: u64, approvers: &[&str]) -> String {
+    CreateBody::new("deploy", approvers)
+        .payload(json!({"build": build}))
+        .context(json!({"summary": format!("Deploy api build {build} to prod")}))
+        .to_string()
+}
+
+/// Waits until the approval records where its message is; returns the approval.
+async fn posted(t: &TestApp, id: &str) -> Value {
+    t.wait_for_approval(KEY_A, id, WAIT, |a| a["slack"]["ts"].is_string())
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_approval_is_one_post_even_when_a_posts_answer_is_lost() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+
+    let id = t
+        .create_ok(KEY_A, "slack-1", &deploy(1, &[ALICE, BOB]))
+        .await;
+    let approval = posted(&t, &id).await;
+    let message = slack.wait_for_message(&id, WAIT, Message::pending).await;
+    assert_eq!(
+        approval["slack"],
+        json!({"channel": message.channel, "ts": message.ts})
+    );
+    assert_eq!(slack.posts_of(&id).len(), 1);
+    assert!(
+        slack.calls("conversations.history").is_empty(),
+        "no doubt, no lookup"
+    );
+    let shown = message.shown();
+    assert!(
+        shown.contains("Deploy api build 1 to prod") && shown.contains("sha256:"),
+        "{shown}"
+    );
+    assert_eq!(message.metadata["event_payload"]["tenant"], TENANT_A);
+
+    // The post is made, its answer never arrives: the channel is asked, the message found.
+    slack.fault_next(
+        "chat.postMessage",
+        Fault::LoseAnswer(Duration::from_secs(3)),
+    );
+    let lost = t
+        .create_ok(KEY_A, "slack-2", &deploy(2, &[ALICE, BOB]))
+        .await;
+    let approval = posted(&t, &lost).await;
+    assert_eq!(slack.posts_of(&lost).len(), 1, "found, not posted again");
+    assert_eq!(slack.messages_of(&lost).len(), 1);
+    assert_eq!(
+        approval["slack"]["ts"],
+        slack.messages_of(&lost)[0].ts.as_str()
+    );
+    let lookups = slack.calls("conversations.history");
+    assert!(!lookups.is_empty(), "a post in doubt is looked for");
+    assert!(
+        lookups
+            .iter()
+            .all(|l| l.body["include_all_metadata"] == "true")
+    );
+
+    // The post really failed (500, nothing posted): looked for, not found, posted again.
+    slack.fault_next("chat.postMessage", Fault::Fail);
+    let failed = t
+        .create_ok(KEY_A, "slack-3", &deploy(3, &[ALICE, BOB]))
+        .await;
+    posted(&t, &failed).await;
+    let answers: Vec<String> = slack
+        .posts_of(&failed)
+        .into_iter()
+        .map(|c| c.answer)
+        .collect();
+    assert_eq!(answers, ["http_500", "ok"]);
+    assert_eq!(slack.messages_of(&failed).len(), 1);
+    // The fake answers pages of one message: the lookup paged.
+    assert!(
+        slack
+            .calls("conversations.history")
+            .iter()
+            .any(|c| c.body["cursor"].is_string()),
+        "the lookup followed the cursor"
+    );
+    assert_eq!(slack.messages().len(), 3, "one message per approval");
+}
+
+/// Message predicates.
+struct Message;
+
+impl Message {
+    fn pending(m: &countersign_tests::slack::Message) -> bool {
+        m.has_buttons()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quorum_decided_by_signed_clicks_counts_each_person_once() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .payload(json!({"build": 42}))
+        .context(json!({"summary": "Deploy api build 42 to prod"}))
+        .policy(json!({"rules": [
+            {"name": "leads", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-quorum", &body).await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+
+    // alice double-clicks Approve; bob's click reaches us only as Slack's retry (its first
+    // delivery never arrived), and then Slack retries it once more.
+    let mut replies = join_all([
+        t.click(&slack, U_ALICE, APPROVE, &id, false),
+        t.click(&slack, U_ALICE, APPROVE, &id, false),
+        t.click(&slack, U_BOB, APPROVE, &id, true),
+    ])
+    .await;
+    replies.push(t.click(&slack, U_BOB, APPROVE, &id, true).await);
+    for reply in &replies {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+    }
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(done["status"], "approved");
+    assert_eq!(done["execution"]["status"], "succeeded");
+    let votes = done["votes"].as_array().unwrap();
+    assert_eq!(votes.len(), 2, "{votes:?}");
+    assert!(
+        votes
+            .iter()
+            .all(|v| v["channel"] == "slack" && v["vote"] == "approve")
+    );
+    let key = execute_key("slack-quorum", &id);
+    assert_eq!(
+        (t.downstream().calls(&key), t.downstream().effects(&key)),
+        (1, 1)
+    );
+
+    // The message follows: both votes, approved, the execution's end, no buttons.
+    let message = slack
+        .wait_for_message(&id, WAIT, |m| m.shown().contains("*succeeded*"))
+        .await;
+    let shown = message.shown();
+    assert!(!message.has_buttons(), "{shown}");
+    for who in [ALICE, BOB] {
+        assert!(
+            shown.contains(&format!("✅ *{who}* approved (via slack)")),
+            "{shown}"
+        );
+    }
+    assert!(
+        shown.contains("*leads*: 2 of 2") && shown.contains("Status: *approved*"),
+        "{shown}"
+    );
+    assert_eq!(slack.posts_of(&id).len(), 1);
+    // alice's second click is told it counted once; Slack's retry of bob's is not answered.
+    let told = slack.ephemerals();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0]["user"], U_ALICE);
+    assert_eq!(told[0]["response_type"], "ephemeral");
+    assert!(told[0]["text"].as_str().unwrap().contains("counts once"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_rounds_of_approve_and_reject_clicked_at_once_have_one_outcome_each() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let mut ids = Vec::new();
+    for round in 0..20 {
+        let id = t
+            .create_ok(
+                KEY_A,
+                &format!("round-{round}"),
+                &deploy(round, &[ALICE, BOB]),
+            )
+            .await;
+        ids.push(id);
+    }
+    for id in &ids {
+        slack.wait_for_message(id, WAIT, Message::pending).await;
+    }
+    for id in &ids {
+        let replies = join_all([
+            t.click(&slack, U_ALICE, APPROVE, id, false),
+            t.click(&slack, U_BOB, REJECT, id, false),
+        ])
+        .await;
+        assert!(replies.iter().all(|r| r.status == 200));
+    }
+    let mut outcomes = (0, 0);
+    for id in &ids {
+        let approval = t
+            .wait_for_approval(KEY_A, id, WAIT, |a| a["status"] != "pending")
+            .await;
+        let status = approval["status"].as_str().unwrap().to_owned();
+        assert_eq!(
+            approval["votes"].as_array().unwrap().len(),
+            1,
+            "one vote decides: {approval}"
+        );
+        match status.as_str() {
+            "approved" => outcomes.0 += 1,
+            "rejected" => outcomes.1 += 1,
+            other => panic!("{other}"),
+        }
+        let message = slack
+            .wait_for_message(id, WAIT, |m| {
+                !m.has_buttons() && m.shown().contains(&format!("Status: *{status}*"))
+            })
+            .await;
+        let (winner, verb) = match status.as_str() {
+            "approved" => (ALICE, "approved"),
+            _ => (BOB, "rejected"),
+        };
+        assert!(
+            message.shown().contains(&format!("*{winner}* {verb}")),
+            "{}",
+            message.shown()
+        );
+    }
+    println!(
+        "20 rounds: {} approved, {} rejected",
+        outcomes.0, outcomes.1
+    );
+    // Each round's loser was told, alone, that it was already decided.
+    let told = slack.ephemerals();
+    assert_eq!(told.len(), 20, "{told:?}");
+    assert!(
+        told.iter()
+            .all(|e| e["text"].as_str().unwrap().contains("already"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unsigned_clicks_are_401_and_refused_clicks_are_told_to_the_clicker_alone() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    // The requester (tenant A's key) is listed too: separation of duties refuses its click.
+    let id = t
+        .create_ok(KEY_A, "slack-refused", &deploy(7, &[ALICE, BOB, TENANT_A]))
+        .await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let body = slack.click_body(U_ALICE, APPROVE, &id);
+    let now = t.clock.now();
+
+    let mut forged = slack_headers(SLACK_SIGNING_SECRET, now, &body);
+    forged[1].1 = format!("v0={}", "0".repeat(64));
+    let stale = slack_headers(SLACK_SIGNING_SECRET, now - 301, &body);
+    let other_secret = slack_headers("another-apps-signing-secret-012345", now, &body);
+    let unsigned = vec![(
+        "content-type",
+        "application/x-www-form-urlencoded".to_owned(),
+    )];
+    for (what, headers, tenant) in [
+        ("forged", &forged, TENANT_A),
+        ("stale", &stale, TENANT_A),
+        ("another app's secret", &other_secret, TENANT_A),
+        ("unsigned", &unsigned, TENANT_A),
+        (
+            "a tenant without Slack",
+            &slack_headers(SLACK_SIGNING_SECRET, now, &body),
+            TENANT_B,
+        ),
+    ] {
+        let reply = t.slack_interaction(tenant, headers, &body).await;
+        assert_eq!(reply.status, 401, "{what}: {}", reply.text());
+        reply.assert_problem(401, "invalid_signature");
+    }
+    // Signed, but not a click on our buttons: acknowledged, ignored.
+    let other = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair(
+            "payload",
+            &json!({"type": "view_submission", "user": {"id": U_ALICE}}).to_string(),
+        )
+        .finish();
+    let reply = t
+        .slack_interaction(
+            TENANT_A,
+            &slack_headers(SLACK_SIGNING_SECRET, now, &other),
+            &other,
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+
+    // Verified clicks that decide nothing: answered 200, told to the clicking user alone.
+    for user in [U_NOBODY, U_REQUESTER, U_ERIN, U_CAROL] {
+        assert_eq!(t.click(&slack, user, APPROVE, &id, false).await.status, 200);
+    }
+    let bogus = slack.click_body(U_ALICE, APPROVE, "apr_nothing_here");
+    let reply = t
+        .slack_interaction(
+            TENANT_A,
+            &slack_headers(SLACK_SIGNING_SECRET, now, &bogus),
+            &bogus,
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+
+    let approval = t.get(KEY_A, &id).await.json();
+    assert_eq!(approval["status"], "pending");
+    assert_eq!(approval["votes"], json!([]), "nothing recorded");
+    let told = slack.ephemerals();
+    let said = |user: &str| -> String {
+        told.iter()
+            .filter(|e| e["user"] == user)
+            .map(|e| e["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(said(U_NOBODY).contains("not mapped"), "{told:?}");
+    assert!(
+        said(U_REQUESTER).contains("You requested this approval"),
+        "{told:?}"
+    );
+    assert!(said(U_ERIN).contains("not an approver"), "{told:?}");
+    assert!(said(U_CAROL).contains("not an approver"), "{told:?}");
+    assert!(said(U_ALICE).contains("names no approval"), "{told:?}");
+    assert_eq!(told.len(), 5, "one answer per refused click: {told:?}");
+    assert!(told.iter().all(|e| e["response_type"] == "ephemeral"));
+
+    // The message still asks; a real click still decides.
+    assert_eq!(t.click(&slack, U_BOB, REJECT, &id, false).await.status, 200);
+    let message = slack
+        .wait_for_message(&id, WAIT, |m| !m.has_buttons())
+        .await;
+    assert!(
+        message.shown().contains("Status: *rejected*"),
+        "{}",
+        message.shown()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_older_state_never_overwrites_a_newer_one_and_ratelimited_is_honoured() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let id = t
+        .create_ok(KEY_A, "slack-order", &deploy(8, &[ALICE, BOB]))
+        .await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let pending = t.stored_approval(&id).await;
+
+    // Slack is rate limiting: the update waits the Retry-After it names.
+    slack.fault_next("chat.update", Fault::RateLimited(2));
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    let message = slack
+        .wait_for_message(&id, WAIT, |m| m.shown().contains("*succeeded*"))
+        .await;
+    assert!(!message.has_buttons());
+    let updates = slack.calls("chat.update");
+    let limited = updates
+        .iter()
+        .position(|c| c.answer == "ratelimited")
+        .expect("rate limited");
+    let next = &updates[limited + 1];
+    let waited = next.at.duration_since(updates[limited].at);
+    assert!(
+        waited >= Duration::from_secs(2),
+        "came back after {waited:?}"
+    );
+
+    // The pending state's job, delivered again now (a late copy): refused by the message's
+    // ledger item as older than the state shown; Slack is not called.
+    let calls_before = slack.calls("chat.update").len();
+    let late = Job::Slack(SlackJob {
+        version: "0".repeat(40),
+        created_at: pending.created_at,
+        message: MessageState::of(&pending),
+    });
+    let sqs = aws_sdk_sqs::Client::new(&t.sdk);
+    sqs.send_message()
+        .queue_url(&t.queues().queue_url)
+        .message_body(late.to_body().unwrap())
+        .send()
+        .await
+        .expect("send the late job");
+    // The queue empties once the executor has taken and acknowledged it.
+    let deadline = std::time::Instant::now() + WAIT;
+    while t.queue_depth(&t.queues().queue_url).await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the late job was not taken"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        slack.calls("chat.update").len(),
+        calls_before,
+        "no older render sent"
+    );
+    let message = &slack.messages_of(&id)[0];
+    assert!(message.shown().contains("*succeeded*") && !message.has_buttons());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_older_update_holds_the_newer_back_until_it_is_done() {
+    // Leases long enough for a slow call (the call timeout is a third of the visibility).
+    let (t, slack) = TestApp::start_slack(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "6")]).await;
+    // Three of three: after two votes it is still pending, so no later change redraws it.
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-slow", &body).await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    // A second executor beside the first, as a second Lambda instance: bob's job need not wait
+    // for the first executor's batch.
+    let _second = t.start_another_runner();
+    // alice's vote's update is slow at Slack; bob's vote follows while it is under way.
+    slack.fault_next("chat.update", Fault::Slow(Duration::from_millis(1_500)));
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        t.click(&slack, U_BOB, APPROVE, &id, false).await.status,
+        200
+    );
+    let message = slack.wait_for_message(&id, WAIT, |m| m.updates == 2).await;
+    // Drawn in order: alice's state, then bob's over it — never bob's overwritten by alice's
+    // late one.
+    let shown = message.shown();
+    assert!(shown.contains(&format!("*{ALICE}* approved")), "{shown}");
+    assert!(shown.contains(&format!("*{BOB}* approved")), "{shown}");
+    assert!(
+        shown.contains("*all*: 2 of 3") && message.has_buttons(),
+        "{shown}"
+    );
+    let updates = slack.calls("chat.update");
+    let bob_shown = |c: &countersign_tests::slack::Call| {
+        c.body["blocks"]
+            .to_string()
+            .contains(&format!("*{BOB}* approved"))
+    };
+    assert_eq!(
+        updates.iter().map(bob_shown).collect::<Vec<_>>(),
+        [false, true]
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(slack.calls("chat.update").len(), 2, "nothing redrawn after");
+}
