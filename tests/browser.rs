@@ -343,3 +343,63 @@ async fn one_approver_submitting_from_two_tabs_records_one_decision() {
     first.close().await;
     second.close().await;
 }
+
+/// The Slack message as the fake Slack draws it (header, fields, rules, votes, buttons), in
+/// Chromium: what the README shows. Mid-quorum: one vote of two, the buttons still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_slack_message_shows_the_request_its_progress_and_its_buttons() {
+    use countersign_tests::slack::U_ALICE;
+    use countersign_tests::{CAROL, CreateBody};
+
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .payload(json!({"service": "api", "build": 1042, "env": "prod"}))
+        .context(json!({"summary": "Deploy api build 1042 to prod"}))
+        .policy(json!({"rules": [
+            {"name": "leads", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "browser-slack", &body).await;
+    let wait = Duration::from_secs(30);
+    slack.wait_for_message(&id, wait, |m| m.has_buttons()).await;
+    let reply = t
+        .click(&slack, U_ALICE, "countersign.approve", &id, false)
+        .await;
+    assert_eq!(reply.status, 200);
+    let message = slack
+        .wait_for_message(&id, wait, |m| m.shown().contains("1 of 2"))
+        .await;
+
+    let browser = Browser::start().await;
+    browser
+        .client
+        .goto(&format!("{}/messages/{}", slack.base, message.ts))
+        .await
+        .expect("open the fake Slack's page");
+    browser
+        .client
+        .set_window_size(700, 640)
+        .await
+        .expect("window size");
+    let text = browser
+        .client
+        .find(Locator::Css("body"))
+        .await
+        .expect("body")
+        .text()
+        .await
+        .expect("text");
+    for shown in [
+        "Deploy api build 1042 to prod",
+        "sha256:",
+        "leads: 1 of 2",
+        &format!("{ALICE} approved (via slack)"),
+        "Status: pending",
+        "Approve",
+        "Reject",
+    ] {
+        assert!(text.contains(shown), "{shown:?} not in {text}");
+    }
+    let png = browser.client.screenshot().await.expect("screenshot");
+    std::fs::write(screenshot_path("slack-message.png"), png).expect("write screenshot");
+    browser.close().await;
+}

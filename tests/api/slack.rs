@@ -165,7 +165,7 @@ async fn a_quorum_decided_by_signed_clicks_counts_each_person_once() {
     assert!(!message.has_buttons(), "{shown}");
     for who in [ALICE, BOB] {
         assert!(
-            shown.contains(&format!("✅ *{who}* approved (via slack)")),
+            shown.contains(&format!(":white_check_mark: *{who}* approved (via slack)")),
             "{shown}"
         );
     }

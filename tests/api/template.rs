@@ -244,6 +244,7 @@ fn every_route_of_the_api_is_declared() {
         "POST /approvals/{id}/execution/retry",
         "POST /approvals/{id}/execution/resolve",
         "POST /webhooks/{source}",
+        "POST /slack/interactions/{tenant}",
         "GET /health",
         "GET /openapi.json",
     ]
@@ -413,6 +414,7 @@ fn secrets_are_no_echo_parameters() {
         "WebhookSources",
         "DecisionTokenSecret",
         "EventSubscriptions",
+        "Slack",
     ] {
         assert_eq!(
             template["Parameters"][secret]["NoEcho"].as_bool(),
@@ -503,5 +505,42 @@ fn the_scheduled_functions_errors_raise_alarms() {
             1,
             "{function}: one Errors alarm, {watching:?}"
         );
+    }
+}
+
+/// `examples/slack/manifest.yaml` asks for the scopes the Web API calls need — `chat:write`
+/// (chat.postMessage, chat.update), `channels:history` and `groups:history`
+/// (conversations.history, public and private channels) — and no more, and points the
+/// interactivity request URL at the route the template declares.
+#[test]
+fn the_slack_manifest_asks_for_the_scopes_the_code_uses() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/slack/manifest.yaml"
+    );
+    let manifest: Value =
+        serde_norway::from_str(&std::fs::read_to_string(path).expect("the manifest"))
+            .expect("YAML");
+    let scopes: BTreeSet<&str> = manifest["oauth_config"]["scopes"]["bot"]
+        .as_sequence()
+        .expect("bot scopes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        scopes,
+        BTreeSet::from(["chat:write", "channels:history", "groups:history"])
+    );
+    let interactivity = &manifest["settings"]["interactivity"];
+    assert_eq!(interactivity["is_enabled"].as_bool(), Some(true));
+    let url = interactivity["request_url"].as_str().expect("request URL");
+    assert!(
+        url.starts_with("https://") && url.contains("/slack/interactions/"),
+        "{url}"
+    );
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/src/slack/api.rs");
+    let source = std::fs::read_to_string(source).expect("the Web API calls");
+    for method in ["chat.postMessage", "chat.update", "conversations.history"] {
+        assert!(source.contains(method), "{method}");
     }
 }

@@ -478,6 +478,10 @@ fn mrkdwn(text: &str) -> String {
             &text[start + end + 1..]
         );
     }
+    // Slack's emoji, as glyphs any font has.
+    let text = text
+        .replace(":white_check_mark:", "<span class=yes>✔</span>")
+        .replace(":x:", "<span class=no>✘</span>");
     let mut html = String::new();
     let (mut bold, mut code) = (false, false);
     for c in text.chars() {
@@ -553,7 +557,7 @@ body {{ font: 15px/1.46 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
 .name {{ font-weight: 900 }} .app {{ font-size: 10px; background: #ddd; border-radius: 2px; padding: 1px 3px; color: #555; margin-left: 4px }}
 h2 {{ font-size: 18px; margin: 6px 0 }} .fields {{ display: grid; grid-template-columns: 1fr 1fr; gap: 8px 16px; margin: 8px 0 }}
 code {{ background: #f4f4f4; border: 1px solid #ddd; border-radius: 3px; padding: 0 3px; color: #e01e5a; font-size: 12px }}
-p {{ margin: 8px 0 }} .context {{ color: #616061; font-size: 12px }}
+p {{ margin: 8px 0 }} .yes {{ color: #2eb67d; font-weight: 700 }} .no {{ color: #e01e5a; font-weight: 700 }} .context {{ color: #616061; font-size: 12px }}
 button {{ font: inherit; font-weight: 700; font-size: 14px; border-radius: 4px; padding: 4px 14px; margin-right: 8px; border: 1px solid #ddd; background: #fff }}
 button.primary {{ background: #007a5a; color: #fff; border-color: #007a5a }} button.danger {{ color: #e01e5a; border-color: #e01e5a }}
 </style>

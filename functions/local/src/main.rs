@@ -191,6 +191,14 @@ fn print_banner(port: u16, demo: bool, app: &App) {
         app.config.action_targets.keys().collect::<Vec<_>>(),
         app.config.webhook_sources.keys().collect::<Vec<_>>()
     );
+    for (tenant, slack) in &app.config.slack {
+        println!(
+            "Slack: tenant {tenant} posts to channel {} ({} mapped users); its app's interactivity \
+             request URL is {base}/slack/interactions/{tenant} (behind a public HTTPS tunnel)",
+            slack.channel,
+            slack.users.len()
+        );
+    }
     if demo {
         println!(
             r#"

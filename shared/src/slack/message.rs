@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use slack_morphism::prelude::*;
 
-use crate::domain::{Approval, ApprovalId, EpochSeconds, Outcome, Status, TenantId, rfc3339};
+use crate::domain::{
+    Approval, ApprovalId, EpochSeconds, ExecutionStatus, Outcome, Status, TenantId, rfc3339,
+};
 
 /// The buttons' `action_id`s, and the message metadata's `event_type`.
 pub const APPROVE_ACTION: &str = "countersign.approve";
@@ -18,6 +20,16 @@ pub const EVENT_TYPE: &str = "countersign_approval";
 const HEADER_CHARS: usize = 150;
 const SECTION_CHARS: usize = 3_000;
 const FIELD_CHARS: usize = 2_000;
+
+/// The execution as the message shows it: its end, or `queued` until then — an attempt that
+/// begins or waits for its retry changes nothing the approvers need to see, and each change
+/// shown is a call to Slack.
+fn shown_execution(status: ExecutionStatus) -> ExecutionStatus {
+    match status {
+        ExecutionStatus::Running => ExecutionStatus::Queued,
+        other => other,
+    }
+}
 
 /// Everything the message shows, as of one change of the approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,11 +101,12 @@ impl MessageState {
         Self {
             approval_id: approval.id.clone(),
             tenant: approval.tenant.clone(),
+            // The job carries it on SQS: no more than the message can show.
             summary: approval
                 .context
                 .get("summary")
                 .and_then(|s| s.as_str())
-                .map(str::to_owned),
+                .map(|s| cut(s, SECTION_CHARS)),
             action_type: approval.action_type.clone(),
             payload_digest: digest[..12].to_owned(),
             requested_by: approval
@@ -111,7 +124,9 @@ impl MessageState {
                 })
                 .collect(),
             status: approval.status.as_str().to_owned(),
-            execution: approval.execution.status.as_str().to_owned(),
+            execution: shown_execution(approval.execution.status)
+                .as_str()
+                .to_owned(),
             expires_at: approval.expires_at,
         }
     }
@@ -189,9 +204,9 @@ impl MessageState {
                 .iter()
                 .map(|v| {
                     let (mark, verb) = if v.approved {
-                        ("✅", "approved")
+                        (":white_check_mark:", "approved")
                     } else {
-                        ("❌", "rejected")
+                        (":x:", "rejected")
                     };
                     format!(
                         "{mark} *{}* {verb} (via {})",
@@ -358,7 +373,7 @@ mod tests {
         );
         let text = blocks.to_string();
         assert!(
-            text.contains("✅ *ali&lt;ce&gt;* approved (via slack)"),
+            text.contains(":white_check_mark: *ali&lt;ce&gt;* approved (via slack)"),
             "{text}"
         );
         assert!(text.contains("execution: *not_started*"), "{text}");

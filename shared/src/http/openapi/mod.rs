@@ -56,6 +56,12 @@ pub fn document() -> Value {
                     "name": "token",
                     "description": "The signed review-link token of one approver for one approval (sent in its notification)."
                 },
+                "slackSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "x-slack-signature",
+                    "description": "Slack's request signature: `v0=<hex HMAC-SHA256 of \"v0:{x-slack-request-timestamp}:{body}\">` with the tenant's Slack signing secret, the timestamp within 5 minutes."
+                },
                 "webhookSignature": {
                     "type": "apiKey",
                     "in": "header",
@@ -280,6 +286,30 @@ fn paths() -> Value {
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WebhookReceipt"}}}
                     }}),
                     &["invalid_signature", "invalid_request", "not_found", "payload_too_large"],
+                ),
+            }
+        },
+        "/slack/interactions/{tenant}": {
+            "post": {
+                "operationId": "slackInteraction",
+                "tags": ["webhooks"],
+                "summary": "Slack's interactivity requests for a tenant's app (`SLACK`): Approve and Reject clicks",
+                "description": "Verified first, on the raw body (Slack's `v0` signature with the tenant's signing secret); anything unverified is 401 and records nothing. A click on `countersign.approve` / `countersign.reject` by a Slack user mapped in `users` is a vote (channel `slack`) through the same conditional write as every channel; answered 200 once committed. A refused click records nothing and is told to the clicking user alone (an ephemeral message to the payload's `response_url`); anything else verified is acknowledged and ignored. Slack's retries (`x-slack-retry-num`) count once.",
+                "security": [{"slackSignature": []}],
+                "parameters": [
+                    {"name": "tenant", "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "x-slack-request-timestamp", "in": "header", "required": true, "description": "Unix seconds.", "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}
+                ],
+                "requestBody": {
+                    "required": true,
+                    "content": {"application/x-www-form-urlencoded": {"schema": {
+                        "type": "object", "required": ["payload"],
+                        "properties": {"payload": {"type": "string", "description": "Slack's interaction payload (JSON)."}}
+                    }}}
+                },
+                "responses": responses(
+                    json!({"200": {"description": "Verified: the vote recorded, or the click refused (told to its user), or not ours."}}),
+                    &["invalid_signature", "payload_too_large"],
                 ),
             }
         },

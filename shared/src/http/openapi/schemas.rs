@@ -11,7 +11,7 @@ pub(super) fn schemas() -> Value {
     let comment =
         json!({"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS});
     let approver = json!({"$ref": "#/components/schemas/Approver"});
-    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook"]});
+    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook", "slack"]});
     json!({
         "Approver": approver_schema(),
         "ApprovalId": {"type": "string", "pattern": APPROVAL_ID_PATTERN},
@@ -201,6 +201,11 @@ pub(super) fn schemas() -> Value {
                             "properties": {"at": timestamp(), "answer": {"type": "string"}, "detail": {"type": ["string", "null"]}}
                         }}
                     }
+                },
+                "slack": {
+                    "type": "object", "additionalProperties": false, "required": ["channel", "ts"],
+                    "description": "Where its Slack message is, once posted (tenants with `SLACK`).",
+                    "properties": {"channel": {"type": "string"}, "ts": {"type": "string"}}
                 }
             }
         },
