@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use countersign::webhook::WebhookSecret;
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
+use countersign_tests::slack::{FakeSlack, Fault, SLACK_SIGNING_SECRET, U_ALICE, slack_headers};
 use countersign_tests::{
     ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET, decided_event,
     decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
@@ -237,6 +238,7 @@ async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
 struct Tally {
     requests: AtomicUsize,
     webhook_decided: AtomicUsize,
+    slack_decided: AtomicUsize,
     refused: AtomicUsize,
 }
 
@@ -249,6 +251,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     const CLIENTS: usize = 8;
     let downstream = Downstream::default();
     let target = downstream.serve().await;
+    // Tenant A decides in Slack too: every approval gets its message, some are decided there.
+    let slack = FakeSlack::start().await;
     let mut env = isolated_env(&format!(
         "ll-{}",
         ulid::Ulid::new().to_string().to_lowercase()
@@ -271,17 +275,23 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 "PUBLIC_BASE_URL",
                 "https://approvals.example.com".to_owned(),
             ),
+            ("SLACK", slack.config()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
     let runner = LocalRunner::start(&env).await;
+    // Two posts whose answers are lost along the way: found in the channel, not posted again.
+    slack.fault_next(
+        "chat.postMessage",
+        Fault::LoseAnswer(Duration::from_secs(12)),
+    );
     let secret = WebhookSecret::parse(ACME_SECRET).expect("secret");
     let tally = Tally::default();
 
     let started = Instant::now();
     let created: Vec<(usize, String)> = futures::stream::iter(0..APPROVALS)
         .map(|i| {
-            let (runner, secret, tally) = (&runner, &secret, &tally);
+            let (runner, secret, tally, slack) = (&runner, &secret, &tally, &slack);
             async move {
                 let key = format!("ll-{i}");
                 let body = json!({
@@ -308,6 +318,12 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                     tally.refused.fetch_add(1, Ordering::Relaxed);
                     tally.requests.fetch_add(1, Ordering::Relaxed);
                 }
+                if i == APPROVALS / 2 {
+                    slack.fault_next(
+                        "chat.postMessage",
+                        Fault::LoseAnswer(Duration::from_secs(12)),
+                    );
+                }
                 if i % 10 == 5 {
                     // An approver the approval does not list: refused by the condition.
                     let stranger = send(decide(runner, DECIDER_A, &id, MALLORY)).await;
@@ -316,7 +332,25 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                     tally.requests.fetch_add(1, Ordering::Relaxed);
                 }
 
-                let answers = if i % 4 == 3 {
+                let answers = if i % 4 == 1 {
+                    // Double-clicked in Slack.
+                    let click = || {
+                        let body = slack.click_body(U_ALICE, "countersign.approve", &id);
+                        let mut request = runner
+                            .http
+                            .post(runner.url(&format!("/slack/interactions/{TENANT_A}")))
+                            .body(body.clone());
+                        let now = countersign::Clock::system().now();
+                        for (name, value) in slack_headers(SLACK_SIGNING_SECRET, now, &body) {
+                            request = request.header(name, value);
+                        }
+                        request
+                    };
+                    let (a, b) = futures::join!(send(click()), send(click()));
+                    assert_eq!((a.status, b.status), (200, 200));
+                    tally.slack_decided.fetch_add(1, Ordering::Relaxed);
+                    2
+                } else if i % 4 == 3 {
                     // Through the webhook channel, delivered twice at once (a redelivery).
                     let event = decided_event(&id, "approve", ALICE);
                     let event_id = format!("msg_ll_{i}");
@@ -373,6 +407,37 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     }
     let notified = downstream.calls_to("/notify").len();
     assert_eq!(notified, 2 * APPROVALS, "each approver notified once");
+    // One Slack message per approval, each drawn to its end: approved, succeeded, no buttons.
+    let slack_deadline = Instant::now() + Duration::from_secs(120);
+    for id in &ids {
+        loop {
+            let messages = slack.messages_of(id);
+            assert!(messages.len() <= 1, "{id}: {} messages", messages.len());
+            if messages
+                .first()
+                .is_some_and(|m| !m.has_buttons() && m.shown().contains("execution: *succeeded*"))
+            {
+                break;
+            }
+            assert!(Instant::now() < slack_deadline, "{id}: {messages:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let slack_decided = tally.slack_decided.load(Ordering::Relaxed);
+    let (posts, updates, lookups) = (
+        slack.calls("chat.postMessage").len(),
+        slack.calls("chat.update").len(),
+        slack.calls("conversations.history").len(),
+    );
+    assert_eq!(
+        posts, APPROVALS,
+        "one post per approval, lost answers included"
+    );
+    assert!(lookups >= 2, "the lost answers were looked for");
+    println!(
+        "Slack: {posts} posts, {updates} updates, {lookups} history lookups for {APPROVALS} \
+         approvals ({slack_decided} decided by a double click in Slack)"
+    );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);
     let moto_rss = moto_resident_bytes();

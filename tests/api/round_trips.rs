@@ -139,3 +139,47 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         "succeeded"
     );
 }
+
+/// A click in Slack is a vote like any other: one conditional `UpdateItem` (two for the approve
+/// that completes a quorum, written again as the completing write), refused or not; its
+/// signature, its user's mapping and anything not ours cost none.
+#[tokio::test]
+async fn a_slack_click_is_one_round_trip() {
+    use countersign_tests::CreateBody;
+    use countersign_tests::slack::{FakeSlack, U_ALICE, U_BOB, U_NOBODY};
+
+    let slack = FakeSlack::start().await;
+    let t = TestApp::start_with(&[("SLACK", &slack.config())]).await;
+    let quorum = CreateBody::new("deploy", &[ALICE, BOB])
+        .policy(json!({"rules": [{"name": "both", "approvers": [ALICE, BOB], "min_approvals": 2}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "rt-slack", &quorum).await;
+    t.calls.take();
+
+    let approve = "countersign.approve";
+    assert_eq!(
+        t.click(&slack, U_ALICE, approve, &id, false).await.status,
+        200
+    );
+    assert_eq!(t.calls.take(), ["UpdateItem"], "a counted vote");
+    assert_eq!(
+        t.click(&slack, U_ALICE, approve, &id, false).await.status,
+        200
+    );
+    assert_eq!(t.calls.take(), ["UpdateItem"], "a repeat, refused");
+    assert_eq!(
+        t.click(&slack, U_NOBODY, approve, &id, false).await.status,
+        200
+    );
+    assert!(t.calls.take().is_empty(), "an unmapped user: no write");
+    assert_eq!(
+        t.click(&slack, U_BOB, approve, &id, false).await.status,
+        200
+    );
+    assert_eq!(
+        t.calls.take(),
+        ["UpdateItem", "UpdateItem"],
+        "the vote that completes the quorum"
+    );
+    assert_eq!(t.get(KEY_A, &id).await.json()["status"], "approved");
+}
