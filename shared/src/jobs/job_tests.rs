@@ -202,7 +202,7 @@ mod sqs_bodies {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
-        /// Every job dispatch makes — notifications, the execution, callbacks — is a body SQS
+        /// Every job dispatch makes — notifications, the execution, callbacks, Slack's — is a body SQS
         /// accepts, whatever the payload, context, approver names and comments hold, and it
         /// reads back as the same job: the payload reaches the target value for value.
         #[test]
@@ -219,6 +219,7 @@ mod sqs_bodies {
             let created = events_for_change(None, Some(&new), "p1");
             let mut jobs = jobs_for_change(None, Some(&new), "p1");
             jobs.extend(callback_jobs(&new, &created, Some(&subscription())));
+            jobs.extend(slack_job(None, Some(&new), "p1"));
 
             let mut approved = new.clone();
             approved.status = Status::Approved;
@@ -236,6 +237,8 @@ mod sqs_bodies {
             let decided = events_for_change(Some(&new), Some(&approved), "p2");
             jobs.extend(jobs_for_change(Some(&new), Some(&approved), "p2"));
             jobs.extend(callback_jobs(&approved, &decided, Some(&subscription())));
+            jobs.extend(slack_job(Some(&new), Some(&approved), "p2"));
+            prop_assert!(jobs.iter().any(|j| matches!(j, Job::Slack(_))));
             prop_assert!(jobs.iter().any(|j| matches!(j, Job::Execute(_))));
 
             for job in &jobs {
@@ -274,4 +277,29 @@ fn jobs_survive_the_queue() {
     let body = serde_json::to_string(&jobs[0]).unwrap();
     assert!(body.contains(r#""kind":"notify""#));
     assert_eq!(serde_json::from_str::<Job>(&body).unwrap(), jobs[0]);
+}
+
+#[test]
+fn a_slack_job_follows_what_the_message_shows_and_nothing_else() {
+    let new = pending(1_000);
+    let created = slack_job(None, Some(&new), "p1").expect("a new approval's message");
+    assert_eq!(created.id(), format!("{}#slack#p1", new.id));
+    assert_eq!(created.ledger().pk(), format!("{}#slack", new.id));
+    // Where the message is, kept on the approval: nothing it shows.
+    let mut placed = new.clone();
+    placed.slack = Some(crate::domain::SlackMessage {
+        channel: "C1".into(),
+        ts: "1.2".into(),
+    });
+    assert!(slack_job(Some(&new), Some(&placed), "p2").is_none());
+    // An attempt beginning: shown as queued still.
+    let mut queued = decided(Outcome::Approved);
+    queued.execution.status = ExecutionStatus::Queued;
+    let mut running = queued.clone();
+    running.execution.status = ExecutionStatus::Running;
+    assert!(slack_job(Some(&queued), Some(&running), "p3").is_none());
+    let mut succeeded = running.clone();
+    succeeded.execution.status = ExecutionStatus::Succeeded;
+    assert!(slack_job(Some(&running), Some(&succeeded), "p4").is_some());
+    assert!(slack_job(Some(&new), None, "p5").is_none());
 }

@@ -186,7 +186,8 @@ impl Store {
             (":now", epoch(now)),
             (":error", s(cut(release.error, MAX_REPORT_CHARS))),
         ]);
-        if release.posted_in_doubt {
+        // A message found is no longer in doubt (and a path is set or removed, never both).
+        if release.posted_in_doubt && release.learnt.is_none() {
             sets.push_str(", #post_doubt = :doubt");
             vals.insert(":doubt".to_owned(), AttributeValue::Bool(true));
         }
