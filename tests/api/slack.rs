@@ -39,6 +39,8 @@ async fn posted(t: &TestApp, id: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_approval_is_one_post_even_when_a_posts_answer_is_lost() {
     let (t, slack) = TestApp::start_slack(&[]).await;
+    // History in pages of one message: a lookup pages as soon as the channel holds two.
+    slack.set_history_page(1);
 
     let id = t
         .create_ok(KEY_A, "slack-1", &deploy(1, &[ALICE, BOB]))
@@ -425,13 +427,13 @@ async fn a_slow_older_update_holds_the_newer_back_until_it_is_done() {
     // A second executor beside the first, as a second Lambda instance: bob's job need not wait
     // for the first executor's batch.
     let _second = t.start_another_runner();
-    // alice's vote's update is slow at Slack; bob's vote follows while it is under way.
+    // alice's vote's update is slow at Slack; bob's vote comes while it is under way.
     slack.fault_next("chat.update", Fault::Slow(Duration::from_millis(1_500)));
     assert_eq!(
         t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
         200
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for_arrival(&slack, "chat.update").await;
     assert_eq!(
         t.click(&slack, U_BOB, APPROVE, &id, false).await.status,
         200
@@ -458,4 +460,60 @@ async fn a_slow_older_update_holds_the_newer_back_until_it_is_done() {
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(slack.calls("chat.update").len(), 2, "nothing redrawn after");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_that_stops_mid_draw_holds_the_message_only_until_its_lease_ends() {
+    // Two attempts per job, leases of about 5 s: the newer states' jobs wait for the stopped
+    // worker's lease longer than their attempts would last, if waiting spent them.
+    let (t, slack) = TestApp::start_slack(&[
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "6"),
+        ("JOB_MAX_ATTEMPTS", "2"),
+    ])
+    .await;
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-stopped", &body).await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+
+    // alice's vote: its update reaches Slack and hangs there; its worker stops mid-call.
+    slack.fault_next("chat.update", Fault::LoseAnswer(Duration::from_secs(30)));
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    wait_for_arrival(&slack, "chat.update").await;
+    t.stop_runner().await;
+    t.start_runner();
+    // More changes while the stopped worker's lease lasts.
+    for user in [U_BOB, U_CAROL] {
+        assert_eq!(t.click(&slack, user, APPROVE, &id, false).await.status, 200);
+    }
+    let message = slack
+        .wait_for_message(&id, WAIT, |m| m.shown().contains("execution: *succeeded*"))
+        .await;
+    let shown = message.shown();
+    assert!(!message.has_buttons(), "{shown}");
+    for who in [ALICE, BOB, CAROL] {
+        assert!(shown.contains(&format!("*{who}* approved")), "{shown}");
+    }
+    assert_eq!(slack.posts_of(&id).len(), 1);
+    assert_eq!(
+        t.queue_depth(&t.queues().dlq_url).await,
+        0,
+        "no job spent its attempts waiting"
+    );
+}
+
+/// Waits until a call of `method` has reached the fake (answered or not).
+async fn wait_for_arrival(slack: &countersign_tests::slack::FakeSlack, method: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while slack.arrivals(method) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {method} call arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -94,6 +94,10 @@ struct Inner {
     faults: Vec<(String, VecDeque<Fault>)>,
     ephemerals: Vec<Value>,
     next_ts: u64,
+    /// Calls received so far, counted on arrival (before any scripted delay), by method.
+    arrivals: Vec<String>,
+    /// Messages per page of history, at most (Slack's own limit is the request's, up to 200).
+    history_page: Option<usize>,
 }
 
 #[derive(Clone, Default)]
@@ -143,6 +147,17 @@ impl FakeSlack {
                 .faults
                 .push((method.to_owned(), VecDeque::from([fault]))),
         }
+    }
+
+    /// Answers history in pages of at most `messages` (to exercise the lookup's paging).
+    pub fn set_history_page(&self, messages: usize) {
+        self.inner.lock().expect("fake Slack lock").history_page = Some(messages);
+    }
+
+    /// How many calls of `method` have arrived, answered or not yet.
+    pub fn arrivals(&self, method: &str) -> usize {
+        let inner = self.inner.lock().expect("fake Slack lock");
+        inner.arrivals.iter().filter(|m| *m == method).count()
     }
 
     pub fn messages(&self) -> Vec<Message> {
@@ -227,6 +242,7 @@ impl FakeSlack {
 
     fn take_fault(&self, method: &str) -> Option<Fault> {
         let mut inner = self.inner.lock().expect("fake Slack lock");
+        inner.arrivals.push(method.to_owned());
         inner
             .faults
             .iter_mut()
@@ -431,7 +447,6 @@ async fn history(
         })
         .collect();
     let more = start + limit < messages.len();
-    // Pages of one message: the lookup's paging is exercised as soon as a channel holds two.
     Json(json!({
         "ok": true,
         "messages": page,

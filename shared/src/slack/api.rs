@@ -102,14 +102,19 @@ impl SlackApi {
     }
 
     /// Looks for the approval's message (by its metadata) in the channel since `since`.
+    /// `may_call`: whether there is time for another page.
     pub async fn find_posted(
         &self,
         app: &SlackApp,
         state: &MessageState,
         since: EpochSeconds,
+        may_call: &(dyn Fn() -> bool + Sync),
     ) -> Found {
         let mut cursor: Option<String> = None;
-        for _ in 0..HISTORY_PAGES {
+        for page in 0..HISTORY_PAGES {
+            if page > 0 && !may_call() {
+                return Found::CouldNotTell("the lease ends before another page".to_owned());
+            }
             let Ok(mut url) =
                 url::Url::parse(&format!("{}/conversations.history", app.api_base_url))
             else {

@@ -56,7 +56,7 @@ pub fn verify(
     if !bool::from(expected.as_bytes().ct_eq(signature.as_bytes())) {
         return Err(SignatureError::Mismatch);
     }
-    if (now - sent).abs() > MAX_AGE_SECONDS {
+    if now.abs_diff(sent) > MAX_AGE_SECONDS.unsigned_abs() {
         return Err(SignatureError::Stale);
     }
     Ok(())

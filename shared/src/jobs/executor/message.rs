@@ -57,6 +57,28 @@ pub(super) struct JobQueue {
 }
 
 impl JobQueue {
+    /// Sends the job again as a new message, delivered in `seconds` (at most SQS's 15 minutes),
+    /// and lets this one go: a job that waits (for another worker, for Slack's `Retry-After`)
+    /// spends none of its attempts. If the send fails, this message comes back instead.
+    pub async fn send_again(&self, message: &JobMessage, seconds: i32) -> Disposition {
+        let sent = self
+            .sqs
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(&message.body)
+            .delay_seconds(seconds.clamp(0, 900))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Disposition::Ack,
+            Err(e) => {
+                tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "job not sent again; it comes back instead");
+                self.come_back_in(message, seconds).await;
+                Disposition::Retry
+            }
+        }
+    }
+
     /// Makes `message` come back in `seconds` (0: now).
     pub async fn come_back_in(&self, message: &JobMessage, seconds: i32) {
         let result = self

@@ -143,8 +143,7 @@ impl Executor {
             }
         };
         if let Job::Slack(slack) = &job {
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            return self.draw_slack(message, slack, remaining).await;
+            return self.draw_slack(message, slack, deadline).await;
         }
         let receipt = Receipt {
             message,

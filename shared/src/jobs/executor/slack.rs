@@ -2,9 +2,11 @@
 //! a message, never a state older than one shown (the message's ledger item, see
 //! `store/ledger/slack.rs`); the first draw posts, the others update. A post whose outcome is
 //! unknown is settled by looking for the message in the channel before posting again — "ask
-//! before you retry", applied to Slack, which has no idempotency key.
+//! before you retry", applied to Slack, which has no idempotency key. Every call to Slack starts
+//! only with a whole call's time left in the lease, so that no call of a worker whose lease
+//! ended can land after the next holder's.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::message::Disposition;
 use super::policy::call_budget;
@@ -16,21 +18,35 @@ use crate::slack::api::{Found, Sent};
 use crate::store::{Guarded, LedgerKey, SlackClaim, SlackRelease, StoreError};
 
 /// How soon a job that found another worker drawing the message comes back: the draw takes a
-/// call or two.
+/// call or two. (As a new message: waiting for another worker is no failed attempt.)
 const BUSY_COMES_BACK_SECONDS: i32 = 1;
 
-/// Whole seconds covering `ms` (at least one, at most SQS's 12 hours).
-fn seconds_until(ms: i64) -> i32 {
-    i32::try_from((ms + 999) / 1000)
-        .unwrap_or(43_200)
-        .clamp(1, 43_200)
+/// Until when a draw may start a call to Slack: a whole call must end inside the lease and the
+/// invocation.
+struct Window {
+    lease_end: Instant,
+    deadline: Option<Instant>,
+    call_timeout: Duration,
+}
+
+impl Window {
+    fn allows_a_call(&self) -> bool {
+        let now = Instant::now();
+        let budget = call_budget(
+            self.call_timeout,
+            self.deadline.map(|d| d.saturating_duration_since(now)),
+            self.lease_end.saturating_duration_since(now),
+        );
+        budget == Some(self.call_timeout)
+    }
 }
 
 /// What a draw did.
+#[derive(Debug)]
 enum Drawn {
     /// Shown; `learnt`: where the message is, when this draw posted or found it.
     Shown { learnt: Option<SlackMessage> },
-    /// Not shown; why, whether a post may have reached Slack, where the message is if a
+    /// Not shown; why, whether a post may have reached Slack unseen, where the message is if a
     /// lookup found it, and when to come back (`None`: the queue's visibility timeout).
     NotShown {
         why: String,
@@ -41,12 +57,13 @@ enum Drawn {
 }
 
 impl Drawn {
-    /// What a post or an update that did not show the state means.
-    fn from_failure(sent: Sent, was_post: bool, learnt: Option<SlackMessage>) -> Self {
-        let (why, doubt, back) = match sent {
+    /// What a post or an update means. `in_doubt`: a post may have reached Slack before this
+    /// call, unseen (the doubt stays unless this call settles it).
+    fn from(sent: Sent, was_post: bool, in_doubt: bool, learnt: Option<SlackMessage>) -> Self {
+        let (why, unknown, back) = match sent {
             Sent::Done(message) => {
                 return Self::Shown {
-                    learnt: learnt.or(Some(message)),
+                    learnt: learnt.or(was_post.then_some(message)),
                 };
             }
             Sent::RateLimited(seconds) => (
@@ -61,9 +78,19 @@ impl Drawn {
         };
         Self::NotShown {
             why,
-            posted_in_doubt: doubt,
+            posted_in_doubt: (in_doubt || unknown) && learnt.is_none(),
             learnt,
             back,
+        }
+    }
+
+    /// Out of time before a call: nothing settled.
+    fn no_time(in_doubt: bool, learnt: Option<SlackMessage>) -> Self {
+        Self::NotShown {
+            why: "too little of the lease left for another call to Slack".to_owned(),
+            posted_in_doubt: in_doubt && learnt.is_none(),
+            learnt,
+            back: None,
         }
     }
 }
@@ -73,7 +100,7 @@ impl Executor {
         &self,
         message: &JobMessage,
         job: &SlackJob,
-        remaining: Option<Duration>,
+        deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let state = &job.message;
         let Some(slack) = self.app.config.slack.get(&state.tenant) else {
@@ -85,8 +112,12 @@ impl Executor {
             self.queue.come_back_in(message, 0).await;
             return Ok(Disposition::Retry);
         }
-        let lease = Duration::from_millis(self.lease_ms as u64);
-        if call_budget(self.call_timeout, remaining, lease).is_none() {
+        let window = Window {
+            lease_end: Instant::now() + Duration::from_millis(self.lease_ms as u64),
+            deadline,
+            call_timeout: self.call_timeout,
+        };
+        if !window.allows_a_call() {
             return Ok(Disposition::Retry);
         }
         let key = LedgerKey {
@@ -114,13 +145,12 @@ impl Executor {
                 let back = not_before_ms.map_or(BUSY_COMES_BACK_SECONDS, |at| {
                     seconds_until(at - self.app.clock.now_millis())
                 });
-                self.queue.come_back_in(message, back).await;
-                return Ok(Disposition::Retry);
+                return Ok(self.queue.send_again(message, back).await);
             }
             SlackClaim::Claimed {
                 message: posted,
                 doubt,
-            } => self.draw(slack, job, posted, doubt).await,
+            } => self.draw(slack, job, posted, doubt, &window).await,
         };
         let now = self.app.clock.now();
         let store = &self.app.store;
@@ -154,10 +184,11 @@ impl Executor {
                 store
                     .release_slack_message(&key, &token, release, now)
                     .await?;
-                if let Some(seconds) = back {
-                    self.queue.come_back_in(message, seconds).await;
+                match back {
+                    // Waiting out Slack's limit is no failed attempt either.
+                    Some(seconds) => Ok(self.queue.send_again(message, seconds).await),
+                    None => Ok(Disposition::Retry),
                 }
-                Ok(Disposition::Retry)
             }
         }
     }
@@ -169,22 +200,28 @@ impl Executor {
         job: &SlackJob,
         posted: Option<SlackMessage>,
         doubt: bool,
+        window: &Window,
     ) -> Drawn {
         let state = &job.message;
         let api = &self.slack_api;
         if let Some(message) = posted {
-            return Drawn::from_failure(api.update(slack, &message, state).await, false, None);
+            return Drawn::from(api.update(slack, &message, state).await, false, false, None);
         }
         if doubt {
-            match api.find_posted(slack, state, job.created_at).await {
+            let may_call = || window.allows_a_call();
+            match api
+                .find_posted(slack, state, job.created_at, &may_call)
+                .await
+            {
                 // Posted before, perhaps showing an older state: draw this one over it.
-                Found::Posted(message) => {
+                Found::Posted(message) if window.allows_a_call() => {
                     let sent = api.update(slack, &message, state).await;
-                    return Drawn::from_failure(sent, false, Some(message));
+                    return Drawn::from(sent, false, false, Some(message));
                 }
+                Found::Posted(message) => return Drawn::no_time(false, Some(message)),
                 Found::NotPosted => {}
                 Found::RateLimited(seconds) => {
-                    return Drawn::from_failure(Sent::RateLimited(seconds), false, None);
+                    return Drawn::from(Sent::RateLimited(seconds), false, true, None);
                 }
                 Found::CouldNotTell(why) => {
                     return Drawn::NotShown {
@@ -197,41 +234,71 @@ impl Executor {
                     };
                 }
             }
+            // Not posted, as the channel says: a post now is the first.
+            if !window.allows_a_call() {
+                return Drawn::no_time(false, None);
+            }
         }
-        match api.post(slack, state).await {
-            Sent::Done(message) => Drawn::Shown {
-                learnt: Some(message),
-            },
-            failure => Drawn::from_failure(failure, true, None),
-        }
+        Drawn::from(api.post(slack, state).await, true, false, None)
     }
+}
+
+/// Whole seconds covering `ms` (at least one, at most SQS's 12 hours).
+fn seconds_until(ms: i64) -> i32 {
+    i32::try_from((ms + 999) / 1000)
+        .unwrap_or(43_200)
+        .clamp(1, 43_200)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_post_in_doubt_is_looked_for_and_an_update_in_doubt_is_not() {
-        let doubtful = |sent: Sent, was_post| match Drawn::from_failure(sent, was_post, None) {
+    fn doubt_after(sent: Sent, was_post: bool, in_doubt: bool) -> bool {
+        match Drawn::from(sent, was_post, in_doubt, None) {
             Drawn::NotShown {
                 posted_in_doubt, ..
             } => posted_in_doubt,
             Drawn::Shown { .. } => panic!("shown"),
-        };
-        assert!(doubtful(Sent::Unknown("HTTP 502".into()), true));
-        assert!(!doubtful(Sent::Unknown("HTTP 502".into()), false));
-        assert!(!doubtful(Sent::NotSent("refused".into()), true));
-        assert!(!doubtful(Sent::Refused("channel_not_found".into()), true));
-        match Drawn::from_failure(Sent::RateLimited(30), true, None) {
+        }
+    }
+
+    #[test]
+    fn a_post_in_doubt_is_looked_for_and_the_doubt_is_kept_until_settled() {
+        assert!(doubt_after(Sent::Unknown("HTTP 502".into()), true, false));
+        assert!(!doubt_after(Sent::Unknown("HTTP 502".into()), false, false));
+        assert!(!doubt_after(Sent::NotSent("refused".into()), true, false));
+        assert!(!doubt_after(
+            Sent::Refused("channel_not_found".into()),
+            true,
+            false
+        ));
+        // A doubt nothing settled is kept, whatever this call was.
+        assert!(doubt_after(Sent::RateLimited(3), false, true));
+        assert!(doubt_after(Sent::NotSent("refused".into()), false, true));
+        match Drawn::from(Sent::RateLimited(30), true, false, None) {
             Drawn::NotShown {
                 back,
                 posted_in_doubt,
                 ..
-            } => {
-                assert_eq!((back, posted_in_doubt), (Some(30), false));
-            }
+            } => assert_eq!((back, posted_in_doubt), (Some(30), false)),
             Drawn::Shown { .. } => panic!("shown"),
         }
+        // A message found is no longer in doubt.
+        let found = SlackMessage {
+            channel: "C1".into(),
+            ts: "1.2".into(),
+        };
+        match Drawn::no_time(true, Some(found.clone())) {
+            Drawn::NotShown {
+                posted_in_doubt,
+                learnt,
+                ..
+            } => assert_eq!((posted_in_doubt, learnt), (false, Some(found))),
+            Drawn::Shown { .. } => panic!("shown"),
+        }
+        assert_eq!(seconds_until(1), 1);
+        assert_eq!(seconds_until(2_001), 3);
+        assert_eq!(seconds_until(-5), 1);
     }
 }

@@ -132,6 +132,13 @@ impl Store {
                 let Some(old) = failed.item() else {
                     return Err(StoreError::corrupt("the claim's refused item"));
                 };
+                // Our own claim: it applied, its answer was lost, and the SDK's retry met it.
+                // What the item held before is gone: look before posting.
+                if opt_s(old, "token").as_deref() == Some(token) {
+                    let message = message_of(old);
+                    let doubt = message.is_none();
+                    return Ok(SlackClaim::Claimed { message, doubt });
+                }
                 let newer = |name: &str| opt_s(old, name).is_some_and(|v| v.as_str() >= version);
                 let claimed_newer = opt_s(old, "claimed").is_some_and(|v| v.as_str() > version);
                 if newer("shown") || claimed_newer {
