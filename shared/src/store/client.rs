@@ -161,7 +161,49 @@ impl Store {
     }
 }
 
+/// One conditional `UpdateItem`, as [`Store::conditional_update`] sends it.
+pub(crate) struct ConditionalUpdate<'a> {
+    pub table: &'a str,
+    pub key: AttributeValue,
+    pub update: &'a str,
+    pub condition: &'a str,
+    pub names: HashMap<String, String>,
+    pub values: HashMap<String, AttributeValue>,
+    /// What an applied update answers with.
+    pub returning: ReturnValue,
+}
+
 impl Store {
+    /// Sends one conditional `UpdateItem`: `Ok` with the attributes `returning` asks for when
+    /// the condition held, `Err` with the item as it was (`ALL_OLD`; `None` when there is no
+    /// such item) when it did not — either way in the same round trip.
+    pub(crate) async fn conditional_update(
+        &self,
+        write: ConditionalUpdate<'_>,
+    ) -> Result<Result<Option<Item>, Option<Item>>, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(write.table)
+            .key("pk", write.key)
+            .update_expression(write.update)
+            .condition_expression(write.condition)
+            .set_expression_attribute_names(Some(write.names))
+            .set_expression_attribute_values(Some(write.values))
+            .return_values(write.returning)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Ok(output.attributes)),
+            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => Ok(Err(failed.item)),
+                other => Err(StoreError::dynamo("UpdateItem", other)),
+            },
+        }
+    }
+
     /// One conditional `UpdateItem` on an approval: the approval as it is now when the
     /// condition held (`ALL_NEW`), or as it was when it did not (`ALL_OLD`; `None` when there
     /// is no such approval) — either way in the same round trip.
@@ -174,34 +216,21 @@ impl Store {
         names: HashMap<String, String>,
         values: HashMap<String, AttributeValue>,
     ) -> Result<Result<Approval, Option<Approval>>, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(tenant, id))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(values))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let result = match result {
-            Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
-            other => other.map_err(|e| e.into_service_error()),
+        let write = ConditionalUpdate {
+            table: &self.tables.approvals,
+            key: approval_key(tenant, id),
+            update,
+            condition,
+            names,
+            values,
+            returning: ReturnValue::AllNew,
         };
-        match result {
-            Ok(output) => {
-                let item = output
-                    .attributes()
-                    .ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
-                Ok(Ok(approval_from_item(item)?))
+        match self.conditional_update(write).await? {
+            Ok(new) => {
+                let item = new.ok_or(StoreError::corrupt("ALL_NEW attributes"))?;
+                Ok(Ok(approval_from_item(&item)?))
             }
-            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                Ok(Err(failed.item().map(approval_from_item).transpose()?))
-            }
-            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
+            Err(old) => Ok(Err(old.as_ref().map(approval_from_item).transpose()?)),
         }
     }
 }

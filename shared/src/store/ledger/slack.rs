@@ -6,18 +6,15 @@
 //! condition of its own). `chat.postMessage` has no idempotency key, so a post whose outcome is
 //! unknown leaves `post_doubt`, and whoever draws next looks for the message before posting.
 
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
 
 use super::{LedgerKey, values};
 use crate::domain::{EpochSeconds, SlackMessage};
 use crate::store::attr::{Item, epoch, get_n, n, opt_s, s};
-use crate::store::client::{Store, Transaction, condition_failed_item};
+use crate::store::client::{ConditionalUpdate, Store, Transaction, condition_failed_item};
 use crate::store::codec::slack_message_to_attr;
 use crate::store::conditions::ONLY_IF_EXISTS;
-use crate::store::error::{StoreError, is_transient};
+use crate::store::error::StoreError;
 use crate::store::expr::names;
 use crate::store::keys::approval_key;
 use crate::store::size::{MAX_REPORT_CHARS, cut};
@@ -96,60 +93,47 @@ impl Store {
             (":now", epoch(now)),
             (":one", n(1)),
         ]);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.tables.execution_ledger)
-            .key("pk", s(key.pk()))
-            .update_expression(CLAIM)
-            .condition_expression(ONLY_IF_CLAIMABLE)
-            .set_expression_attribute_names(Some(names(&[CLAIM, ONLY_IF_CLAIMABLE])))
-            .set_expression_attribute_values(Some(vals))
-            .return_values(ReturnValue::AllOld)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let result = match result {
-            Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
-            other => other.map_err(|e| e.into_service_error()),
+        let claim = ConditionalUpdate {
+            table: &self.tables.execution_ledger,
+            key: s(key.pk()),
+            update: CLAIM,
+            condition: ONLY_IF_CLAIMABLE,
+            names: names(&[CLAIM, ONLY_IF_CLAIMABLE]),
+            values: vals,
+            returning: ReturnValue::AllOld,
         };
-        match result {
-            Ok(output) => {
-                let Some(old) = output.attributes() else {
-                    return Ok(SlackClaim::Claimed {
-                        message: None,
-                        doubt: false,
-                    });
-                };
-                let message = message_of(old);
+        match self.conditional_update(claim).await? {
+            Ok(None) => Ok(SlackClaim::Claimed {
+                message: None,
+                doubt: false,
+            }),
+            Ok(Some(old)) => {
+                let message = message_of(&old);
                 // A lease never released: its worker stopped, perhaps after posting.
                 let unreleased = old.contains_key("lease_until");
                 let doubt = message.is_none()
                     && (unreleased || old.get("post_doubt") == Some(&AttributeValue::Bool(true)));
                 Ok(SlackClaim::Claimed { message, doubt })
             }
-            Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                let Some(old) = failed.item() else {
-                    return Err(StoreError::corrupt("the claim's refused item"));
-                };
+            Err(None) => Err(StoreError::corrupt("the claim's refused item")),
+            Err(Some(old)) => {
                 // Our own claim: it applied, its answer was lost, and the SDK's retry met it.
                 // What the item held before is gone: look before posting.
-                if opt_s(old, "token").as_deref() == Some(token) {
-                    let message = message_of(old);
+                if opt_s(&old, "token").as_deref() == Some(token) {
+                    let message = message_of(&old);
                     let doubt = message.is_none();
                     return Ok(SlackClaim::Claimed { message, doubt });
                 }
-                let newer = |name: &str| opt_s(old, name).is_some_and(|v| v.as_str() >= version);
-                let claimed_newer = opt_s(old, "claimed").is_some_and(|v| v.as_str() > version);
+                let newer = |name: &str| opt_s(&old, name).is_some_and(|v| v.as_str() >= version);
+                let claimed_newer = opt_s(&old, "claimed").is_some_and(|v| v.as_str() > version);
                 if newer("shown") || claimed_newer {
                     return Ok(SlackClaim::Stale);
                 }
-                let not_before_ms = get_n::<i64>(old, "not_before")
+                let not_before_ms = get_n::<i64>(&old, "not_before")
                     .ok()
                     .filter(|at| *at > now_ms);
                 Ok(SlackClaim::Busy { not_before_ms })
             }
-            Err(err) => Err(StoreError::dynamo("UpdateItem", err)),
         }
     }
 
@@ -260,43 +244,18 @@ impl Store {
         vals: std::collections::HashMap<String, AttributeValue>,
         own_write: impl Fn(&Item) -> bool,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.tables.execution_ledger)
-            .key("pk", s(key.pk()))
-            .update_expression(update)
-            .condition_expression(ONLY_IF_HOLDER)
-            .set_expression_attribute_names(Some(names(&[update, ONLY_IF_HOLDER])))
-            .set_expression_attribute_values(Some(vals))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
-            Err(e) => match e.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(failed) => {
-                    Ok(failed.item().is_some_and(own_write))
-                }
-                other => Err(StoreError::dynamo("UpdateItem", other)),
-            },
-        }
-    }
-
-    /// How many claims the message's ledger item has seen (tests and the benchmark).
-    pub async fn slack_claims(&self, key: &LedgerKey) -> Result<u32, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.tables.execution_ledger)
-            .key("pk", s(key.pk()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        Ok(output
-            .item()
-            .map_or(0, |item| get_n(item, "claims").unwrap_or(0)))
+        let write = ConditionalUpdate {
+            table: &self.tables.execution_ledger,
+            key: s(key.pk()),
+            update,
+            condition: ONLY_IF_HOLDER,
+            names: names(&[update, ONLY_IF_HOLDER]),
+            values: vals,
+            returning: ReturnValue::None,
+        };
+        Ok(match self.conditional_update(write).await? {
+            Ok(_) => true,
+            Err(old) => old.as_ref().is_some_and(own_write),
+        })
     }
 }
