@@ -417,11 +417,12 @@ async fn history(
         .get("oldest")
         .and_then(|o| o.parse().ok())
         .unwrap_or(0.0);
+    let page = slack.inner.lock().expect("fake Slack lock").history_page;
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
         .unwrap_or(100)
-        .min(1);
+        .min(page.unwrap_or(200));
     let start: usize = query
         .get("cursor")
         .and_then(|c| c.parse().ok())
