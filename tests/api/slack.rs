@@ -598,3 +598,36 @@ async fn a_cancel_and_an_expiry_take_the_buttons_away() {
     );
     assert_eq!(t.get(KEY_A, &expiring).await.json()["votes"], json!([]));
 }
+
+/// Slack's limits, which the fake enforces as Slack does (`invalid_blocks`): a summary of 11,000
+/// characters and twenty approvers of 320 characters each still make a message Slack takes, cut
+/// to its block limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_at_every_limit_is_one_slack_takes() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let mut approvers: Vec<String> = (0..19)
+        .map(|i| format!("{i:02}{}", "a".repeat(318)))
+        .collect();
+    approvers.push(ALICE.to_owned());
+    let approvers: Vec<&str> = approvers.iter().map(String::as_str).collect();
+    let body = CreateBody::new("deploy", &approvers)
+        .context(json!({"summary": "<!channel> ".repeat(1_000)}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-limits", &body).await;
+    let message = slack.wait_for_message(&id, WAIT, Message::pending).await;
+    assert!(message.shown().contains("&lt;!channel&gt;") || message.shown().contains("<!channel>"));
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    slack
+        .wait_for_message(&id, WAIT, |m| m.shown().contains("execution: *succeeded*"))
+        .await;
+    let refused: Vec<_> = ["chat.postMessage", "chat.update"]
+        .iter()
+        .flat_map(|m| slack.calls(m))
+        .filter(|c| c.answer != "ok")
+        .map(|c| c.answer)
+        .collect();
+    assert!(refused.is_empty(), "Slack would refuse: {refused:?}");
+}

@@ -280,6 +280,68 @@ pub fn slack_headers(secret: &str, timestamp: i64, body: &str) -> Vec<(&'static 
     ]
 }
 
+/// Slack's documented limits on a message (Block Kit reference, chat.postMessage): what Slack
+/// refuses with `invalid_blocks` (or `msg_too_long`), the fake refuses too.
+fn valid_message(body: &Value) -> Result<(), String> {
+    let chars = |v: &Value| v.as_str().map_or(0, |s| s.chars().count());
+    let text = |v: &Value, max: usize, what: &str| {
+        if chars(v) > max {
+            Err(format!("{what} over {max} characters"))
+        } else {
+            Ok(())
+        }
+    };
+    text(&body["text"], 40_000, "text")?;
+    let blocks = body["blocks"].as_array().ok_or("no blocks")?;
+    if blocks.len() > 50 {
+        return Err("more than 50 blocks".to_owned());
+    }
+    for block in blocks {
+        match block["type"].as_str() {
+            Some("header") => text(&block["text"]["text"], 150, "a header")?,
+            Some("section") => {
+                text(&block["text"]["text"], 3_000, "a section")?;
+                let fields = block["fields"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                if fields.len() > 10 {
+                    return Err("more than 10 fields".to_owned());
+                }
+                for field in fields {
+                    text(&field["text"], 2_000, "a field")?;
+                }
+            }
+            Some("actions") => {
+                for element in block["elements"].as_array().into_iter().flatten() {
+                    text(&element["text"]["text"], 75, "a button's text")?;
+                    text(&element["value"], 2_000, "a button's value")?;
+                    text(&element["action_id"], 255, "an action id")?;
+                }
+            }
+            Some("context") => {
+                let elements = block["elements"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                if elements.len() > 10 {
+                    return Err("more than 10 context elements".to_owned());
+                }
+            }
+            other => return Err(format!("a block of type {other:?}")),
+        }
+    }
+    let event_type = body["metadata"]["event_type"].as_str().unwrap_or_default();
+    if !event_type.is_empty()
+        && !event_type
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Err("a metadata event_type outside [a-zA-Z0-9_]".to_owned());
+    }
+    Ok(())
+}
+
 fn authorised(headers: &HeaderMap) -> bool {
     headers.get("authorization").and_then(|v| v.to_str().ok())
         == Some(&format!("Bearer {SLACK_TOKEN}"))
@@ -333,6 +395,10 @@ async fn post_message(
     let Some(channel) = body["channel"].as_str().map(str::to_owned) else {
         return slack_error("channel_not_found");
     };
+    if let Err(problem) = valid_message(&body) {
+        slack.record("chat.postMessage", body, &problem);
+        return slack_error("invalid_blocks");
+    }
     let ts = {
         let mut inner = slack.inner.lock().expect("fake Slack lock");
         inner.next_ts += 1;
@@ -370,6 +436,10 @@ async fn update(
         Ok(hold) => hold,
         Err(response) => return response,
     };
+    if let Err(problem) = valid_message(&body) {
+        slack.record("chat.update", body, &problem);
+        return slack_error("invalid_blocks");
+    }
     let found = {
         let mut inner = slack.inner.lock().expect("fake Slack lock");
         match inner.messages.iter_mut().find(|m| {
