@@ -29,4 +29,5 @@ mod status_checks;
 mod template;
 mod tenancy;
 mod validation;
+mod wait;
 mod webhooks;

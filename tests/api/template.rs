@@ -544,3 +544,14 @@ fn the_slack_manifest_asks_for_the_scopes_the_code_uses() {
         assert!(source.contains(method), "{method}");
     }
 }
+
+/// A held read (`GET /approvals/{id}?wait=20`) fits the function that serves it, and the HTTP
+/// API's 30 s integration timeout.
+#[test]
+fn the_api_function_outlasts_the_longest_held_read() {
+    let template = template();
+    let timeout = template["Resources"]["CreateFunction"]["Properties"]["Timeout"]
+        .as_u64()
+        .expect("the API function's timeout");
+    assert!((21..30).contains(&timeout), "{timeout} s");
+}

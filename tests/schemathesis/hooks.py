@@ -62,6 +62,24 @@ def a_configured_create(ctx, case, **kwargs):
         ]
 
 
+@schemathesis.hook("before_call").apply_to(method="GET", path="/approvals/{id}")
+def a_short_wait(ctx, case, **kwargs):
+    # A held read is held: 25 cases of up to 20 s each would be minutes of waiting. One second
+    # exercises the same hold (tests/api/wait.rs takes the long ones).
+    # Every phase, negative cases too: a valid wait beside an invalid parameter is still refused
+    # at once, and 1 stays valid wherever 2-20 was.
+    query = case.query
+    if not isinstance(query, dict):
+        return
+    wait = query.get("wait")
+    if isinstance(wait, bool):
+        return
+    if isinstance(wait, int) and 1 < wait <= 20:
+        query["wait"] = 1
+    elif isinstance(wait, str) and wait.isdigit() and 1 < int(wait) <= 20:
+        query["wait"] = "1"
+
+
 @schemathesis.hook("before_call").apply_to(method="POST", path="/approvals/{id}/decision")
 def a_listed_approver(ctx, case, **kwargs):
     # A decider votes for someone the approval lists: it reads the approval first, as a portal

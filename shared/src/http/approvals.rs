@@ -5,12 +5,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::extract::{Caller, idempotency_key, is_json, media_type, parse_json, read_body};
+use super::pages::query_params;
 use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::auth::Role;
@@ -140,18 +141,17 @@ pub(super) fn approval_id(
     ApprovalId::parse(&raw).map_err(|_| ApiError::NotFound)
 }
 
-/// Every role reads (a key has at least one).
+/// Every role reads (a key has at least one). With `wait=N` the read holds until the approval is
+/// decided (`until=executed`: and its execution ended) or N seconds pass (see [`super::wait`]).
 pub async fn get(
     State(app): State<Arc<App>>,
     caller: Caller,
     id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
+    let hold = super::wait::parse(&query_params(query.as_deref(), &["wait", "until"])?)?;
     let id = approval_id(id)?;
-    let approval = app
-        .store
-        .get_approval(caller.tenant(), &id)
-        .await?
-        .ok_or(ApiError::NotFound)?;
+    let approval = super::wait::read(&app, caller.tenant(), &id, hold).await?;
     Ok(Json(approval.view(app.clock.now())).into_response())
 }
 

@@ -10,6 +10,7 @@ mod problem;
 mod review;
 mod slack;
 mod trail;
+mod wait;
 mod webhooks;
 
 use std::sync::Arc;

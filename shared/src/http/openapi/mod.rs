@@ -142,10 +142,15 @@ fn paths() -> Value {
             "get": {
                 "operationId": "getApproval",
                 "tags": ["approvals"],
-                "summary": "Read an approval (every role)",
+                "summary": "Read an approval (every role); with `wait`, wait for its decision without polling",
+                "description": "With `wait=N` (1–20 s) the read holds while the approval is pending (`until=executed`: or approved with its execution not yet ended) and answers as soon as that changes, or after N seconds with the approval as it is then. It reads the approval at 0, 0.2, 0.6 and 1.4 s, then once a second: at most N + 4 reads per held request.",
+                "parameters": [
+                    {"name": "wait", "in": "query", "required": false, "description": "Seconds to hold while nothing the caller waits for has happened.", "schema": {"type": "integer", "minimum": 1, "maximum": 20}},
+                    {"name": "until", "in": "query", "required": false, "description": "What to wait for (with `wait`): the decision (default), or the execution's end.", "schema": {"type": "string", "enum": ["decided", "executed"]}}
+                ],
                 "responses": responses(
                     json!({"200": approval_response("The approval.", false)}),
-                    &["unauthorized", "not_found"],
+                    &["invalid_request", "unauthorized", "not_found"],
                 ),
             }
         },
