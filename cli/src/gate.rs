@@ -111,10 +111,13 @@ fn create_body(args: &RequestArgs) -> Result<String, CliError> {
     Ok(body)
 }
 
-/// Polls the approval until it has a verdict: every `poll_interval` at first, twice as long
-/// after each poll that saw no change (up to `max_poll_interval`), back to the start after a
-/// change. Transient failures are retried within `patience`; its deadline ends the wait (the
-/// command `started` then).
+/// Waits for the approval's verdict: a plain read, then held reads (`GET /approvals/{id}?wait=…`: the server
+/// answers as soon as the approval is decided, or its execution ended, or after up to 20 s), so
+/// a gate makes about three requests a minute however long the approvers take. A server that
+/// does not hold (an older version) answers at once: then the approval is polled every
+/// `poll_interval`, twice as long after each poll that saw no change (up to
+/// `max_poll_interval`). Transient failures are retried within `patience`; its deadline ends
+/// the wait (the command `started` then).
 async fn wait(
     api: &Api,
     id: &str,
@@ -124,10 +127,23 @@ async fn wait(
     wait_for_execution: bool,
     progress: &mut Progress,
 ) -> Result<(serde_json::Value, Approval, Verdict), CliError> {
-    let url = api.url(&["approvals", id], &[]);
     let mut interval = polling.poll_interval;
     let mut last_state = String::new();
+    // The first read is plain, so that the gate shows where the approval stands at once.
+    let mut first = true;
     loop {
+        let hold = held_read_seconds(patience.remaining()).filter(|_| !first);
+        first = false;
+        let mut query = Vec::new();
+        if let Some(seconds) = hold {
+            query.push(("wait", seconds.to_string()));
+            if wait_for_execution {
+                query.push(("until", "executed".to_owned()));
+            }
+        }
+        let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let url = api.url(&["approvals", id], &query);
+        let asked = Instant::now();
         let reply = with_retries(
             patience,
             |limit| api.call(Method::GET, url.clone(), &[], None, limit),
@@ -144,6 +160,8 @@ async fn wait(
             interval = polling.poll_interval;
             last_state = state;
         }
+        // Held for most of what was asked: the server waited, ask again at once.
+        let held = hold.is_some_and(|s| asked.elapsed() * 2 >= Duration::from_secs(s));
         let pause = match patience.remaining() {
             Some(left) if left.is_zero() => {
                 return Err(CliError::TimedOut {
@@ -152,11 +170,23 @@ async fn wait(
                     state: last_state,
                 });
             }
+            _ if held => Duration::ZERO,
             Some(left) => interval.min(left),
             None => interval,
         };
         tokio::time::sleep(pause).await;
-        interval = (interval * 2).min(polling.max_poll_interval.max(polling.poll_interval));
+        if !held {
+            interval = (interval * 2).min(polling.max_poll_interval.max(polling.poll_interval));
+        }
+    }
+}
+
+/// How long to ask the server to hold a read: 20 s, or the whole seconds left before the
+/// deadline; `None` (a plain read) with less than a second left.
+fn held_read_seconds(left: Option<Duration>) -> Option<u64> {
+    match left {
+        None => Some(20),
+        Some(left) => Some(left.as_secs().min(20)).filter(|s| *s >= 1),
     }
 }
 
@@ -175,6 +205,17 @@ mod tests {
         };
         let text = create_body(&request).expect("body");
         serde_json::from_str(&text).expect("the body is JSON")
+    }
+
+    #[test]
+    fn a_held_read_asks_for_20_s_or_what_is_left_of_the_deadline() {
+        assert_eq!(held_read_seconds(None), Some(20));
+        assert_eq!(held_read_seconds(Some(Duration::from_secs(300))), Some(20));
+        assert_eq!(
+            held_read_seconds(Some(Duration::from_millis(3_900))),
+            Some(3)
+        );
+        assert_eq!(held_read_seconds(Some(Duration::from_millis(900))), None);
     }
 
     #[test]

@@ -602,3 +602,17 @@ async fn list_show_and_events_read_what_the_gate_did() {
     );
     assert!(text.lines().count() >= followed.len(), "{text}");
 }
+
+/// The gate waits with held reads (`GET /approvals/{id}?wait=…&until=executed`): an approval
+/// decided 3 s after the gate began costs it a request or two, not one per poll interval.
+#[tokio::test]
+async fn the_gate_waits_with_held_reads_not_polls() {
+    let t = start().await;
+    let (id, gate) = gate(&t, "deploy", "pipeline-held", &[]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    vote(&t, ALICE_KEY, &id, "approve").await;
+    gate.await.expect("gate").code(0);
+    let reads = t.requests.count("GET", &format!("/approvals/{id}"));
+    println!("a gate that waited about 3 s made {reads} reads (polling every 100-400 ms: ~10)");
+    assert!((1..=4).contains(&reads), "{reads} reads");
+}
