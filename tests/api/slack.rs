@@ -631,3 +631,44 @@ async fn a_message_at_every_limit_is_one_slack_takes() {
         .collect();
     assert!(refused.is_empty(), "Slack would refuse: {refused:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_update_slack_applies_after_its_caller_gave_up_is_waited_out() {
+    // Calls end after 3 s (a third of the 9 s visibility): alice's update is applied by Slack
+    // 4 s after it was sent, when its worker has given it up — and bob's job, coming back every
+    // second while alice's worker holds the message, would draw bob's state between the two.
+    let (t, slack) = TestApp::start_slack(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "9")]).await;
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-late", &body).await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let _second = t.start_another_runner();
+    slack.fault_next(
+        "chat.update",
+        Fault::LateApply(Duration::from_millis(4_000)),
+    );
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    wait_for_arrival(&slack, "chat.update").await;
+    assert_eq!(
+        t.click(&slack, U_BOB, APPROVE, &id, false).await.status,
+        200
+    );
+    // Nobody draws the message until alice's update has settled: bob's state is drawn last.
+    let message = slack
+        .wait_for_message(&id, WAIT, |m| {
+            m.shown().contains(&format!("*{BOB}* approved"))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let message = slack.messages_of(&id).pop().unwrap_or(message);
+    let shown = message.shown();
+    assert!(
+        shown.contains(&format!("*{ALICE}* approved"))
+            && shown.contains(&format!("*{BOB}* approved")),
+        "{shown}"
+    );
+}

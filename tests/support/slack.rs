@@ -44,6 +44,9 @@ pub enum Fault {
     RateLimited(u64),
     /// Done, answered after `delay`.
     Slow(Duration),
+    /// No answer within the client's timeout, and done only after `delay`: a request Slack
+    /// applies after its caller gave up (`chat.update` only).
+    LateApply(Duration),
 }
 
 #[derive(Debug, Clone)]
@@ -377,6 +380,17 @@ async fn before(
             tokio::time::sleep(delay).await;
             Ok(None)
         }
+        // Applied later on its own, whether the caller still waits or not (a handler whose
+        // client went away is dropped: the work must not be).
+        Some(Fault::LateApply(delay)) => {
+            let (late, body) = (slack.clone(), body.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                apply_update(&late, &body);
+            });
+            tokio::time::sleep(delay + Duration::from_secs(5)).await;
+            Err(StatusCode::GATEWAY_TIMEOUT.into_response())
+        }
     }
 }
 
@@ -424,22 +438,8 @@ async fn post_message(
     Json(json!({"ok": true, "channel": channel, "ts": ts, "message": {"ts": ts}})).into_response()
 }
 
-async fn update(
-    State(slack): State<FakeSlack>,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Response {
-    if !authorised(&headers) {
-        return slack_error("invalid_auth");
-    }
-    let hold = match before(&slack, "chat.update", &body).await {
-        Ok(hold) => hold,
-        Err(response) => return response,
-    };
-    if let Err(problem) = valid_message(&body) {
-        slack.record("chat.update", body, &problem);
-        return slack_error("invalid_blocks");
-    }
+/// Draws `body` over its message, and records the call; false when there is no such message.
+fn apply_update(slack: &FakeSlack, body: &Value) -> bool {
     let found = {
         let mut inner = slack.inner.lock().expect("fake Slack lock");
         match inner.messages.iter_mut().find(|m| {
@@ -460,7 +460,26 @@ async fn update(
         body.clone(),
         if found { "ok" } else { "message_not_found" },
     );
-    if !found {
+    found
+}
+
+async fn update(
+    State(slack): State<FakeSlack>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if !authorised(&headers) {
+        return slack_error("invalid_auth");
+    }
+    let hold = match before(&slack, "chat.update", &body).await {
+        Ok(hold) => hold,
+        Err(response) => return response,
+    };
+    if let Err(problem) = valid_message(&body) {
+        slack.record("chat.update", body, &problem);
+        return slack_error("invalid_blocks");
+    }
+    if !apply_update(&slack, &body) {
         return slack_error("message_not_found");
     }
     if let Some(hold) = hold {

@@ -34,6 +34,18 @@ const TELL_TIMEOUT: Duration = Duration::from_millis(1_500);
 /// Slack sends it when it delivers an interaction again.
 const RETRY_HEADER: &str = "x-slack-retry-num";
 
+/// Whether `url` is one Slack answers clicks at: `https://hooks.slack.com/…`, or the origin of
+/// the tenant's own API base (a Slack of its own, or the tests' fake). The body is signed, so
+/// this is a second fence, not the first.
+fn is_slacks(url: &str, api_base_url: &str) -> bool {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return false;
+    };
+    let hooks = parsed.scheme() == "https" && parsed.host_str() == Some("hooks.slack.com");
+    let own = url::Url::parse(api_base_url).is_ok_and(|base| base.origin() == parsed.origin());
+    hooks || own
+}
+
 fn slack_api() -> Option<&'static SlackApi> {
     static API: OnceLock<Option<SlackApi>> = OnceLock::new();
     API.get_or_init(|| SlackApi::new(TELL_TIMEOUT).ok())
@@ -75,7 +87,7 @@ pub async fn interactions(
     let retried = headers.contains_key(RETRY_HEADER);
     if let Some(reason) = vote(&app, &tenant, slack, &click, retried).await? {
         tracing::info!(tenant = %tenant, slack_user = click.user, reason, "Slack click refused");
-        tell(&click, &reason).await;
+        tell(slack, &click, &reason).await;
     }
     Ok(StatusCode::OK.into_response())
 }
@@ -154,11 +166,38 @@ async fn vote(
 
 /// Tells the clicking user alone why nothing was recorded, through the click's `response_url`
 /// (as Slack gave it, in the verified body); a failure is logged, the click still answered.
-async fn tell(click: &Click, reason: &str) {
+async fn tell(slack: &SlackApp, click: &Click, reason: &str) {
     let (Some(url), Some(api)) = (&click.response_url, slack_api()) else {
         return;
     };
+    if !is_slacks(url, &slack.api_base_url) {
+        tracing::warn!("a click's response_url is not Slack's: not called");
+        return;
+    }
     if let Err(e) = api.tell(url, reason).await {
         tracing::warn!(error = e, "the refusal was not told to the Slack user");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_slacks;
+
+    #[test]
+    fn only_slacks_response_urls_are_called() {
+        let base = "https://slack.com/api";
+        assert!(is_slacks("https://hooks.slack.com/actions/T1/2/x", base));
+        assert!(!is_slacks("http://hooks.slack.com/actions/T1/2/x", base));
+        assert!(!is_slacks("https://hooks.slack.com.evil.example/x", base));
+        assert!(!is_slacks("https://169.254.169.254/latest", base));
+        assert!(!is_slacks("not a url", base));
+        assert!(is_slacks(
+            "http://127.0.0.1:9/respond/U1",
+            "http://127.0.0.1:9/api"
+        ));
+        assert!(!is_slacks(
+            "http://127.0.0.1:8/respond/U1",
+            "http://127.0.0.1:9/api"
+        ));
     }
 }

@@ -53,6 +53,9 @@ enum Drawn {
         posted_in_doubt: bool,
         learnt: Option<SlackMessage>,
         back: Option<i32>,
+        /// The call's outcome is unknown: Slack may still apply it, so nobody draws the message
+        /// until it has settled.
+        in_flight: bool,
     },
 }
 
@@ -73,14 +76,16 @@ impl Drawn {
             ),
             Sent::NotSent(e) => (format!("not sent: {e}"), false, None),
             Sent::Refused(e) => (format!("Slack refused it: {e}"), false, None),
-            // An update may be sent again as it is; a post is looked for first.
-            Sent::Unknown(e) => (format!("outcome unknown: {e}"), was_post, None),
+            // An update may be sent again as it is; a post is looked for first. Either may
+            // still land: see `in_flight`.
+            Sent::Unknown(e) => (format!("outcome unknown: {e}"), true, None),
         };
         Self::NotShown {
             why,
-            posted_in_doubt: (in_doubt || unknown) && learnt.is_none(),
+            posted_in_doubt: (in_doubt || (unknown && was_post)) && learnt.is_none(),
             learnt,
             back,
+            in_flight: unknown,
         }
     }
 
@@ -91,6 +96,7 @@ impl Drawn {
             posted_in_doubt: in_doubt && learnt.is_none(),
             learnt,
             back: None,
+            in_flight: false,
         }
     }
 }
@@ -137,6 +143,7 @@ impl Executor {
                 &token,
                 (now, now_ms),
                 now_ms + self.lease_ms,
+                self.settle_ms(),
             )
             .await?;
         let drawn = match claim {
@@ -146,6 +153,10 @@ impl Executor {
                     seconds_until(at - self.app.clock.now_millis())
                 });
                 return Ok(self.queue.send_again(message, back).await);
+            }
+            // A claim slowed down (the store retrying) may leave too little for a call.
+            SlackClaim::Claimed { message: _, doubt } if !window.allows_a_call() => {
+                Drawn::no_time(doubt, None)
             }
             SlackClaim::Claimed {
                 message: posted,
@@ -170,11 +181,15 @@ impl Executor {
                 posted_in_doubt,
                 learnt,
                 back,
+                in_flight,
             } => {
                 tracing::warn!(approval_id = %state.approval_id, reason = why, "Slack message not drawn yet");
                 // Slack's Retry-After holds every worker back from this message, not only this one.
-                let not_before_ms =
-                    back.map(|seconds| self.app.clock.now_millis() + i64::from(seconds) * 1000);
+                // A call that may still land holds them back until it has settled.
+                let now_ms = self.app.clock.now_millis();
+                let not_before_ms = back
+                    .map(|seconds| now_ms + i64::from(seconds) * 1000)
+                    .or(in_flight.then(|| now_ms + self.settle_ms()));
                 let release = SlackRelease {
                     error: &why,
                     posted_in_doubt,
@@ -191,6 +206,12 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// How long a call to Slack whose answer never came may still land: as long as the call
+    /// could last.
+    fn settle_ms(&self) -> i64 {
+        i64::try_from(self.call_timeout.as_millis()).unwrap_or(i64::MAX)
     }
 
     /// Posts the message, or updates it where it is; a post in doubt is looked for first.
@@ -231,6 +252,7 @@ impl Executor {
                         posted_in_doubt: true,
                         learnt: None,
                         back: None,
+                        in_flight: false,
                     };
                 }
             }
@@ -267,6 +289,10 @@ mod tests {
     fn a_post_in_doubt_is_looked_for_and_the_doubt_is_kept_until_settled() {
         assert!(doubt_after(Sent::Unknown("HTTP 502".into()), true, false));
         assert!(!doubt_after(Sent::Unknown("HTTP 502".into()), false, false));
+        match Drawn::from(Sent::Unknown("timeout".into()), false, false, None) {
+            Drawn::NotShown { in_flight, .. } => assert!(in_flight, "an update may still land"),
+            Drawn::Shown { .. } => panic!("shown"),
+        }
         assert!(!doubt_after(Sent::NotSent("refused".into()), true, false));
         assert!(!doubt_after(
             Sent::Refused("channel_not_found".into()),

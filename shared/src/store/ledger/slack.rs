@@ -21,11 +21,13 @@ use crate::store::size::{MAX_REPORT_CHARS, cut};
 
 /// only_if_claimable: nobody drew the message yet, or this state is newer than the one shown
 /// and not older than the last one claimed (the same one again, after its worker stopped),
-/// nobody holds a live lease, and Slack's last `Retry-After` has passed.
+/// nobody holds a lease — a lease its worker never released counts until it ended a settling
+/// time ago (`:abandoned_before`), as its last call may still reach Slack — and the last hold
+/// (Slack's `Retry-After`, or a call whose outcome is unknown settling) has passed.
 const ONLY_IF_CLAIMABLE: &str = "attribute_not_exists(#pk) \
      OR ((attribute_not_exists(#shown) OR #shown < :version) \
      AND (attribute_not_exists(#claimed) OR #claimed <= :version) \
-     AND (attribute_not_exists(#lease_until) OR #lease_until <= :now_ms) \
+     AND (attribute_not_exists(#lease_until) OR #lease_until <= :abandoned_before) \
      AND (attribute_not_exists(#not_before) OR #not_before <= :now_ms))";
 
 const CLAIM: &str = "SET #claimed = :version, #token = :token, #lease_until = :lease_until, \
@@ -61,7 +63,8 @@ pub struct SlackRelease<'a> {
     pub posted_in_doubt: bool,
     /// Where the message is, if a lookup found it.
     pub learnt: Option<&'a SlackMessage>,
-    /// Slack answered `ratelimited`: no claim before then (epoch ms).
+    /// No claim before then (epoch ms): Slack answered `ratelimited`, or a call whose outcome
+    /// is unknown may still land.
     pub not_before_ms: Option<i64>,
 }
 
@@ -81,12 +84,14 @@ impl Store {
         token: &str,
         (now, now_ms): (EpochSeconds, i64),
         lease_until_ms: i64,
+        settle_ms: i64,
     ) -> Result<SlackClaim, StoreError> {
         let vals = values(&[
             (":version", s(version)),
             (":token", s(token)),
             (":lease_until", n(lease_until_ms)),
             (":now_ms", n(now_ms)),
+            (":abandoned_before", n(now_ms - settle_ms)),
             (":kind", s(key.kind())),
             (":approval_id", s(key.approval_id.as_str())),
             (":tenant", s(key.tenant.as_str())),
@@ -129,9 +134,14 @@ impl Store {
                 if newer("shown") || claimed_newer {
                     return Ok(SlackClaim::Stale);
                 }
-                let not_before_ms = get_n::<i64>(&old, "not_before")
+                // A live lease ends soon (its holder releases it); one that ended unreleased, and
+                // a hold, are waited out.
+                let abandoned_until = get_n::<i64>(&old, "lease_until")
                     .ok()
-                    .filter(|at| *at > now_ms);
+                    .filter(|end| *end <= now_ms)
+                    .map(|end| end + settle_ms);
+                let held_until = get_n::<i64>(&old, "not_before").ok();
+                let not_before_ms = abandoned_until.max(held_until).filter(|at| *at > now_ms);
                 Ok(SlackClaim::Busy { not_before_ms })
             }
         }
