@@ -444,12 +444,7 @@ async fn an_older_state_never_overwrites_a_newer_one_and_ratelimited_is_honoured
 async fn a_slow_older_update_holds_the_newer_back_until_it_is_done() {
     // Leases long enough for a slow call (the call timeout is a third of the visibility).
     let (t, slack) = TestApp::start_slack(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "6")]).await;
-    // Three of three: after two votes it is still pending, so no later change redraws it.
-    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
-        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
-        .to_string();
-    let id = t.create_ok(KEY_A, "slack-slow", &body).await;
-    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let id = all_three_must_approve(&t, &slack, "slack-slow").await;
     // A second executor beside the first, as a second Lambda instance: bob's job need not wait
     // for the first executor's batch.
     let _second = t.start_another_runner();
@@ -497,11 +492,7 @@ async fn a_worker_that_stops_mid_draw_holds_the_message_only_until_its_lease_end
         ("JOB_MAX_ATTEMPTS", "2"),
     ])
     .await;
-    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
-        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
-        .to_string();
-    let id = t.create_ok(KEY_A, "slack-stopped", &body).await;
-    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let id = all_three_must_approve(&t, &slack, "slack-stopped").await;
 
     // alice's vote: its update reaches Slack and hangs there; its worker stops mid-call.
     slack.fault_next("chat.update", Fault::LoseAnswer(Duration::from_secs(30)));
@@ -638,11 +629,7 @@ async fn an_update_slack_applies_after_its_caller_gave_up_is_waited_out() {
     // 4 s after it was sent, when its worker has given it up — and bob's job, coming back every
     // second while alice's worker holds the message, would draw bob's state between the two.
     let (t, slack) = TestApp::start_slack(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "9")]).await;
-    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
-        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
-        .to_string();
-    let id = t.create_ok(KEY_A, "slack-late", &body).await;
-    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let id = all_three_must_approve(&t, &slack, "slack-late").await;
     let _second = t.start_another_runner();
     slack.fault_next(
         "chat.update",
@@ -671,4 +658,19 @@ async fn an_update_slack_applies_after_its_caller_gave_up_is_waited_out() {
             && shown.contains(&format!("*{BOB}* approved")),
         "{shown}"
     );
+}
+
+/// A deploy that alice, bob and carol must all approve (after two votes it is still pending, so
+/// no later change redraws its message), created under `key`, once its message is posted.
+async fn all_three_must_approve(
+    t: &TestApp,
+    slack: &countersign_tests::slack::FakeSlack,
+    key: &str,
+) -> String {
+    let body = CreateBody::new("deploy", &[ALICE, BOB, CAROL])
+        .policy(json!({"rules": [{"name": "all", "approvers": [ALICE, BOB, CAROL], "min_approvals": 3}]}))
+        .to_string();
+    let id = t.create_ok(KEY_A, key, &body).await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    id
 }
