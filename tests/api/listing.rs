@@ -375,7 +375,7 @@ async fn pages_of_large_approvals_fit_a_lambda_response_and_list_each_once() {
                 let key = IdempotencyKey::parse(&format!("large-{i}")).expect("key");
                 let approval = CreateRequest::parse(&body, |_| true)
                     .expect("a valid body")
-                    .into_approval(tenant, requester, None, key.clone(), now);
+                    .into_approval(tenant, requester, None, key.clone(), true, now);
                 let record = IdempotencyRecord {
                     key,
                     fingerprint: fingerprint(&body),

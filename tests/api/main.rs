@@ -7,6 +7,7 @@
 //! (a real Chromium), `long_lived` (the local runner as one long-lived process) and `cli` (the
 //! CLI binary).
 
+mod claims;
 mod create;
 mod decide;
 mod faults;

@@ -243,6 +243,8 @@ fn every_route_of_the_api_is_declared() {
         "POST /approvals/{id}/cancel",
         "POST /approvals/{id}/execution/retry",
         "POST /approvals/{id}/execution/resolve",
+        "POST /approvals/{id}/execution/claim",
+        "POST /approvals/{id}/execution/report",
         "POST /webhooks/{source}",
         "POST /slack/interactions/{tenant}",
         "GET /health",

@@ -273,6 +273,8 @@ impl TestApp {
             "hang_once": {"url": format!("{base}/hang-once"), "idempotent": true},
             "always_503": {"url": format!("{base}/always-503"), "idempotent": true},
             "unsafe": {"url": format!("{base}/ok"), "idempotent": false},
+            // Approval-only: claimed by its caller, never called.
+            "agent": {"executes": false},
             "unsafe_flaky": {"url": format!("{base}/flaky"), "idempotent": false},
             "unsafe_hang": {"url": format!("{base}/hang-once"), "idempotent": false},
             "unsafe_see_other": {"url": format!("{base}/see-other"), "idempotent": false},

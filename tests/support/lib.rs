@@ -117,7 +117,7 @@ impl TestApp {
             ("API_KEYS".into(), test_api_keys()),
             (
                 "ACTION_TARGETS".into(),
-                r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}}"#.into(),
+                r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}, "agent": {"executes": false}}"#.into(),
             ),
             (
                 "WEBHOOK_SOURCES".into(),

@@ -170,8 +170,14 @@ pub struct Execution {
     /// How many times an operator has resumed the execution: each resume is a new execute job
     /// (identity `{approval_id}#execute#{generation}`).
     pub generation: u32,
-    /// What an operator recorded when resolving a `needs_reconciliation` execution.
+    /// What an operator recorded when resolving a `needs_reconciliation` execution, or what
+    /// the claimer of an approval-only action reported with its outcome.
     pub note: Option<String>,
+    /// Approval-only action types: the `Idempotency-Key` of the one request that claimed the
+    /// execution (its report must carry the same key).
+    pub claimed_by: Option<String>,
+    /// ... and the principal of the key that claimed it (the trail's actor). Not shown.
+    pub claimant: Option<Approver>,
     /// The identity of the operator request that made the latest resume (its `Idempotency-Key`,
     /// or a token of its own): a repeat of that request recognises its own change. Not shown.
     pub retry_key: Option<String>,
@@ -210,6 +216,8 @@ impl Execution {
             updated_at: now,
             generation: 0,
             note: None,
+            claimed_by: None,
+            claimant: None,
             retry_key: None,
             retry_keys: Vec::new(),
             late_reports: Vec::new(),
@@ -228,6 +236,9 @@ pub struct Approval {
     /// The principal of the key that created it (`None`: created before principals existed).
     pub requested_by: Option<Approver>,
     pub action_type: String,
+    /// Whether Countersign executes the approved action (false: an approval-only type, whose
+    /// caller claims the approved execution and performs the action itself). Fixed at create.
+    pub executes: bool,
     pub payload: Map<String, Value>,
     pub approvers: Vec<Approver>,
     pub context: Map<String, Value>,
@@ -334,6 +345,7 @@ impl Approval {
             action: ActionView {
                 kind: &self.action_type,
                 payload: &self.payload,
+                executes: self.executes,
             },
             approvers: &self.approvers,
             policy: self.policy.as_ref().map(|p| PolicyView {
@@ -387,6 +399,7 @@ impl Approval {
                 last_error: self.execution.last_error.as_deref(),
                 updated_at: rfc3339(self.execution.updated_at),
                 note: self.execution.note.as_deref(),
+                claimed_by: self.execution.claimed_by.as_deref(),
                 late_reports: &self.execution.late_reports,
                 status_checks: &self.execution.status_checks,
             },
@@ -425,6 +438,13 @@ struct ActionView<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     payload: &'a Map<String, Value>,
+    /// Only on an approval-only type (`false`): its caller claims the approved execution.
+    #[serde(skip_serializing_if = "is_true")]
+    executes: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 #[derive(Debug, Serialize)]
@@ -476,6 +496,9 @@ struct ExecutionView<'a> {
     updated_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
+    /// Only once an approval-only execution is claimed: the claim's `Idempotency-Key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    claimed_by: Option<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     late_reports: &'a [String],
     #[serde(skip_serializing_if = "<[StatusCheck]>::is_empty")]
@@ -493,6 +516,7 @@ pub(crate) mod tests {
             status: Status::Pending,
             requested_by: None,
             action_type: "deploy".into(),
+            executes: true,
             payload: Map::new(),
             approvers: vec![
                 Approver::parse("alice").unwrap(),

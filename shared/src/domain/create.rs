@@ -177,14 +177,17 @@ impl CreateRequest {
         requested_by: Approver,
         policy: Option<Policy>,
         idempotency_key: IdempotencyKey,
+        executes: bool,
         now: EpochSeconds,
     ) -> Approval {
+        let rules = policy.as_ref().map_or(0, |p| p.rules.len());
         Approval {
             tenant,
-            id: ApprovalId::generate_for(policy.as_ref().map_or(0, |p| p.rules.len())),
+            id: ApprovalId::generate_hinting(rules, executes),
             status: Status::Pending,
             requested_by: Some(requested_by),
             action_type: self.action_type,
+            executes,
             payload: self.payload,
             approvers: self.approvers,
             context: self.context,

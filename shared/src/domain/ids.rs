@@ -11,24 +11,44 @@ pub struct InvalidValue(pub &'static str);
 
 /// `apr_` followed by a ULID: sortable by creation time, unguessable enough not to enumerate.
 ///
-/// The ULID's last character (its lowest 5 random bits) tells how many rules the approval's
-/// policy has (`0`: none, `1`…`A`: 1–10): a vote's first write is shaped by it, so a vote needs
-/// no read to pick its one conditional write. It is only a hint — every condition checks the
-/// item itself; an id made before policies existed (any last character) costs at most one
-/// more round trip, never a wrong count. 75 random bits remain.
+/// The ULID's last character (its lowest 5 random bits) hints at what a vote's write must do:
+/// the low 4 bits tell how many rules the approval's policy has (`0`: none, 1–10), and bit 4
+/// that its action type is approval-only (approved, its execution waits for a claim instead of
+/// being queued). A vote's first write is shaped by them, so a vote needs no read to pick its
+/// one conditional write. It is only a hint — every condition checks the item itself; an id
+/// made before policies existed (any last character) costs at most one more round trip, never
+/// a wrong count. 75 random bits remain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub struct ApprovalId(String);
 
 impl ApprovalId {
     const PREFIX: &'static str = "apr_";
-    const RULES_MASK: u128 = 0x1F;
+    const HINT_MASK: u128 = 0x1F;
+    const RULES_MASK: u128 = 0x0F;
+    const APPROVAL_ONLY_BIT: u128 = 0x10;
 
     /// A new id for an approval whose policy has `rules` rules (0: no policy).
     pub fn generate_for(rules: usize) -> Self {
-        let random = ulid::Ulid::new().0 & !Self::RULES_MASK;
-        let ulid = ulid::Ulid(random | (rules as u128 & Self::RULES_MASK));
+        Self::generate_hinting(rules, true)
+    }
+
+    /// A new id for an approval whose policy has `rules` rules, of an action type Countersign
+    /// `executes` (false: approval-only).
+    pub fn generate_hinting(rules: usize, executes: bool) -> Self {
+        let random = ulid::Ulid::new().0 & !Self::HINT_MASK;
+        let only = if executes { 0 } else { Self::APPROVAL_ONLY_BIT };
+        let ulid = ulid::Ulid(random | (rules as u128 & Self::RULES_MASK) | only);
         Self(format!("{}{}", Self::PREFIX, ulid))
+    }
+
+    /// Whether the id says its action type is executed by Countersign (see the type's notes).
+    pub fn executes_hint(&self) -> bool {
+        let ulid = self
+            .0
+            .strip_prefix(Self::PREFIX)
+            .and_then(|u| ulid::Ulid::from_string(u).ok());
+        ulid.is_none_or(|u| u.0 & Self::APPROVAL_ONLY_BIT == 0)
     }
 
     pub fn generate() -> Self {
@@ -186,6 +206,14 @@ mod tests {
                 .rules_hint(),
             None
         );
+        for rules in [0, 3, 10] {
+            let only = ApprovalId::generate_hinting(rules, false);
+            assert_eq!(
+                (only.rules_hint(), only.executes_hint()),
+                (Some(rules), false)
+            );
+            assert!(ApprovalId::generate_for(rules).executes_hint());
+        }
         let id = ApprovalId::generate();
         assert_eq!(ApprovalId::parse(id.as_str()).unwrap(), id);
         let lower = format!("apr_{}", id.as_str()[4..].to_lowercase());

@@ -72,7 +72,15 @@ pub async fn create(
         })?;
 
     let now = app.clock.now();
-    let approval = request.into_approval(caller.tenant, caller.principal, policy, key.clone(), now);
+    let executes = app.config.executes(&request.action_type);
+    let approval = request.into_approval(
+        caller.tenant,
+        caller.principal,
+        policy,
+        key.clone(),
+        executes,
+        now,
+    );
     // Refused now rather than stuck later: an item DynamoDB would not let grow (see
     // `store::size`).
     let largest = size::largest_item_bytes(&approval);

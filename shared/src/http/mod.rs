@@ -1,6 +1,7 @@
 //! The HTTP API: one axum router, hosted by `lambda_http` in Lambda and by the local runner.
 
 mod approvals;
+mod claims;
 mod extract;
 mod listing;
 mod openapi;
@@ -69,6 +70,8 @@ fn api_routes() -> Router<Arc<App>> {
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))
+        .route("/approvals/{id}/execution/claim", post(claims::claim))
+        .route("/approvals/{id}/execution/report", post(claims::report))
 }
 
 fn decide_routes() -> Router<Arc<App>> {

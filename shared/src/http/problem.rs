@@ -44,6 +44,18 @@ pub enum ApiError {
     NotRetryable { approval: Value },
     #[error("only a needs_reconciliation execution can be resolved")]
     NotResolvable { approval: Value },
+    #[error(
+        "only an approval-only action type's execution is claimed: Countersign executes this one itself"
+    )]
+    NotClaimable { approval: Value },
+    #[error("the approval is not approved, so its execution cannot be claimed")]
+    NotApproved { approval: Value },
+    #[error("the execution was claimed by another request (another Idempotency-Key)")]
+    AlreadyClaimed { approval: Value },
+    #[error("the execution has not been claimed: claim it first, with the same Idempotency-Key")]
+    NotClaimed { approval: Value },
+    #[error("this claim already reported another outcome")]
+    AlreadyReported { approval: Value },
     #[error("the approval expired before it was decided")]
     ApprovalExpired,
     #[error("this approver is not listed on the approval")]
@@ -109,7 +121,12 @@ impl ApiError {
             Self::IdempotencyKeyReused
             | Self::AlreadyDecided { .. }
             | Self::NotRetryable { .. }
-            | Self::NotResolvable { .. } => StatusCode::CONFLICT,
+            | Self::NotResolvable { .. }
+            | Self::NotClaimable { .. }
+            | Self::NotApproved { .. }
+            | Self::AlreadyClaimed { .. }
+            | Self::NotClaimed { .. }
+            | Self::AlreadyReported { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
             Self::NotAnApprover | Self::Forbidden | Self::SelfApprovalForbidden => {
                 StatusCode::FORBIDDEN
@@ -138,6 +155,11 @@ impl ApiError {
         ("already_decided", 409),
         ("not_retryable", 409),
         ("not_resolvable", 409),
+        ("not_claimable", 409),
+        ("not_approved", 409),
+        ("already_claimed", 409),
+        ("not_claimed", 409),
+        ("already_reported", 409),
         ("approval_expired", 410),
         ("not_an_approver", 403),
         ("forbidden", 403),
@@ -174,6 +196,11 @@ impl ApiError {
             Self::AlreadyDecided { .. } => "already_decided",
             Self::NotRetryable { .. } => "not_retryable",
             Self::NotResolvable { .. } => "not_resolvable",
+            Self::NotClaimable { .. } => "not_claimable",
+            Self::NotApproved { .. } => "not_approved",
+            Self::AlreadyClaimed { .. } => "already_claimed",
+            Self::NotClaimed { .. } => "not_claimed",
+            Self::AlreadyReported { .. } => "already_reported",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
             Self::Forbidden => "forbidden",
@@ -202,6 +229,11 @@ impl ApiError {
             Self::AlreadyDecided { .. } => "Already decided",
             Self::NotRetryable { .. } => "Not retryable",
             Self::NotResolvable { .. } => "Not resolvable",
+            Self::NotClaimable { .. } => "Not claimable",
+            Self::NotApproved { .. } => "Not approved",
+            Self::AlreadyClaimed { .. } => "Already claimed",
+            Self::NotClaimed { .. } => "Not claimed",
+            Self::AlreadyReported { .. } => "Already reported",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
             Self::Forbidden => "Forbidden",
@@ -237,7 +269,12 @@ impl IntoResponse for ApiError {
             Self::AlreadyDecided { approval }
             | Self::AlreadyVoted { approval }
             | Self::NotRetryable { approval }
-            | Self::NotResolvable { approval } => body["approval"] = approval,
+            | Self::NotResolvable { approval }
+            | Self::NotClaimable { approval }
+            | Self::NotApproved { approval }
+            | Self::AlreadyClaimed { approval }
+            | Self::NotClaimed { approval }
+            | Self::AlreadyReported { approval } => body["approval"] = approval,
             _ => {}
         }
         let mut response = (status, body.to_string()).into_response();
@@ -286,6 +323,21 @@ mod tests {
             ApiError::NotResolvable {
                 approval: approval.clone(),
             },
+            ApiError::NotClaimable {
+                approval: approval.clone(),
+            },
+            ApiError::NotApproved {
+                approval: approval.clone(),
+            },
+            ApiError::AlreadyClaimed {
+                approval: approval.clone(),
+            },
+            ApiError::NotClaimed {
+                approval: approval.clone(),
+            },
+            ApiError::AlreadyReported {
+                approval: approval.clone(),
+            },
             ApiError::ApprovalExpired,
             ApiError::NotAnApprover,
             ApiError::Forbidden,
@@ -329,6 +381,11 @@ mod tests {
                 | ApiError::AlreadyDecided { .. }
                 | ApiError::NotRetryable { .. }
                 | ApiError::NotResolvable { .. }
+                | ApiError::NotClaimable { .. }
+                | ApiError::NotApproved { .. }
+                | ApiError::AlreadyClaimed { .. }
+                | ApiError::NotClaimed { .. }
+                | ApiError::AlreadyReported { .. }
                 | ApiError::ApprovalExpired
                 | ApiError::NotAnApprover
                 | ApiError::Forbidden

@@ -338,7 +338,8 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
                 && o.execution.generation == new.execution.generation
                 && o.execution.requeues < new.execution.requeues
         });
-    if newly_approved || retried || requeued {
+    // An approval-only type's execution is claimed by its caller, never dispatched.
+    if new.executes && (newly_approved || retried || requeued) {
         jobs.push(execute_job(new));
     }
     jobs

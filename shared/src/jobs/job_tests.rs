@@ -85,6 +85,19 @@ fn rejection_expiry_and_execution_progress_make_no_job() {
 }
 
 #[test]
+fn an_approval_only_type_is_never_dispatched() {
+    let mut old = pending(1_000);
+    old.executes = false;
+    let mut approved = decided(Outcome::Approved);
+    approved.executes = false;
+    assert!(jobs_for_change(Some(&old), Some(&approved), "").is_empty());
+    let mut claimed = approved.clone();
+    claimed.execution.status = ExecutionStatus::Running;
+    claimed.execution.claimed_by = Some("tool-use-1".into());
+    assert!(jobs_for_change(Some(&approved), Some(&claimed), "").is_empty());
+}
+
+#[test]
 fn a_counted_vote_and_a_cancel_make_no_job() {
     let old = pending(1_000);
     let mut counted = old.clone();

@@ -32,6 +32,24 @@ impl Reconciler {
         let store = &self.app.store;
         let mut report = SweepReport::default();
         for (tenant, id) in store.stuck_candidates(cutoff).await? {
+            // An approval-only type's claim, never reported: nothing to send again.
+            if !id.executes_hint() {
+                match store.end_unreported_claim(&tenant, &id, cutoff, now).await {
+                    Ok(Ok(_)) => {
+                        tracing::error!(tenant = %tenant, approval_id = %id, "claimed execution never reported: needs reconciliation");
+                        report.ended += 1;
+                        continue;
+                    }
+                    // Executed by Countersign after all (an id whose hint is wrong): below.
+                    Ok(Err(Some(old))) if old.executes => {}
+                    Ok(Err(_)) => continue,
+                    Err(e) => {
+                        tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "unreported claim not handled; the others go on");
+                        report.failures += 1;
+                        continue;
+                    }
+                }
+            }
             let handled = match store
                 .requeue_execution(&tenant, &id, cutoff, REQUEUE_LIMIT, now)
                 .await

@@ -19,6 +19,9 @@ use crate::domain::{
 /// approvals made before: theirs is `{tenant}:{create key}`).
 const EXECUTE_KEY_NAMES_APPROVAL: &str = "tenant:create_key:approval_id";
 
+/// The attribute an approval of an approval-only type has (absent: Countersign executes it).
+pub(crate) const APPROVAL_ONLY: &str = "approval_only";
+
 pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     let mut item = HashMap::from([
         (
@@ -59,6 +62,10 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     }
     if approval.execute_key_names_approval {
         item.insert("execute_key".to_owned(), s(EXECUTE_KEY_NAMES_APPROVAL));
+    }
+    // Only on approval-only types: what the vote's and the claim's conditions test.
+    if !approval.executes {
+        item.insert(APPROVAL_ONLY.to_owned(), AttributeValue::Bool(true));
     }
     item.extend(Indexed::of(approval).attributes());
     // Without a policy the decision is the one vote (see `Approval::recorded_votes`).
@@ -213,6 +220,12 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(note) = &execution.note {
         map.insert("note".to_owned(), s(note));
     }
+    if let Some(key) = &execution.claimed_by {
+        map.insert("claimed_by".to_owned(), s(key));
+    }
+    if let Some(claimant) = &execution.claimant {
+        map.insert("claimant".to_owned(), s(claimant.as_str()));
+    }
     if !execution.retry_keys.is_empty() {
         map.insert(
             "retry_keys".to_owned(),
@@ -315,6 +328,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
             .map(|r| Approver::parse(&r).map_err(|_| StoreError::corrupt("requested_by")))
             .transpose()?,
         action_type: get_s(item, "action_type")?.to_owned(),
+        executes: !item.contains_key(APPROVAL_ONLY),
         payload: json_object(item, "payload")?,
         approvers,
         context: json_object(item, "context")?,
@@ -356,6 +370,10 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         updated_at: get_n(map, "updated_at")?,
         generation: get_n(map, "generation")?,
         note: opt_s(map, "note"),
+        claimed_by: opt_s(map, "claimed_by"),
+        claimant: opt_s(map, "claimant")
+            .map(|c| Approver::parse(&c).map_err(|_| StoreError::corrupt("execution.claimant")))
+            .transpose()?,
         retry_key: opt_s(map, "retry_key"),
         retry_keys: strings_from(map.get("retry_keys"), "execution.retry_keys")?,
         requeues: get_n(map, "requeues").unwrap_or(0),
@@ -402,6 +420,7 @@ mod tests {
             status: Status::Approved,
             requested_by: Some(Approver::parse("ci@acme").unwrap()),
             action_type: "deploy".into(),
+            executes: false,
             payload: json!({"build": 1042, "big": 12345678901234567890u64, "f": 0.1, "n": null})
                 .as_object()
                 .unwrap()
@@ -450,6 +469,8 @@ mod tests {
                 updated_at: 1_700_000_200,
                 generation: 2,
                 note: Some("done by hand".into()),
+                claimed_by: Some("claim-1".into()),
+                claimant: Some(Approver::parse("ci@acme").unwrap()),
                 retry_key: Some("retry-1".into()),
                 retry_keys: vec!["retry-0".into(), "retry-1".into()],
                 late_reports: vec!["an attempt learnt: succeeded".into()],

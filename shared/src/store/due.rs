@@ -21,9 +21,10 @@ const RUN_LIMIT: usize = 500;
 /// only_if_pending_and_past_expiry: a decision or cancel that won first keeps its outcome.
 const ONLY_IF_EXPIRED: &str = "#status = :pending AND #expires_at <= :now";
 
-/// only_if_stuck: approved, the execution queued or running, unchanged since the cut-off.
+/// only_if_stuck: approved, the execution queued or running, unchanged since the cut-off; and
+/// executed by Countersign (an approval-only type's claim has no job to send again).
 const ONLY_IF_STUCK: &str = "#status = :approved AND #execution.#status IN (:queued, :running) \
-     AND #due_kind = :execution_due AND #due_at <= :cutoff";
+     AND #due_kind = :execution_due AND #due_at <= :cutoff AND attribute_not_exists(#approval_only)";
 /// ... and not re-queued too often already.
 const ONLY_IF_REQUEUES_LEFT: &str =
     "(attribute_not_exists(#execution.#requeues) OR #execution.#requeues < :limit)";

@@ -132,7 +132,13 @@ impl Store {
                 .map(approval_from_item)
                 .transpose()?;
             // The approve that completes a quorum is written again, as the completing vote.
-            match votes::next(write.kind, old.as_ref(), decision, None, now) {
+            match votes::next(
+                (write.kind, write.executes),
+                old.as_ref(),
+                decision,
+                None,
+                now,
+            ) {
                 Some(next) => write = next,
                 None => break old,
             }

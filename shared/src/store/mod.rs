@@ -12,6 +12,7 @@ mod approvals;
 mod attr;
 mod ballots;
 mod batch;
+mod claims;
 mod client;
 mod codec;
 mod conditions;

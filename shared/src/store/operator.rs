@@ -29,7 +29,10 @@ pub enum OperatorRefusal {
 /// answered as a replay). Every retry key is kept (`retry_keys`; `retry_key` is the latest, as
 /// items from before the list hold it).
 /// ... and at most [`MAX_RETRIES`] times: what an approval item keeps per resume stays bounded.
+/// ... and never an approval-only type's: Countersign has nothing to execute (its claim was
+/// single-use; the outcome is resolved instead).
 const ONLY_IF_RETRYABLE: &str = "#status = :approved AND #execution.#status IN (:failed, :needs_reconciliation) \
+     AND attribute_not_exists(#approval_only) \
      AND (attribute_not_exists(#execution.#retry_key) OR #execution.#retry_key <> :retry_key) \
      AND NOT contains(#execution.#retry_keys, :retry_key) AND #execution.#generation < :max_retries";
 /// A resumed generation starts afresh: the reconciler's re-queue budget and the status queries

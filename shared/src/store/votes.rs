@@ -19,6 +19,10 @@
 //!   counts since is refused rather than leave the approval pending with its quorum met.
 //! - `approvals_i >= t_i` for every `i` (completing write) — the counts it read still hold.
 //! - expiry, listed approver and separation of duties: as for v1's decision (`ONLY_IF_DECIDABLE`).
+//! - `attribute_[not_]exists(#approval_only)` (a write that approves) — the execution it leaves
+//!   is the one the action type has: queued for the executor, or not started, waiting for its
+//!   caller's claim on an approval-only type ([`ApprovalId::executes_hint`] picks the first
+//!   write; a wrong hint is refused and written again, as a wrong rules hint).
 
 use std::collections::HashMap;
 
@@ -56,6 +60,9 @@ pub(crate) enum WriteKind {
 /// One conditional write of a vote.
 pub(crate) struct VoteWrite {
     pub kind: WriteKind,
+    /// Whether the approval's action type is executed by Countersign (its approving write
+    /// queues the execution) or approval-only (it leaves it for a claim).
+    pub executes: bool,
     pub update: String,
     pub condition: String,
     pub names: HashMap<String, String>,
@@ -66,7 +73,7 @@ impl VoteWrite {
     /// `update`, with the index attributes of the outcome it sets (`None`: it leaves the
     /// approval pending), while `condition` holds.
     fn new(
-        kind: WriteKind,
+        (kind, executes): (WriteKind, bool),
         update: UpdateExpr,
         condition: String,
         (id, vote, sent_by, now): (&ApprovalId, &Decision, Option<&Approver>, EpochSeconds),
@@ -84,7 +91,6 @@ impl VoteWrite {
                 AttributeValue::Ss(vec![vote.approver.identity()]),
             ),
             (":pending".to_owned(), s(Status::Pending.as_str())),
-            (":queued".to_owned(), s(ExecutionStatus::Queued.as_str())),
             (":now".to_owned(), epoch(now)),
             (":approver".to_owned(), s(vote.approver.as_str())),
             (":approver_id".to_owned(), s(vote.approver.identity())),
@@ -96,7 +102,7 @@ impl VoteWrite {
             (":one".to_owned(), n(1)),
         ]);
         // The outcome a deciding write sets: rejected (nothing due), or approved with the
-        // execution queued (due to end from now).
+        // execution queued (due to end from now) or, approval-only, waiting for its claim.
         let decides = matches!(
             kind,
             WriteKind::Veto | WriteKind::Single | WriteKind::Completing(_)
@@ -104,9 +110,10 @@ impl VoteWrite {
         let update = match decides {
             true => {
                 let execution = match vote.outcome {
-                    Outcome::Approved => ExecutionStatus::Queued,
-                    Outcome::Rejected => ExecutionStatus::NotStarted,
+                    Outcome::Approved if executes => ExecutionStatus::Queued,
+                    Outcome::Approved | Outcome::Rejected => ExecutionStatus::NotStarted,
                 };
+                values.insert(":execution".to_owned(), s(execution.as_str()));
                 Indexed::after(id, vote.outcome.status(), true, execution, now)
                     .apply(update, &mut values)
             }
@@ -122,6 +129,7 @@ impl VoteWrite {
         values.retain(|v, _| uses(&update, v) || uses(&condition, v));
         Self {
             kind,
+            executes,
             update,
             condition,
             names,
@@ -161,7 +169,13 @@ impl Store {
             };
             // The vote that completes a quorum is written again as the completing write (and a
             // wrong hint gets the right kind); each kind once, so this ends.
-            match next(write.kind, old.as_ref(), vote, sent_by, now) {
+            match next(
+                (write.kind, write.executes),
+                old.as_ref(),
+                vote,
+                sent_by,
+                now,
+            ) {
                 Some(next) => write = next,
                 None => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
@@ -181,13 +195,14 @@ pub(crate) fn first(
         (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
         (Outcome::Approved, _) => WriteKind::Single,
     };
-    write(kind, id, vote, sent_by, now)
+    write((kind, id.executes_hint()), id, vote, sent_by, now)
 }
 
-/// The next write of a vote whose `previous` write was refused with the item as it was
-/// (`old`), or `None` when the refusal is the answer.
+/// The next write of a vote whose `previous` write (its kind, and whether it took the action
+/// type to be executed) was refused with the item as it was (`old`), or `None` when the refusal
+/// is the answer.
 pub(crate) fn next(
-    previous: WriteKind,
+    previous: (WriteKind, bool),
     old: Option<&Approval>,
     vote: &Decision,
     sent_by: Option<&Approver>,
@@ -211,12 +226,13 @@ pub(crate) fn next(
         },
         _ => return None,
     };
-    let id = old?.id.clone();
-    (kind != previous).then(|| write(kind, &id, vote, sent_by, now))
+    let old = old?;
+    let shape = (kind, old.executes);
+    (shape != previous).then(|| write(shape, &old.id, vote, sent_by, now))
 }
 
 fn write(
-    kind: WriteKind,
+    (kind, executes): (WriteKind, bool),
     id: &ApprovalId,
     vote: &Decision,
     sent_by: Option<&Approver>,
@@ -227,19 +243,26 @@ fn write(
         .set("#status = :outcome")
         .set("#decision = :decision");
     let vote_of = (id, vote, sent_by, now);
+    let approves = match executes {
+        true => "attribute_not_exists(#approval_only)",
+        false => "attribute_exists(#approval_only)",
+    };
+    let shape = (kind, executes);
     match kind {
         WriteKind::Veto => {
             let update = decides.set(RECORD_VOTE).add(ADD_VOTER);
-            VoteWrite::new(kind, update, decidable, vote_of)
+            VoteWrite::new(shape, update, decidable, vote_of)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
             // votes is kept (nothing is recorded after the outcome).
             let update = decides
-                .set("#execution.#status = :queued")
+                .set("#execution.#status = :execution")
                 .set("#execution.#updated_at = :now");
-            let condition = format!("{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending)");
-            VoteWrite::new(kind, update, condition, vote_of)
+            let condition = format!(
+                "{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending) AND {approves}"
+            );
+            VoteWrite::new(shape, update, condition, vote_of)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
@@ -257,13 +280,13 @@ fn write(
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(kind, update, condition, vote_of)
+            VoteWrite::new(shape, update, condition, vote_of)
         }
         WriteKind::Completing(rules) => {
             // The policy was confirmed by the refused write's item: every counter and ballot
             // exists.
             let mut update = decides
-                .set("#execution.#status = :queued")
+                .set("#execution.#status = :execution")
                 .set("#execution.#updated_at = :now")
                 .set(RECORD_VOTE)
                 .add(ADD_VOTER);
@@ -276,10 +299,10 @@ fn write(
                 .map(|i| format!("#approvals_{i} >= #ballots.#voter.#t{i}"))
                 .collect();
             let condition = format!(
-                "{decidable} AND attribute_exists(#while_pending) AND {}",
+                "{decidable} AND attribute_exists(#while_pending) AND {approves} AND {}",
                 enough.join(" AND ")
             );
-            VoteWrite::new(kind, update, condition, vote_of)
+            VoteWrite::new(shape, update, condition, vote_of)
         }
     }
 }
@@ -317,7 +340,7 @@ mod tests {
                 5,
             ),
             write(
-                WriteKind::Completing(2),
+                (WriteKind::Completing(2), false),
                 &ApprovalId::generate_for(2),
                 &vote(Outcome::Approved),
                 None,

@@ -186,6 +186,23 @@ impl Derived<'_> {
                 json!({ "attempt": new.attempts, "answer": check.answer, "detail": check.detail }),
             );
         }
+        // An approval-only type's execution, claimed by its caller: by whom, under which key.
+        let claimer = new
+            .claimant
+            .as_ref()
+            .map(|principal| json!({ "principal": principal, "channel": "api" }));
+        if let (Some(key), Some(actor)) = (&new.claimed_by, &claimer)
+            && old.is_none_or(|o| o.execution.claimed_by.is_none())
+        {
+            self.push(
+                EventType::Claimed,
+                &generation.to_string(),
+                at,
+                actor.clone(),
+                json!({ "claimed_by": key }),
+            );
+            return;
+        }
         let old_requeues = old.map_or(0, |o| o.execution.requeues);
         if new.requeues > old_requeues {
             self.push(
@@ -224,7 +241,8 @@ impl Derived<'_> {
             }
         }
         let was_running = old_status == ExecutionStatus::Running || new.attempts > old_attempts;
-        if was_running && new.status != ExecutionStatus::Running {
+        // A claim is no attempt of the executor's: its end is the outcome's event alone.
+        if was_running && new.status != ExecutionStatus::Running && claimer.is_none() {
             let outcome = match new.status {
                 ExecutionStatus::Queued => "retryable",
                 ExecutionStatus::Succeeded => "succeeded",
@@ -249,10 +267,12 @@ impl Derived<'_> {
             _ => None,
         };
         if let Some(kind) = kind {
-            let actor = if kind == EventType::Resolved {
-                operator
-            } else {
-                executor
+            let actor = match (kind, claimer) {
+                (EventType::Resolved, None) => operator,
+                (EventType::NeedsReconciliation, Some(_)) => json!({ "channel": "reconciler" }),
+                // The claimer's report (or its late one, after the reconciler gave up).
+                (_, Some(claimer)) => claimer,
+                (_, None) => executor,
             };
             self.push(
                 kind,

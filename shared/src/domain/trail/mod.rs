@@ -43,6 +43,9 @@ pub enum EventType {
     Expired,
     #[serde(rename = "execution.queued")]
     Queued,
+    /// An approval-only type's approved execution, claimed by its caller.
+    #[serde(rename = "execution.claimed")]
+    Claimed,
     #[serde(rename = "execution.attempt_started")]
     AttemptStarted,
     #[serde(rename = "execution.attempt_ended")]
@@ -70,7 +73,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 20] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -78,6 +81,7 @@ impl EventType {
         Self::Cancelled,
         Self::Expired,
         Self::Queued,
+        Self::Claimed,
         Self::AttemptStarted,
         Self::AttemptEnded,
         Self::Succeeded,
@@ -101,6 +105,7 @@ impl EventType {
             Self::Cancelled => "approval.cancelled",
             Self::Expired => "approval.expired",
             Self::Queued => "execution.queued",
+            Self::Claimed => "execution.claimed",
             Self::AttemptStarted => "execution.attempt_started",
             Self::AttemptEnded => "execution.attempt_ended",
             Self::Succeeded => "execution.succeeded",

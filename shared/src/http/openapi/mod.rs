@@ -8,6 +8,7 @@ mod schemas;
 use serde_json::{Map, Value, json};
 
 use super::approvals::{CANCEL_BODY_LIMIT, CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+use super::claims::REPORT_BODY_LIMIT;
 use super::listing::LIST_BODY_BUDGET;
 use super::operator::RESOLVE_BODY_LIMIT;
 use super::pages::{DEFAULT_LIMIT, MAX_LIMIT};
@@ -89,6 +90,7 @@ fn paths() -> Value {
         "CancelApproval": {"operationId": "cancelApproval", "parameters": {"id": "$response.body#/id"}},
         "RetryExecution": {"operationId": "retryExecution", "parameters": {"id": "$response.body#/id"}},
         "ResolveExecution": {"operationId": "resolveExecution", "parameters": {"id": "$response.body#/id"}},
+        "ClaimExecution": {"operationId": "claimExecution", "parameters": {"id": "$response.body#/id"}},
     });
     json!({
         "/approvals": {
@@ -268,6 +270,42 @@ fn paths() -> Value {
                     &[
                         "invalid_request", "unauthorized", "forbidden", "not_found",
                         "not_resolvable", "payload_too_large", "unsupported_media_type",
+                    ],
+                ),
+            }
+        },
+        "/approvals/{id}/execution/claim": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "claimExecution",
+                "tags": ["executions"],
+                "summary": "Claim an approved approval-only execution, once (its requester, or an operator)",
+                "description": "`not_started → running` with `claimed_by` = the `Idempotency-Key`: a single-use capability bound to the payload the approvers saw (the answer carries it). The same key again answers 200 (`idempotent-replayed`); another key 409 `already_claimed`; an approval not approved 409 `not_approved`; a type Countersign executes 409 `not_claimable`. A claim not reported within `STUCK_EXECUTION_SECONDS` becomes `needs_reconciliation`.",
+                "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyRequired"}],
+                "responses": responses(
+                    json!({"200": approval_response("Claimed (or claimed by this key before: a replay).", true)}),
+                    &[
+                        "idempotency_key_missing", "idempotency_key_invalid", "unauthorized", "forbidden",
+                        "not_found", "not_claimable", "not_approved", "already_claimed",
+                    ],
+                ),
+            }
+        },
+        "/approvals/{id}/execution/report": {
+            "parameters": [{"$ref": "#/components/parameters/ApprovalId"}],
+            "post": {
+                "operationId": "reportExecution",
+                "tags": ["executions"],
+                "summary": "Report the outcome of a claimed execution (with the claim's Idempotency-Key)",
+                "description": format!("`running` (or `needs_reconciliation`) → `succeeded | failed`. The same report again answers 200 (`idempotent-replayed`); another key 409 `already_claimed`; not claimed 409 `not_claimed`; another outcome after a report 409 `already_reported`. Bodies over {REPORT_BODY_LIMIT} bytes are refused."),
+                "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyRequired"}],
+                "requestBody": json_body("Report", true),
+                "responses": responses(
+                    json!({"200": approval_response("Reported (or reported so already: a replay).", true)}),
+                    &[
+                        "idempotency_key_missing", "idempotency_key_invalid", "invalid_request",
+                        "unauthorized", "forbidden", "not_found", "not_claimable", "not_claimed",
+                        "already_claimed", "already_reported", "payload_too_large", "unsupported_media_type",
                     ],
                 ),
             }

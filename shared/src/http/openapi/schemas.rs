@@ -99,6 +99,15 @@ pub(super) fn schemas() -> Value {
                 "note": {"type": "string", "minLength": 1, "maxLength": DecideRequest::MAX_COMMENT_CHARS, "pattern": "\\S", "description": "What happened, and how you know."}
             }
         },
+        "Report": {
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["outcome"],
+            "properties": {
+                "outcome": {"type": "string", "enum": ["succeeded", "failed"]},
+                "detail": {"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS, "description": "What the claimer did (kept as the execution's note)."}
+            }
+        },
         "WebhookEvent": {
             "type": "object",
             "required": ["type"],
@@ -148,7 +157,11 @@ pub(super) fn schemas() -> Value {
                 "requested_by": {"type": ["string", "null"]},
                 "action": {
                     "type": "object", "additionalProperties": false, "required": ["type", "payload"],
-                    "properties": {"type": {"type": "string"}, "payload": {"type": "object"}}
+                    "properties": {
+                        "type": {"type": "string"},
+                        "payload": {"type": "object"},
+                        "executes": {"type": "boolean", "enum": [false], "description": "Only on an approval-only type: Countersign executes nothing; the caller claims the approved execution (`POST /approvals/{id}/execution/claim`) and reports its outcome."}
+                    }
                 },
                 "approvers": {"type": "array", "items": {"type": "string"}},
                 "policy": nullable(json!({
@@ -194,7 +207,8 @@ pub(super) fn schemas() -> Value {
                         "attempts": {"type": "integer", "minimum": 0},
                         "last_error": {"type": ["string", "null"]},
                         "updated_at": timestamp(),
-                        "note": {"type": "string", "description": "An operator's resolution note."},
+                        "note": {"type": "string", "description": "An operator's resolution note, or the claimer's reported detail."},
+                        "claimed_by": {"type": "string", "description": "Approval-only types: the Idempotency-Key of the request that claimed the execution."},
                         "late_reports": {"type": "array", "items": {"type": "string"}},
                         "status_checks": {"type": "array", "items": {
                             "type": "object", "additionalProperties": false, "required": ["at", "answer", "detail"],

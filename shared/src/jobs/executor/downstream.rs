@@ -63,7 +63,7 @@ impl Target {
                 status: None,
             },
             Job::Execute(j) => match config.action_targets.get(&j.action_type) {
-                Some(target) => Self {
+                Some(target) if target.executes => Self {
                     url: Some(target.url.clone()),
                     idempotent: target.idempotent,
                     status: target.status_url.clone().map(|url| StatusQuery {
@@ -71,7 +71,8 @@ impl Target {
                         delay_ms: target.status_delay_seconds * 1000,
                     }),
                 },
-                None => Self {
+                // No target (or an approval-only type: never dispatched, never called).
+                _ => Self {
                     url: None,
                     idempotent: true,
                     status: None,

@@ -13,6 +13,11 @@ use crate::slack::{SlackApp, parse_slack};
 use crate::store::Tables;
 use crate::webhook::WebhookSecret;
 
+mod targets;
+
+use targets::parse_action_targets;
+pub use targets::{ActionTarget, KEY_PLACEHOLDER};
+
 #[derive(Debug, thiserror::Error)]
 #[error("configuration: {variable}: {problem}")]
 pub struct ConfigError {
@@ -28,40 +33,6 @@ impl ConfigError {
         }
     }
 }
-
-/// Where an action type's approved actions are executed.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ActionTarget {
-    pub url: String,
-    /// Whether the target dedupes by `Idempotency-Key`; a non-idempotent target is never called
-    /// twice blindly. Left out, it is `false`: the safe assumption about a target nobody vouched
-    /// for (no blind retries, no lease takeovers; an unknown outcome goes to an operator).
-    #[serde(default)]
-    pub idempotent: bool,
-    /// Where to ask what became of a business key when a call's outcome is unknown
-    /// (`{idempotency_key}` is replaced by the URL-encoded key).
-    #[serde(default)]
-    pub status_url: Option<String>,
-    /// How long after a call whose outcome is unknown the status URL is asked, in seconds: a
-    /// gateway can answer 504 (or a connection drop end the call) while the target still works
-    /// on the request and has not recorded its key, so an earlier `not_found` proves nothing.
-    #[serde(default = "ActionTarget::default_status_delay")]
-    pub status_delay_seconds: i64,
-}
-
-impl ActionTarget {
-    pub const DEFAULT_STATUS_DELAY_SECONDS: i64 = 10;
-    /// At most the 15 minutes an SQS message may be delayed by itself.
-    pub const MAX_STATUS_DELAY_SECONDS: i64 = 900;
-
-    fn default_status_delay() -> i64 {
-        Self::DEFAULT_STATUS_DELAY_SECONDS
-    }
-}
-
-/// The placeholder a status URL must hold.
-pub const KEY_PLACEHOLDER: &str = "{idempotency_key}";
 
 /// A webhook source: the tenant its events belong to and its signing secrets (several while a
 /// secret is rotated).
@@ -183,34 +154,10 @@ impl Config {
             .map(|raw| ApiKeys::parse(&raw).map_err(|e| ConfigError::new("API_KEYS", e)))
             .transpose()?;
 
-        let action_targets: BTreeMap<String, ActionTarget> = match get("ACTION_TARGETS") {
-            Some(raw) => serde_json::from_str(&raw)
-                .map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?,
+        let action_targets = match get("ACTION_TARGETS") {
+            Some(raw) => parse_action_targets(&raw)?,
             None => BTreeMap::new(),
         };
-        for (kind, target) in &action_targets {
-            http_url(&target.url)
-                .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
-            if let Some(status_url) = &target.status_url {
-                let problem = |e: String| {
-                    ConfigError::new("ACTION_TARGETS", format!("{kind}: status_url: {e}"))
-                };
-                if !status_url.contains(KEY_PLACEHOLDER) {
-                    return Err(problem(format!("must contain {KEY_PLACEHOLDER}")));
-                }
-                http_url(&status_url.replace(KEY_PLACEHOLDER, "k")).map_err(problem)?;
-            }
-            if !(1..=ActionTarget::MAX_STATUS_DELAY_SECONDS).contains(&target.status_delay_seconds)
-            {
-                return Err(ConfigError::new(
-                    "ACTION_TARGETS",
-                    format!(
-                        "{kind}: status_delay_seconds must be from 1 to {}",
-                        ActionTarget::MAX_STATUS_DELAY_SECONDS
-                    ),
-                ));
-            }
-        }
 
         let webhook_sources = match get("WEBHOOK_SOURCES") {
             Some(raw) => {
@@ -277,6 +224,11 @@ impl Config {
 
     pub fn is_action_type(&self, kind: &str) -> bool {
         self.action_targets.contains_key(kind)
+    }
+
+    /// Whether Countersign executes approved actions of `kind` (false: approval-only).
+    pub fn executes(&self, kind: &str) -> bool {
+        self.action_targets.get(kind).is_none_or(|t| t.executes)
     }
 
     /// Checks, at start, that `function` has every variable it needs: each function is
@@ -373,7 +325,7 @@ pub struct JobsConfig<'a> {
     pub public_base_url: &'a str,
 }
 
-fn http_url(raw: &str) -> Result<String, String> {
+pub(crate) fn http_url(raw: &str) -> Result<String, String> {
     let url = url::Url::parse(raw).map_err(|e| e.to_string())?;
     if matches!(url.scheme(), "http" | "https") {
         Ok(raw.to_owned())

@@ -1,0 +1,125 @@
+//! `ACTION_TARGETS`: where each action type's approved actions are executed, or that none is
+//! (an approval-only type).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::{ConfigError, http_url};
+
+/// Where an action type's approved actions are executed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionTarget {
+    /// The one URL the executor calls for this type (none for an approval-only type).
+    #[serde(default)]
+    pub url: String,
+    /// `false`: an approval-only type. Countersign calls nothing; the caller claims the
+    /// approved execution and performs the action itself (SPEC "Agents ask before they act").
+    #[serde(default = "ActionTarget::executes_by_default")]
+    pub executes: bool,
+    /// Whether the target dedupes by `Idempotency-Key`; a non-idempotent target is never called
+    /// twice blindly. Left out, it is `false`: the safe assumption about a target nobody vouched
+    /// for (no blind retries, no lease takeovers; an unknown outcome goes to an operator).
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Where to ask what became of a business key when a call's outcome is unknown
+    /// (`{idempotency_key}` is replaced by the URL-encoded key).
+    #[serde(default)]
+    pub status_url: Option<String>,
+    /// How long after a call whose outcome is unknown the status URL is asked, in seconds: a
+    /// gateway can answer 504 (or a connection drop end the call) while the target still works
+    /// on the request and has not recorded its key, so an earlier `not_found` proves nothing.
+    #[serde(default = "ActionTarget::default_status_delay")]
+    pub status_delay_seconds: i64,
+}
+
+impl ActionTarget {
+    pub const DEFAULT_STATUS_DELAY_SECONDS: i64 = 10;
+    /// At most the 15 minutes an SQS message may be delayed by itself.
+    pub const MAX_STATUS_DELAY_SECONDS: i64 = 900;
+
+    fn default_status_delay() -> i64 {
+        Self::DEFAULT_STATUS_DELAY_SECONDS
+    }
+
+    fn executes_by_default() -> bool {
+        true
+    }
+
+    /// An approval-only type says nothing but `{"executes": false}`: anything about calling a
+    /// target would be a promise nothing keeps.
+    fn check_approval_only(&self) -> Result<(), String> {
+        let calls = !self.url.is_empty()
+            || self.idempotent
+            || self.status_url.is_some()
+            || self.status_delay_seconds != Self::DEFAULT_STATUS_DELAY_SECONDS;
+        match calls {
+            true => Err("an approval-only type (\"executes\": false) has no url, idempotent, status_url or status_delay_seconds".to_owned()),
+            false => Ok(()),
+        }
+    }
+}
+
+/// The placeholder a status URL must hold.
+pub const KEY_PLACEHOLDER: &str = "{idempotency_key}";
+
+/// `ACTION_TARGETS`, checked: every URL an http(s) URL, every status URL holding the key's
+/// placeholder, an approval-only type saying nothing else.
+pub(super) fn parse_action_targets(
+    raw: &str,
+) -> Result<BTreeMap<String, ActionTarget>, ConfigError> {
+    let action_targets: BTreeMap<String, ActionTarget> =
+        serde_json::from_str(raw).map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
+    for (kind, target) in &action_targets {
+        if !target.executes {
+            target
+                .check_approval_only()
+                .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: {e}")))?;
+            continue;
+        }
+        http_url(&target.url)
+            .map_err(|e| ConfigError::new("ACTION_TARGETS", format!("{kind}: url: {e}")))?;
+        if let Some(status_url) = &target.status_url {
+            let problem =
+                |e: String| ConfigError::new("ACTION_TARGETS", format!("{kind}: status_url: {e}"));
+            if !status_url.contains(KEY_PLACEHOLDER) {
+                return Err(problem(format!("must contain {KEY_PLACEHOLDER}")));
+            }
+            http_url(&status_url.replace(KEY_PLACEHOLDER, "k")).map_err(problem)?;
+        }
+        if !(1..=ActionTarget::MAX_STATUS_DELAY_SECONDS).contains(&target.status_delay_seconds) {
+            return Err(ConfigError::new(
+                "ACTION_TARGETS",
+                format!(
+                    "{kind}: status_delay_seconds must be from 1 to {}",
+                    ActionTarget::MAX_STATUS_DELAY_SECONDS
+                ),
+            ));
+        }
+    }
+    Ok(action_targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_only_type_has_no_target_and_an_executed_one_must() {
+        let parsed = parse_action_targets(r#"{"agent": {"executes": false}}"#).unwrap();
+        assert!(!parsed["agent"].executes);
+        for refused in [
+            r#"{"agent": {"executes": false, "url": "http://t.example/x"}}"#,
+            r#"{"agent": {"executes": false, "idempotent": true}}"#,
+            r#"{"agent": {"executes": false, "status_delay_seconds": 3}}"#,
+            r#"{"deploy": {}}"#,
+            r#"{"deploy": {"executes": true}}"#,
+        ] {
+            let e = parse_action_targets(refused).unwrap_err();
+            assert_eq!(e.variable, "ACTION_TARGETS", "{refused}");
+        }
+        let executed = parse_action_targets(r#"{"deploy": {"url": "http://t.example/x"}}"#);
+        assert!(executed.unwrap()["deploy"].executes);
+    }
+}
