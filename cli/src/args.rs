@@ -71,6 +71,11 @@ pub enum Command {
     Events(EventsArgs),
     /// Withdraw a pending approval
     Cancel(CancelArgs),
+    /// Serve AI agents over the Model Context Protocol on stdio (tools: request_approval,
+    /// wait_for_decision, get_approval, claim, report, permission_prompt). The permission
+    /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated) and
+    /// COUNTERSIGN_AGENT_WAIT (seconds, 1-55, default 50)
+    Mcp,
 }
 
 #[derive(Debug, Args)]

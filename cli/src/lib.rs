@@ -9,6 +9,7 @@ pub mod duration;
 pub mod error;
 mod gate;
 mod input;
+pub mod mcp;
 pub mod progress;
 pub mod render;
 
@@ -66,6 +67,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Vote(args) => commands::vote(&api, out, args).await,
         Command::Events(args) => commands::events(&api, out, args).await,
         Command::Cancel(args) => commands::cancel(&api, out, args).await,
+        Command::Mcp => {
+            let agent = mcp::AgentConfig::from_lookup(|name| std::env::var(name).ok())?;
+            mcp::serve(api, agent).await
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! `make test` does).
 
 mod flaky_front;
+mod mcp;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,256 @@
+//! `permission_prompt`: Claude Code's `--permission-prompt-tool` contract on top of an
+//! approval-only action type. One tool call is one approval (its Idempotency-Key is the call's
+//! `tool_use_id`, so asking again attaches to it), its payload `{tool_name, input}`; approved,
+//! it is claimed with the same key and the answer allows exactly the approved input. Anything
+//! else — rejected, expired, cancelled, still pending at the end of the wait, an error — denies:
+//! the gate fails closed.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::MAX_WAIT_SECONDS;
+use super::calls::Calls;
+use crate::error::CliError;
+
+/// How long `permission_prompt` and `wait_for_decision` wait when not told.
+pub const DEFAULT_WAIT_SECONDS: u64 = 50;
+
+/// The agent gate's configuration (`COUNTERSIGN_AGENT_*`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentConfig {
+    /// The approval-only action type tool calls are asked under (`None`: the gate is off, and
+    /// `permission_prompt` denies every call).
+    pub action: Option<String>,
+    pub approvers: Vec<String>,
+    pub wait: Duration,
+}
+
+impl AgentConfig {
+    /// From the environment (`lookup`); a bad value is a usage error naming its variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, CliError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let wait = match get("COUNTERSIGN_AGENT_WAIT") {
+            None => DEFAULT_WAIT_SECONDS,
+            Some(raw) => raw
+                .parse::<u64>()
+                .ok()
+                .filter(|s| (1..=MAX_WAIT_SECONDS).contains(s))
+                .ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "COUNTERSIGN_AGENT_WAIT must be a number of seconds from 1 to {MAX_WAIT_SECONDS}"
+                    ))
+                })?,
+        };
+        let approvers: Vec<String> = get("COUNTERSIGN_AGENT_APPROVERS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let action = get("COUNTERSIGN_AGENT_ACTION");
+        match (&action, approvers.is_empty()) {
+            (Some(_), true) => Err(CliError::Usage(
+                "COUNTERSIGN_AGENT_ACTION is set but COUNTERSIGN_AGENT_APPROVERS is not: who approves the agent's tool calls? (comma-separated)".to_owned(),
+            )),
+            (None, false) => Err(CliError::Usage(
+                "COUNTERSIGN_AGENT_APPROVERS is set but COUNTERSIGN_AGENT_ACTION is not: name the approval-only action type the agent's tool calls are asked under".to_owned(),
+            )),
+            _ => Ok(Self {
+                action,
+                approvers,
+                wait: Duration::from_secs(wait),
+            }),
+        }
+    }
+}
+
+/// What `permission_prompt` answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Permission {
+    /// Run the tool with this input: exactly the one the approvers saw.
+    Allow(Value),
+    /// Do not run it, and why.
+    Deny(String),
+}
+
+impl Permission {
+    /// Claude Code's shape: `{"behavior": "allow", "updatedInput": …}` or
+    /// `{"behavior": "deny", "message": …}`.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Allow(input) => json!({"behavior": "allow", "updatedInput": input}),
+            Self::Deny(message) => json!({"behavior": "deny", "message": message}),
+        }
+    }
+}
+
+/// Asks for, waits for and claims the approval of one tool call (see the module's notes).
+pub async fn permission(
+    calls: &Calls,
+    agent: &AgentConfig,
+    tool_name: &str,
+    input: Value,
+    tool_use_id: &str,
+) -> Permission {
+    let Some(action) = &agent.action else {
+        return Permission::Deny(
+            "Countersign's agent gate is not configured (COUNTERSIGN_AGENT_ACTION and COUNTERSIGN_AGENT_APPROVERS): nothing may run.".to_owned(),
+        );
+    };
+    let failed = |what: &str, e: CliError| {
+        Permission::Deny(format!(
+            "Countersign could not {what}, so the call is not allowed: {} ({})",
+            match &e {
+                CliError::Api(p) => p.detail.clone(),
+                other => other.to_string(),
+            },
+            e.code()
+        ))
+    };
+    let body = json!({
+        "action": {"type": action, "payload": {"tool_name": tool_name, "input": input}},
+        "approvers": agent.approvers,
+        "context": {"summary": format!("An AI agent asks to run {tool_name}")},
+    });
+    let created = match calls.create(tool_use_id, &body).await {
+        Ok(approval) => approval,
+        Err(e) => return failed("ask for approval", e),
+    };
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    let approval = match created["status"].as_str() {
+        Some("pending") => match calls.wait_for_decision(&id, agent.wait.as_secs()).await {
+            Ok(approval) => approval,
+            Err(e) => return failed("wait for the decision", e),
+        },
+        _ => created,
+    };
+    match verdict(&approval, agent.wait) {
+        Err(message) => Permission::Deny(message),
+        Ok(()) => match calls.claim(&id, tool_use_id).await {
+            Ok(claimed) => {
+                // The claimer's action is to hand the approved input over; the agent runs it.
+                let handed = json!({"outcome": "succeeded",
+                    "detail": format!("allowed: the approved input was handed to the agent as tool call {tool_use_id}")});
+                let _ = calls.report(&id, tool_use_id, &handed).await;
+                Permission::Allow(claimed["action"]["payload"]["input"].clone())
+            }
+            Err(e) => failed("claim the approval", e),
+        },
+    }
+}
+
+/// `Ok` for an approved approval; otherwise the deny message: why, and where to approve.
+fn verdict(approval: &Value, waited: Duration) -> Result<(), String> {
+    let id = approval["id"].as_str().unwrap_or("the approval");
+    let decision = &approval["decision"];
+    let by = decision["approver"].as_str().unwrap_or("an approver");
+    let comment = decision["comment"]
+        .as_str()
+        .map(|c| format!(": \"{c}\""))
+        .unwrap_or_default();
+    match approval["status"].as_str() {
+        Some("approved") => Ok(()),
+        Some("rejected") => Err(format!(
+            "Rejected by {by}{comment} (Countersign approval {id}). Do not run this call; ask the user what to do instead."
+        )),
+        Some("expired") => Err(format!(
+            "Countersign approval {id} expired before anyone decided it; nothing was run."
+        )),
+        Some("cancelled") => Err(format!(
+            "Countersign approval {id} was cancelled; nothing was run."
+        )),
+        _ => {
+            let approvers: Vec<&str> = approval["approvers"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            Err(format!(
+                "Still waiting for {} to approve (Countersign approval {id}) after {} s; nothing was run. An approver decides it in Slack, from the review link they were sent, or with `countersign vote {id} --approve`. Asking again with the same tool call keeps waiting on the same approval.",
+                approvers.join(", "),
+                waited.as_secs()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<AgentConfig, CliError> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        AgentConfig::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn the_agent_gate_is_configured_whole_or_not_at_all() {
+        let off = config(&[]).unwrap();
+        assert_eq!((off.action, off.wait), (None, Duration::from_secs(50)));
+        let on = config(&[
+            ("COUNTERSIGN_AGENT_ACTION", "agent"),
+            (
+                "COUNTERSIGN_AGENT_APPROVERS",
+                "alice@example.com, bob@example.com",
+            ),
+            ("COUNTERSIGN_AGENT_WAIT", "5"),
+        ])
+        .unwrap();
+        assert_eq!(on.approvers, ["alice@example.com", "bob@example.com"]);
+        assert_eq!(on.wait, Duration::from_secs(5));
+        for bad in [
+            vec![("COUNTERSIGN_AGENT_ACTION", "agent")],
+            vec![("COUNTERSIGN_AGENT_APPROVERS", "alice@example.com")],
+            vec![("COUNTERSIGN_AGENT_WAIT", "56")],
+            vec![("COUNTERSIGN_AGENT_WAIT", "0")],
+            vec![("COUNTERSIGN_AGENT_WAIT", "soon")],
+        ] {
+            let error = config(&bad).unwrap_err().to_string();
+            assert!(error.contains("COUNTERSIGN_AGENT_"), "{error}");
+        }
+    }
+
+    #[test]
+    fn only_approved_allows_and_every_deny_says_why() {
+        let approval = |status: &str| {
+            json!({"id": "apr_1", "status": status, "approvers": ["alice@example.com"],
+                   "decision": {"approver": "alice@example.com", "comment": "not on prod"}})
+        };
+        assert_eq!(
+            verdict(&approval("approved"), Duration::from_secs(5)),
+            Ok(())
+        );
+        let rejected = verdict(&approval("rejected"), Duration::from_secs(5)).unwrap_err();
+        assert!(
+            rejected.contains("Rejected by alice@example.com: \"not on prod\""),
+            "{rejected}"
+        );
+        let pending = verdict(&approval("pending"), Duration::from_secs(5)).unwrap_err();
+        assert!(
+            pending.contains("Still waiting for alice@example.com")
+                && pending.contains("after 5 s")
+        );
+        for status in ["expired", "cancelled"] {
+            assert!(
+                verdict(&approval(status), Duration::from_secs(5))
+                    .unwrap_err()
+                    .contains(status)
+            );
+        }
+        assert_eq!(
+            Permission::Allow(json!({"command": "ls"})).to_json(),
+            json!({"behavior": "allow", "updatedInput": {"command": "ls"}})
+        );
+        assert_eq!(Permission::Deny("no".into()).to_json()["behavior"], "deny");
+    }
+}

@@ -1,0 +1,261 @@
+//! `countersign mcp`: the CLI as a Model Context Protocol server on stdio (SPEC "Agents ask
+//! before they act"), built on `rmcp`, the official Rust SDK. Every tool is one or a few calls
+//! of the HTTP API with the configured key; each answers one text content holding JSON (also as
+//! `structuredContent`), and a refusal is a tool result with `isError: true` carrying the
+//! problem's `code` and `detail`. Nothing but the API's answers reaches the agent — the API
+//! never shows review links or keys.
+//!
+//! Standard output is the protocol's channel: nothing else is ever printed there.
+
+mod agent;
+mod calls;
+
+use std::sync::Arc;
+
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::schemars::JsonSchema;
+use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+pub use agent::{AgentConfig, Permission, permission};
+
+use crate::client::Api;
+use crate::error::CliError;
+use calls::{Calls, tool_error};
+
+/// The longest a `wait_for_decision` (or `permission_prompt`) holds: MCP clients commonly give
+/// up on a tool call after 60 s.
+pub const MAX_WAIT_SECONDS: u64 = 55;
+
+/// Runs the server on stdin/stdout until the client goes away.
+pub async fn serve(api: Api, agent: AgentConfig) -> Result<u8, CliError> {
+    let server = Gate {
+        calls: Arc::new(Calls::new(api)),
+        agent: Arc::new(agent),
+    };
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| CliError::Transport(format!("MCP: cannot start on stdio: {e}")))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| CliError::Transport(format!("MCP: {e}")))?;
+    Ok(0)
+}
+
+#[derive(Clone)]
+struct Gate {
+    calls: Arc<Calls>,
+    agent: Arc<AgentConfig>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct RequestApproval {
+    /// The action type to ask for: one the Countersign service is configured with (an
+    /// approval-only type when you will perform the action yourself).
+    action_type: String,
+    /// Exactly what you want to do, as a JSON object. The approvers see it, and an approval
+    /// holds for this payload only.
+    payload: Map<String, Value>,
+    /// Who may approve (their identities, e.g. email addresses).
+    approvers: Vec<String>,
+    /// Optional quorum: {"rules": [{"name", "approvers", "min_approvals"}]}.
+    policy: Option<Value>,
+    /// One line for the approvers: what you want to do and why.
+    summary: Option<String>,
+    /// Makes a repeat of this request return the same approval instead of a new one (use a
+    /// stable id of the step). A random one when left out.
+    idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct WaitForDecision {
+    /// The approval's id (apr_…).
+    id: String,
+    /// How long to wait for a decision, 1 to 55 seconds (default 50). Still pending then: the
+    /// approval comes back with status "pending"; call again to keep waiting.
+    timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct ApprovalRef {
+    /// The approval's id (apr_…).
+    id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct Claim {
+    /// The approval's id (apr_…).
+    id: String,
+    /// Your key for this claim: the same key again returns the same claim; report with it.
+    idempotency_key: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct Report {
+    /// The approval's id (apr_…).
+    id: String,
+    /// The key you claimed it with.
+    idempotency_key: String,
+    /// What became of the action: "succeeded" or "failed".
+    outcome: Outcome,
+    /// Optional: what you did, or why it failed (at most 2000 characters).
+    detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(rename_all = "snake_case")]
+enum Outcome {
+    Succeeded,
+    Failed,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct PermissionPrompt {
+    /// The tool the agent wants to call.
+    tool_name: String,
+    /// The tool call's input, exactly as the agent would run it.
+    input: Value,
+    /// The tool call's id: asking again with the same id attaches to the same approval.
+    tool_use_id: String,
+}
+
+/// A successful answer: the JSON as text, and as `structuredContent`.
+fn answer(value: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::structured(value))
+}
+
+#[tool_router]
+impl Gate {
+    #[tool(
+        description = "Ask people to approve an action before you perform it. Returns the approval (its id and status \"pending\"); then call wait_for_decision. Approved approvals of an approval-only type are claimed once (claim) before you act, and reported on (report) after."
+    )]
+    async fn request_approval(
+        &self,
+        Parameters(args): Parameters<RequestApproval>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut body = json!({
+            "action": {"type": args.action_type, "payload": args.payload},
+            "approvers": args.approvers,
+        });
+        if let Some(policy) = args.policy {
+            body["policy"] = policy;
+        }
+        if let Some(summary) = args.summary {
+            body["context"] = json!({ "summary": summary });
+        }
+        let key = args
+            .idempotency_key
+            .unwrap_or_else(|| format!("mcp-{}", ulid::Ulid::new()));
+        match self.calls.create(&key, &body).await {
+            Ok(approval) => answer(approval),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "Wait up to timeout_seconds (at most 55) for an approval to be decided, without polling. Returns the approval: status \"approved\", \"rejected\", \"expired\" or \"cancelled\" once decided, or still \"pending\" (call again to keep waiting). Do not act on anything but \"approved\"."
+    )]
+    async fn wait_for_decision(
+        &self,
+        Parameters(args): Parameters<WaitForDecision>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let seconds = args.timeout_seconds.unwrap_or(agent::DEFAULT_WAIT_SECONDS);
+        if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
+            return Ok(tool_error(&CliError::Usage(format!(
+                "timeout_seconds must be from 1 to {MAX_WAIT_SECONDS}"
+            ))));
+        }
+        match self.calls.wait_for_decision(&args.id, seconds).await {
+            Ok(approval) => answer(approval),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "Read an approval: its status, the action and payload the approvers see, the votes, the decision, and its execution (claimed, succeeded, failed)."
+    )]
+    async fn get_approval(
+        &self,
+        Parameters(args): Parameters<ApprovalRef>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.calls.get(&args.id).await {
+            Ok(approval) => answer(approval),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "Claim an approved approval of an approval-only type before you perform its action: it can be claimed once. The answer holds the exact payload that was approved: perform that, nothing else. The same idempotency_key again returns the same claim; another key is refused (already_claimed). Then call report."
+    )]
+    async fn claim(
+        &self,
+        Parameters(args): Parameters<Claim>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match self.calls.claim(&args.id, &args.idempotency_key).await {
+            Ok(approval) => answer(approval),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "Report what became of an action you claimed: outcome \"succeeded\" or \"failed\", with the claim's idempotency_key. Reporting the same outcome again is harmless."
+    )]
+    async fn report(
+        &self,
+        Parameters(args): Parameters<Report>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let outcome = match args.outcome {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+        };
+        let body = json!({"outcome": outcome, "detail": args.detail});
+        match self
+            .calls
+            .report(&args.id, &args.idempotency_key, &body)
+            .await
+        {
+            Ok(approval) => answer(approval),
+            Err(e) => Ok(tool_error(&e)),
+        }
+    }
+
+    #[tool(
+        description = "Claude Code's permission prompt (--permission-prompt-tool): asks the configured approvers to allow one tool call, waits for them, and answers {\"behavior\": \"allow\", \"updatedInput\": …} with exactly the input they approved, or {\"behavior\": \"deny\", \"message\": …}. Still pending at the end of the wait is a deny."
+    )]
+    async fn permission_prompt(
+        &self,
+        Parameters(args): Parameters<PermissionPrompt>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let decision = permission(
+            &self.calls,
+            &self.agent,
+            &args.tool_name,
+            args.input,
+            &args.tool_use_id,
+        )
+        .await;
+        answer(decision.to_json())
+    }
+}
+
+#[tool_handler]
+impl ServerHandler for Gate {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("countersign", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Countersign puts a person's approval in front of an action. Ask with request_approval, wait with wait_for_decision, then (approval-only types) claim before acting and report after. Never perform an action whose approval is not \"approved\", and perform exactly the approved payload.",
+            )
+    }
+}
