@@ -38,7 +38,8 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         "ACTION_TARGETS" => Some(format!(
             r#"{{"echo": {{"url": "http://127.0.0.1:{port}/_demo/echo", "idempotent": true,
                           "status_url": "http://127.0.0.1:{port}/_demo/echo/status/{{idempotency_key}}",
-                          "status_delay_seconds": 2}}}}"#
+                          "status_delay_seconds": 2}},
+                "agent": {{"executes": false}}}}"#
         )),
         "WEBHOOK_SOURCES" => Some(format!(
             r#"{{"demo": {{"tenant": "demo", "secrets": ["{DEMO_WEBHOOK_SECRET}"]}}}}"#
@@ -234,7 +235,8 @@ Notifications print each approver's review link: open it in a browser to approve
 Lifecycle callbacks (signed per Standard Webhooks) print as the demo receiver verifies them;
 the audit trail: curl -s {base}/approvals/<id>/events -H 'Authorization: Bearer {DEMO_API_KEY}'
 Approved actions of type echo are performed by a local recorder that prints them (once per
-Idempotency-Key).
+Idempotency-Key). Type agent is approval-only: its caller claims the approved execution
+(POST /approvals/<id>/execution/claim) and acts itself, e.g. `countersign mcp` for an AI agent.
 
 Decide through a signed webhook instead (prints a curl signed now; pipe it to sh to send it):
   target/debug/countersign-local sign-webhook \
