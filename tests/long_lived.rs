@@ -263,7 +263,9 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
             ("API_KEYS", test_api_keys()),
             (
                 "ACTION_TARGETS",
-                json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true}}).to_string(),
+                json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true},
+                       "agent": {"executes": false}})
+                .to_string(),
             ),
             ("NOTIFIER_URL", format!("{target}/notify")),
             (
@@ -438,6 +440,10 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
         "Slack: {posts} posts, {updates} updates, {lookups} history lookups for {APPROVALS} \
          approvals ({slack_decided} decided by a double click in Slack)"
     );
+    let agents = approval_only_round(&runner, secret_for_agents(), &downstream).await;
+    println!(
+        "then {agents} approval-only approvals on the same runner: each claimed once by one of two racing claimers, reported, never dispatched"
+    );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);
     let moto_rss = moto_resident_bytes();
@@ -456,4 +462,87 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     if let Some(rss) = moto_rss {
         assert!(rss < 1 << 30, "moto holds {rss} bytes");
     }
+}
+
+fn secret_for_agents() -> WebhookSecret {
+    WebhookSecret::parse(ACME_SECRET).expect("secret")
+}
+
+/// More work on the long-lived runner after the rest: approval-only approvals, half approved
+/// through a webhook delivered twice, half through the API; two claimers race for each (one
+/// wins, the other is refused), the winner reports, and every one ends `succeeded` with exactly
+/// one claim, without any execute job or downstream call.
+async fn approval_only_round(
+    runner: &LocalRunner,
+    secret: WebhookSecret,
+    downstream: &Downstream,
+) -> usize {
+    const AGENTS: usize = 40;
+    let calls_before = downstream.calls_to("/ok").len();
+    let claim = |id: &str, key: &str| {
+        runner
+            .http
+            .post(runner.url(&format!("/approvals/{id}/execution/claim")))
+            .bearer_auth(KEY_A)
+            .header("idempotency-key", key)
+    };
+    let ids: Vec<String> = futures::stream::iter(0..AGENTS)
+        .map(|i| {
+            let secret = &secret;
+            async move {
+                let body = json!({"action": {"type": "agent", "payload": {"tool_name": "Bash", "input": {"n": i}}},
+                                  "approvers": [ALICE]})
+                .to_string();
+                let created = send(create(runner, KEY_A, &format!("ll-agent-{i}"), &body)).await;
+                assert_eq!(created.status, 201);
+                let id = created.json()["id"].as_str().expect("id").to_owned();
+                if i % 2 == 0 {
+                    let event = decided_event(&id, "approve", ALICE);
+                    let url = runner.url("/webhooks/acme");
+                    let event_id = format!("msg_ll_agent_{i}");
+                    let deliver = || signed_delivery(&runner.http, &url, secret, &event_id, &event);
+                    let (a, b) = futures::join!(send(deliver()), send(deliver()));
+                    assert_eq!((a.json()["outcome"].clone(), b.json()["outcome"].clone()), (json!("applied"), json!("applied")));
+                } else {
+                    assert_eq!(send(decide(runner, DECIDER_A, &id, ALICE)).await.status, 200);
+                }
+                let approved = send(get(runner, KEY_A, &id)).await.json();
+                assert_eq!(
+                    (approved["status"].as_str(), approved["execution"]["status"].as_str()),
+                    (Some("approved"), Some("not_started")),
+                    "{approved}"
+                );
+                let (a, b) = futures::join!(send(claim(&id, "claim-a")), send(claim(&id, "claim-b")));
+                let mut statuses = [a.status, b.status];
+                statuses.sort_unstable();
+                assert_eq!(statuses, [200, 409], "one claimer of two");
+                let winner = if a.status == 200 { "claim-a" } else { "claim-b" };
+                let report = runner
+                    .http
+                    .post(runner.url(&format!("/approvals/{id}/execution/report")))
+                    .bearer_auth(KEY_A)
+                    .header("idempotency-key", winner)
+                    .json(&json!({"outcome": "succeeded"}));
+                assert_eq!(send(report).await.status, 200);
+                id
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for id in &ids {
+        let approval = send(get(runner, KEY_A, id)).await.json();
+        assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
+        assert!(
+            approval["execution"]["claimed_by"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("claim-"))
+        );
+    }
+    assert_eq!(
+        downstream.calls_to("/ok").len(),
+        calls_before,
+        "no approval-only type is ever called"
+    );
+    ids.len()
 }

@@ -27,6 +27,8 @@ pub struct Action {
     #[serde(rename = "type")]
     pub kind: String,
     pub payload: serde_json::Value,
+    /// `Some(false)`: an approval-only type, executed by whoever claims it, not by Countersign.
+    pub executes: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -128,7 +130,10 @@ impl Approval {
         match self.status.as_str() {
             "rejected" => Some(Verdict::Rejected),
             "expired" | "cancelled" => Some(Verdict::Ended),
-            "approved" if !wait_for_execution => Some(Verdict::Passed),
+            // An approval-only type's execution is its caller's: approved is the whole verdict.
+            "approved" if !wait_for_execution || self.action.executes == Some(false) => {
+                Some(Verdict::Passed)
+            }
             "approved" => match self.execution.status.as_str() {
                 "succeeded" => Some(Verdict::Passed),
                 "failed" | "needs_reconciliation" => Some(Verdict::ExecutionFailed),

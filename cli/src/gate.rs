@@ -131,13 +131,15 @@ async fn wait(
     let mut last_state = String::new();
     // The first read is plain, so that the gate shows where the approval stands at once.
     let mut first = true;
+    // An approval-only type's execution is its caller's: its gate waits for the decision.
+    let mut executes = true;
     loop {
         let hold = held_read_seconds(patience.remaining()).filter(|_| !first);
         first = false;
         let mut query = Vec::new();
         if let Some(seconds) = hold {
             query.push(("wait", seconds.to_string()));
-            if wait_for_execution {
+            if wait_for_execution && executes {
                 query.push(("until", "executed".to_owned()));
             }
         }
@@ -151,6 +153,7 @@ async fn wait(
         )
         .await?;
         let approval = approval::parse(&reply.body)?;
+        executes = approval.action.executes != Some(false);
         let state = approval.state_line();
         progress.state(id, &state);
         if let Some(verdict) = approval.verdict(wait_for_execution) {

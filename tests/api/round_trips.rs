@@ -183,3 +183,42 @@ async fn a_slack_click_is_one_round_trip() {
     );
     assert_eq!(t.get(KEY_A, &id).await.json()["status"], "approved");
 }
+
+/// An approval-only type: its approving vote, a claim (won, replayed, refused) and a report are
+/// one `UpdateItem` each.
+#[tokio::test]
+async fn an_approval_only_approval_is_approved_claimed_and_reported_in_one_round_trip_each() {
+    let t = TestApp::start().await;
+    let body = json!({"action": {"type": "agent", "payload": {"tool_name": "Bash"}}, "approvers": [ALICE]});
+    let id = t.create_ok(KEY_A, "rt-agent", &body.to_string()).await;
+    t.calls.take();
+    assert_eq!(
+        t.decide(DECIDER_A, &id, decision_body("approve", ALICE))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        t.calls.take(),
+        ["UpdateItem"],
+        "the approving vote, hinted by the id"
+    );
+    let claim = |key: &'static str| {
+        t.http
+            .post(t.url(&format!("/approvals/{id}/execution/claim")))
+            .bearer_auth(KEY_A)
+            .header("idempotency-key", key)
+    };
+    for (key, status) in [("c1", 200), ("c1", 200), ("c2", 409)] {
+        assert_eq!(t.send(claim(key)).await.status, status);
+        assert_eq!(t.calls.take(), ["UpdateItem"], "claim {key}");
+    }
+    let report = t
+        .http
+        .post(t.url(&format!("/approvals/{id}/execution/report")))
+        .bearer_auth(KEY_A)
+        .header("idempotency-key", "c1")
+        .json(&json!({"outcome": "succeeded"}));
+    assert_eq!(t.send(report).await.status, 200);
+    assert_eq!(t.calls.take(), ["UpdateItem"], "report");
+}

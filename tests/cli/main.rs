@@ -201,6 +201,28 @@ async fn with_no_execution_the_gate_exits_0_once_approved() {
     assert_ne!(approval["execution"]["status"], "succeeded");
 }
 
+/// An approval-only type's execution is its caller's (it claims it): the gate's verdict is the
+/// decision, at once, not a wait for an execution nobody else will start.
+#[tokio::test]
+async fn the_gate_of_an_approval_only_type_exits_0_once_approved() {
+    let t = start().await;
+    let started = Instant::now();
+    let (_, gate) = approved_gate(&t, "agent", "pipeline-agent", &["--json"]).await;
+    let approval = stdout_json(&gate.code(0));
+    assert_eq!(
+        (
+            approval["status"].as_str(),
+            approval["execution"]["status"].as_str()
+        ),
+        (Some("approved"), Some("not_started"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[tokio::test]
 async fn the_gate_exits_1_when_rejected() {
     let t = start().await;

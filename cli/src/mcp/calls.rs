@@ -87,7 +87,10 @@ impl Calls {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             // Whole seconds, rounded up: the server holds at most what is asked.
-            let hold = left.as_millis().div_ceil(1000).clamp(1, u128::from(HOLD_SECONDS));
+            let hold = left
+                .as_millis()
+                .div_ceil(1000)
+                .clamp(1, u128::from(HOLD_SECONDS));
             let hold = hold.to_string();
             let asked = Instant::now();
             let query = [("wait", hold.as_str())];
