@@ -25,7 +25,7 @@ use crate::domain::{
 };
 
 /// only_if_claimable: approved, approval-only, never claimed.
-const ONLY_IF_CLAIMABLE: &str = "attribute_exists(#approval_only) AND #status = :approved \
+const ONLY_IF_UNCLAIMED: &str = "attribute_exists(#approval_only) AND #status = :approved \
      AND #execution.#status = :not_started AND attribute_not_exists(#execution.#claimed_by)";
 /// ... by its requester (a key with the operator role claims any of the tenant's).
 const ONLY_IF_ITS_REQUESTER: &str = "#requested_by = :by";
@@ -63,7 +63,7 @@ impl Store {
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
         ]);
-        let mut condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_CLAIMABLE}");
+        let mut condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_UNCLAIMED}");
         if requester_only {
             condition = format!("{condition} AND {ONLY_IF_ITS_REQUESTER}");
             values.insert(":by".to_owned(), s(claimant.as_str()));
