@@ -84,6 +84,8 @@ pub struct Execution {
     pub attempts: u32,
     pub last_error: Option<String>,
     pub note: Option<String>,
+    /// Approval-only types: the key that claimed the execution.
+    pub claimed_by: Option<String>,
 }
 
 /// `: why` after who said it, or nothing.
@@ -214,15 +216,19 @@ impl Approval {
     pub fn execution_line(&self) -> String {
         let execution = &self.execution;
         let mut details = Vec::new();
-        if execution.attempts > 0 {
+        if let Some(key) = &execution.claimed_by {
+            details.push(format!("claimed by {key}"));
+        } else if execution.attempts > 0 {
             let plural = if execution.attempts == 1 { "" } else { "s" };
             details.push(format!("{} attempt{plural}", execution.attempts));
         }
         if let Some(error) = &execution.last_error {
             details.push(format!("last error: {error}"));
         }
-        if let Some(note) = &execution.note {
-            details.push(format!("operator's note: {note}"));
+        match (&execution.note, &execution.claimed_by) {
+            (Some(note), Some(_)) => details.push(format!("reported: {note}")),
+            (Some(note), None) => details.push(format!("operator's note: {note}")),
+            (None, _) => {}
         }
         let status = execution.status.replace('_', " ");
         if details.is_empty() {
