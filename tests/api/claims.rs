@@ -204,6 +204,20 @@ async fn only_an_approved_approval_only_execution_is_claimed_and_only_by_its_req
         .send(claim(&t, "agent-1-key-0123456789", &approved, "k1"))
         .await;
     assert_eq!(own.status, 200, "its requester claims it: {}", own.text());
+    // The claim's key shows on the approval: another requester holding it still may not report.
+    t.send(report(
+        &t,
+        "agent-2-key-0123456789",
+        &approved,
+        "k1",
+        json!({"outcome": "succeeded"}),
+    ))
+    .await
+    .assert_problem(403, "forbidden");
+    assert_eq!(
+        t.get(KEY_A, &approved).await.json()["execution"]["status"],
+        "running"
+    );
     // An operator may claim any of the tenant's approvals (here: meets the claim).
     t.send(claim(&t, KEY_A, &approved, "k2"))
         .await

@@ -182,7 +182,8 @@ async fn the_permission_prompt_allows_exactly_the_approved_input_and_denies_the_
     client.cancel().await.expect("close");
 
     // Nobody decides within the wait: deny (fail closed), still pending.
-    let client = connect(&t, "2").await;
+    // 21 s: a hold of 20 s, then one of 1 s (each within its own timeout).
+    let client = connect(&t, "21").await;
     let started = std::time::Instant::now();
     let pending = answer(
         &call(
@@ -202,7 +203,8 @@ async fn the_permission_prompt_allows_exactly_the_approved_input_and_denies_the_
         !message.contains("token="),
         "no review link reaches the agent: {message}"
     );
-    assert!(started.elapsed() >= Duration::from_secs(2), "it waited");
+    assert!(message.contains("after 21 s"), "{message}");
+    assert!(started.elapsed() >= Duration::from_secs(21), "it waited");
     client.cancel().await.expect("close");
 }
 

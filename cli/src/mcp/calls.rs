@@ -14,6 +14,9 @@ use crate::error::CliError;
 const RETRY_WINDOW: Duration = Duration::from_secs(20);
 /// The longest one held read asks the server to hold (the API's limit).
 const HOLD_SECONDS: u64 = 20;
+/// How much longer than its hold a held read may take (the server's last read, the network):
+/// a wait never answers later than this after its deadline.
+const HOLD_GRACE: Duration = Duration::from_secs(3);
 
 pub struct Calls {
     api: Api,
@@ -41,17 +44,29 @@ impl Calls {
         &self,
         method: Method,
         segments: &[&str],
-        query: &[(&str, &str)],
+        key: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<Value, CliError> {
+        let patience = Patience {
+            deadline: None,
+            window: RETRY_WINDOW,
+        };
+        self.call_within(patience, (method, segments, &[]), key, body)
+            .await
+    }
+
+    /// One request, retried while transient failures last within `patience` (each try's
+    /// timeout is what is left of it).
+    async fn call_within(
+        &self,
+        patience: Patience,
+        (method, segments, query): (Method, &[&str], &[(&str, &str)]),
         key: Option<&str>,
         body: Option<&Value>,
     ) -> Result<Value, CliError> {
         let url = self.api.url(segments, query);
         let headers: Vec<(&str, &str)> = key.map(|k| ("idempotency-key", k)).into_iter().collect();
         let body = body.map(Value::to_string);
-        let patience = Patience {
-            deadline: None,
-            window: RETRY_WINDOW,
-        };
         let reply = with_retries(
             patience,
             |limit| {
@@ -71,13 +86,12 @@ impl Calls {
 
     /// `POST /approvals` under `key` (a repeat returns the same approval).
     pub async fn create(&self, key: &str, body: &Value) -> Result<Value, CliError> {
-        self.call(Method::POST, &["approvals"], &[], Some(key), Some(body))
+        self.call(Method::POST, &["approvals"], Some(key), Some(body))
             .await
     }
 
     pub async fn get(&self, id: &str) -> Result<Value, CliError> {
-        self.call(Method::GET, &["approvals", id], &[], None, None)
-            .await
+        self.call(Method::GET, &["approvals", id], None, None).await
     }
 
     /// Held reads (`?wait=`) until the approval is no longer pending or `seconds` pass: a
@@ -94,9 +108,13 @@ impl Calls {
             let hold = hold.to_string();
             let asked = Instant::now();
             let query = [("wait", hold.as_str())];
-            let approval = self
-                .call(Method::GET, &["approvals", id], &query, None, None)
-                .await?;
+            // Each try may take its hold and the grace; retries end with the wait's deadline.
+            let patience = Patience {
+                deadline: Some(deadline + HOLD_GRACE),
+                window: Duration::from_secs(HOLD_SECONDS) + HOLD_GRACE,
+            };
+            let read = (Method::GET, &["approvals", id][..], &query[..]);
+            let approval = self.call_within(patience, read, None, None).await?;
             let left = deadline.saturating_duration_since(Instant::now());
             if approval["status"] != "pending" || left.is_zero() {
                 return Ok(approval);
@@ -111,13 +129,12 @@ impl Calls {
 
     pub async fn claim(&self, id: &str, key: &str) -> Result<Value, CliError> {
         let segments = ["approvals", id, "execution", "claim"];
-        self.call(Method::POST, &segments, &[], Some(key), None)
-            .await
+        self.call(Method::POST, &segments, Some(key), None).await
     }
 
     pub async fn report(&self, id: &str, key: &str, body: &Value) -> Result<Value, CliError> {
         let segments = ["approvals", id, "execution", "report"];
-        self.call(Method::POST, &segments, &[], Some(key), Some(body))
+        self.call(Method::POST, &segments, Some(key), Some(body))
             .await
     }
 }

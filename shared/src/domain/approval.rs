@@ -178,6 +178,9 @@ pub struct Execution {
     pub claimed_by: Option<String>,
     /// ... and the principal of the key that claimed it (the trail's actor). Not shown.
     pub claimant: Option<Approver>,
+    /// When the claimer reported the outcome (the trail's sign that the claimer, not an
+    /// operator or the reconciler, ended it). Not shown.
+    pub reported_at: Option<EpochSeconds>,
     /// The identity of the operator request that made the latest resume (its `Idempotency-Key`,
     /// or a token of its own): a repeat of that request recognises its own change. Not shown.
     pub retry_key: Option<String>,
@@ -218,6 +221,7 @@ impl Execution {
             note: None,
             claimed_by: None,
             claimant: None,
+            reported_at: None,
             retry_key: None,
             retry_keys: Vec::new(),
             late_reports: Vec::new(),

@@ -88,7 +88,7 @@ pub async fn report(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    roles(&caller)?;
+    let requester_only = roles(&caller)?;
     let key = idempotency_key(&headers)?;
     if !is_json(&headers) {
         return Err(ApiError::UnsupportedMediaType);
@@ -102,14 +102,12 @@ pub async fn report(
         .report_execution(
             &caller.tenant,
             &id,
-            key.as_str(),
+            (key.as_str(), (&caller.principal, requester_only)),
             (outcome, detail.as_deref()),
             now,
         )
         .await?
     {
-        // Reported by a key the caller could not have claimed with is impossible: the
-        // condition binds the report to the claim's key.
         Ok(approval) => return Ok(Json(approval.view(now)).into_response()),
         Err(None) => return Err(ApiError::NotFound),
         Err(Some(old)) => old,

@@ -27,8 +27,9 @@ use crate::domain::{
 /// only_if_claimable: approved, approval-only, never claimed.
 const ONLY_IF_UNCLAIMED: &str = "attribute_exists(#approval_only) AND #status = :approved \
      AND #execution.#status = :not_started AND attribute_not_exists(#execution.#claimed_by)";
-/// ... by its requester (a key with the operator role claims any of the tenant's).
-const ONLY_IF_ITS_REQUESTER: &str = "#requested_by = :by";
+/// ... by its requester (a key with the operator role claims, or reports on, any of the
+/// tenant's): the claim's key shows on the approval, so the report is bound to both.
+const ONLY_IF_ITS_REQUESTER: &str = "#requested_by_id = :by";
 
 /// only_if_reportable: claimed with this key, and not ended yet (or ended by the reconciler
 /// for want of a report).
@@ -63,11 +64,11 @@ impl Store {
             (":one".to_owned(), n(1)),
             (":now".to_owned(), epoch(now)),
         ]);
-        let mut condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_UNCLAIMED}");
-        if requester_only {
-            condition = format!("{condition} AND {ONLY_IF_ITS_REQUESTER}");
-            values.insert(":by".to_owned(), s(claimant.as_str()));
-        }
+        let condition = with_requester(
+            format!("{ONLY_IF_EXISTS} AND {ONLY_IF_UNCLAIMED}"),
+            (claimant, requester_only),
+            &mut values,
+        );
         // Running from now: the reconciler's once it sits unreported past its bound.
         let claimed = Indexed::after(id, Status::Approved, false, ExecutionStatus::Running, now);
         let update = UpdateExpr::default()
@@ -90,11 +91,12 @@ impl Store {
 
     /// Ends a claimed execution with the claimer's `outcome` (succeeded or failed) and
     /// `detail`. `Err` carries the approval as it was (`None`: no such approval).
+    /// `reporter`: the reporting key's principal, and whether it may report only on its own.
     pub async fn report_execution(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
-        key: &str,
+        (key, reporter): (&str, (&Approver, bool)),
         (outcome, detail): (ExecutionStatus, Option<&str>),
         now: EpochSeconds,
     ) -> Result<Result<Approval, Option<Approval>>, StoreError> {
@@ -108,8 +110,11 @@ impl Store {
             (":outcome".to_owned(), s(outcome.as_str())),
             (":now".to_owned(), epoch(now)),
         ]);
+        // `reported_at` tells the trail this end is the claimer's report (not an operator's
+        // resolve, nor the reconciler's).
         let mut update = UpdateExpr::default()
             .set("#execution.#status = :outcome")
+            .set("#execution.#reported_at = :now")
             .set("#execution.#updated_at = :now");
         update = match detail {
             Some(detail) => {
@@ -120,7 +125,11 @@ impl Store {
         };
         let ended = Indexed::after(id, Status::Approved, false, outcome, now);
         let update = ended.apply(update, &mut values).build();
-        let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_REPORTABLE}");
+        let condition = with_requester(
+            format!("{ONLY_IF_EXISTS} AND {ONLY_IF_REPORTABLE}"),
+            reporter,
+            &mut values,
+        );
         self.update_approval(
             tenant,
             id,
@@ -178,6 +187,19 @@ impl Store {
         )
         .await
     }
+}
+
+/// `condition`, and for a requester's key (`requester_only`) that the approval is its own.
+fn with_requester(
+    condition: String,
+    (principal, requester_only): (&Approver, bool),
+    values: &mut HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+) -> String {
+    if !requester_only {
+        return condition;
+    }
+    values.insert(":by".to_owned(), s(principal.identity()));
+    format!("{condition} AND {ONLY_IF_ITS_REQUESTER}")
 }
 
 /// Why the reconciler ended a claim.

@@ -226,6 +226,9 @@ pub(crate) fn execution_to_attr(execution: &Execution) -> AttributeValue {
     if let Some(claimant) = &execution.claimant {
         map.insert("claimant".to_owned(), s(claimant.as_str()));
     }
+    if let Some(at) = execution.reported_at {
+        map.insert("reported_at".to_owned(), n(at));
+    }
     if !execution.retry_keys.is_empty() {
         map.insert(
             "retry_keys".to_owned(),
@@ -374,6 +377,7 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         claimant: opt_s(map, "claimant")
             .map(|c| Approver::parse(&c).map_err(|_| StoreError::corrupt("execution.claimant")))
             .transpose()?,
+        reported_at: get_n(map, "reported_at").ok(),
         retry_key: opt_s(map, "retry_key"),
         retry_keys: strings_from(map.get("retry_keys"), "execution.retry_keys")?,
         requeues: get_n(map, "requeues").unwrap_or(0),
@@ -471,6 +475,7 @@ mod tests {
                 note: Some("done by hand".into()),
                 claimed_by: Some("claim-1".into()),
                 claimant: Some(Approver::parse("ci@acme").unwrap()),
+                reported_at: Some(1_700_000_300),
                 retry_key: Some("retry-1".into()),
                 retry_keys: vec!["retry-0".into(), "retry-1".into()],
                 late_reports: vec!["an attempt learnt: succeeded".into()],

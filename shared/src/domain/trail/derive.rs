@@ -267,12 +267,15 @@ impl Derived<'_> {
             _ => None,
         };
         if let Some(kind) = kind {
+            // The claimer's report (or its late one, after the reconciler gave up) is the
+            // change that set `reported_at`.
+            let reported = new.reported_at.is_some()
+                && old.is_none_or(|o| o.execution.reported_at != new.reported_at);
             let actor = match (kind, claimer) {
-                (EventType::Resolved, None) => operator,
+                (_, Some(claimer)) if reported => claimer,
+                (EventType::Resolved, _) => operator,
                 (EventType::NeedsReconciliation, Some(_)) => json!({ "channel": "reconciler" }),
-                // The claimer's report (or its late one, after the reconciler gave up).
-                (_, Some(claimer)) => claimer,
-                (_, None) => executor,
+                _ => executor,
             };
             self.push(
                 kind,

@@ -223,3 +223,44 @@ fn executor_events_sort_right_after_their_cause() {
             .all(|t| EventType::parse(t.as_str()) == Some(*t))
     );
 }
+
+/// An approval-only type: the claim is an event of its claimer; its end is the claimer's when
+/// its report made it, the reconciler's when it gave up waiting, an operator's when resolved.
+#[test]
+fn a_claim_and_its_end_name_who_did_each() {
+    let mut approved = pending(1_000);
+    approved.executes = false;
+    approved.status = Status::Approved;
+    approved.decision = Some(vote("alice", Outcome::Approved, 10));
+    let mut claimed = approved.clone();
+    claimed.execution.status = ExecutionStatus::Running;
+    claimed.execution.attempts = 1;
+    claimed.execution.claimed_by = Some("toolu_1".into());
+    claimed.execution.claimant = Some(Approver::parse("agent@acme").unwrap());
+    let events = events_for_change(Some(&approved), Some(&claimed), "p1");
+    assert_eq!(types(&events), ["execution.claimed"]);
+    assert_eq!(events[0].actor["principal"], "agent@acme");
+    assert_eq!(events[0].data["claimed_by"], "toolu_1");
+
+    let mut reported = claimed.clone();
+    reported.execution.status = ExecutionStatus::Succeeded;
+    reported.execution.reported_at = Some(20);
+    let events = events_for_change(Some(&claimed), Some(&reported), "p2");
+    assert_eq!(types(&events), ["execution.succeeded"]);
+    assert_eq!(events[0].actor["principal"], "agent@acme");
+
+    let mut stuck = claimed.clone();
+    stuck.execution.status = ExecutionStatus::NeedsReconciliation;
+    let events = events_for_change(Some(&claimed), Some(&stuck), "p3");
+    assert_eq!(types(&events), ["execution.needs_reconciliation"]);
+    assert_eq!(events[0].actor, json!({"channel": "reconciler"}));
+
+    let mut resolved = stuck.clone();
+    resolved.execution.status = ExecutionStatus::Failed;
+    let by_operator = events_for_change(Some(&stuck), Some(&resolved), "p4");
+    assert_eq!(types(&by_operator), ["execution.resolved"]);
+    assert_eq!(by_operator[0].actor, json!({"channel": "api"}));
+    resolved.execution.reported_at = Some(30);
+    let by_claimer = events_for_change(Some(&stuck), Some(&resolved), "p4");
+    assert_eq!(by_claimer[0].actor["principal"], "agent@acme");
+}
