@@ -54,22 +54,14 @@ pub async fn claim(
     let id = approval_id(id)?;
     let now = app.clock.now();
     let claimant = (&caller.principal, requester_only);
-    let old = match app
+    let written = app
         .store
         .claim_execution(&caller.tenant, &id, key.as_str(), claimant, now)
-        .await?
-    {
-        Ok(approval) => return Ok(Json(approval.view(now)).into_response()),
-        Err(None) => return Err(ApiError::NotFound),
-        Err(Some(old)) => old,
+        .await?;
+    let (old, approval) = match refused(written, &caller, now)? {
+        Written::Applied(response) => return Ok(response),
+        Written::Refused(old, approval) => (old, approval),
     };
-    let approval = json!(old.view(now));
-    if !may_act_on(&caller, &old) {
-        return Err(ApiError::Forbidden);
-    }
-    if old.executes {
-        return Err(ApiError::NotClaimable { approval });
-    }
     match old.execution.claimed_by.as_deref() {
         Some(claimed) if claimed == key.as_str() => Ok(replayed(approval)),
         Some(_) => Err(ApiError::AlreadyClaimed { approval }),
@@ -97,7 +89,7 @@ pub async fn report(
     let (outcome, detail) = parse_report(&parse_json(&bytes)?).map_err(ApiError::invalid)?;
     let id = approval_id(id)?;
     let now = app.clock.now();
-    let old = match app
+    let written = app
         .store
         .report_execution(
             &caller.tenant,
@@ -106,19 +98,11 @@ pub async fn report(
             (outcome, detail.as_deref()),
             now,
         )
-        .await?
-    {
-        Ok(approval) => return Ok(Json(approval.view(now)).into_response()),
-        Err(None) => return Err(ApiError::NotFound),
-        Err(Some(old)) => old,
+        .await?;
+    let (old, approval) = match refused(written, &caller, now)? {
+        Written::Applied(response) => return Ok(response),
+        Written::Refused(old, approval) => (old, approval),
     };
-    let approval = json!(old.view(now));
-    if !may_act_on(&caller, &old) {
-        return Err(ApiError::Forbidden);
-    }
-    if old.executes {
-        return Err(ApiError::NotClaimable { approval });
-    }
     match old.execution.claimed_by.as_deref() {
         None => Err(ApiError::NotClaimed { approval }),
         Some(claimed) if claimed != key.as_str() => Err(ApiError::AlreadyClaimed { approval }),
@@ -127,6 +111,35 @@ pub async fn report(
         }
         Some(_) => Err(ApiError::AlreadyReported { approval }),
     }
+}
+
+/// What a claim's or report's write did: applied (the answer), or refused on an approval the
+/// caller may act on, of an approval-only type (the item as it was, and its view).
+enum Written {
+    Applied(Response),
+    Refused(Box<Approval>, Value),
+}
+
+/// The refusals both writes share: no such approval (404), another requester's (403), a type
+/// Countersign executes (409 `not_claimable`).
+fn refused(
+    written: Result<Approval, Option<Approval>>,
+    caller: &crate::auth::Caller,
+    now: i64,
+) -> Result<Written, ApiError> {
+    let old = match written {
+        Ok(approval) => return Ok(Written::Applied(Json(approval.view(now)).into_response())),
+        Err(None) => return Err(ApiError::NotFound),
+        Err(Some(old)) => old,
+    };
+    let approval = json!(old.view(now));
+    if !may_act_on(caller, &old) {
+        return Err(ApiError::Forbidden);
+    }
+    if old.executes {
+        return Err(ApiError::NotClaimable { approval });
+    }
+    Ok(Written::Refused(Box::new(old), approval))
 }
 
 fn replayed(approval: Value) -> Response {

@@ -78,15 +78,8 @@ impl Store {
             .set("#execution.#attempts = :one")
             .set("#execution.#updated_at = :now");
         let update = claimed.apply(update, &mut values).build();
-        self.update_approval(
-            tenant,
-            id,
-            &update,
-            &condition,
-            names(&[&update, &condition]),
-            values,
-        )
-        .await
+        self.update_where(tenant, id, (&update, &condition), values)
+            .await
     }
 
     /// Ends a claimed execution with the claimer's `outcome` (succeeded or failed) and
@@ -130,15 +123,8 @@ impl Store {
             reporter,
             &mut values,
         );
-        self.update_approval(
-            tenant,
-            id,
-            &update,
-            &condition,
-            names(&[&update, &condition]),
-            values,
-        )
-        .await
+        self.update_where(tenant, id, (&update, &condition), values)
+            .await
     }
 
     /// Ends a claim that sat running, unreported, since `cutoff`: `needs_reconciliation` (the
@@ -177,15 +163,23 @@ impl Store {
             .set("#execution.#updated_at = :now");
         let update = ended.apply(update, &mut values).build();
         let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_UNREPORTED}");
-        self.update_approval(
-            tenant,
-            id,
-            &update,
-            &condition,
-            names(&[&update, &condition]),
-            values,
-        )
-        .await
+        self.update_where(tenant, id, (&update, &condition), values)
+            .await
+    }
+}
+
+impl Store {
+    /// One conditional update of the approval: `Err` carries the item as it was.
+    async fn update_where(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        (update, condition): (&str, &str),
+        values: HashMap<String, aws_sdk_dynamodb::types::AttributeValue>,
+    ) -> Result<Result<Approval, Option<Approval>>, StoreError> {
+        let names = names(&[update, condition]);
+        self.update_approval(tenant, id, update, condition, names, values)
+            .await
     }
 }
 
