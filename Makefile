@@ -30,4 +30,5 @@ deploy-check:
 
 bench: venv
 	cargo build --release -p countersign-api -p countersign-decide -p countersign-webhook -p countersign-dispatch -p countersign-executor
+	cargo build -p countersign-local
 	COUNTERSIGN_PYTHON="$(CURDIR)/.local/venv/bin/python" cargo run --profile bench-tool -p countersign-tests --bin bench -- $(BENCH_ARGS)

@@ -5,11 +5,13 @@
 //! the raw SDK calls (no Countersign code), of the real router in-process, and of the router
 //! over loopback HTTP; with the DynamoDB round trips per operation counted by an SDK
 //! interceptor. Then the cold start of each function binary (release) under a loopback Runtime
-//! API, the binary and zip sizes, and the per-request CPU work. The last line is
-//! `overhead-ratio: …` (in-process ops/s ÷ raw ops/s at concurrency 8).
+//! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
+//! through the whole chain on one local runner. The last line is `overhead-ratio: …`
+//! (in-process ops/s ÷ raw ops/s at concurrency 8). `--effect` runs only the last part.
 
 mod cold_start;
 mod cpu;
+mod effect;
 mod paths;
 
 use std::time::{Duration, Instant};
@@ -18,9 +20,14 @@ use std::time::{Duration, Instant};
 async fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     println!("Countersign benchmark — {}", machine());
+    if std::env::args().any(|a| a == "--effect") {
+        effects(quick).await;
+        return;
+    }
     let ratios = paths::run(if quick { 40 } else { 150 }).await;
     cold_start::run(if quick { 5 } else { 20 }).await;
     cpu::run();
+    effects(quick).await;
     println!(
         "table-size-ratio: create first on 20,000 approvals / on empty tables = {:.2}",
         ratios.table_size
@@ -29,6 +36,13 @@ async fn main() {
         "overhead-ratio: create={:.2} decide={:.2} vote={:.2} vote-completing={:.2} webhook={:.2}",
         ratios.create, ratios.decide, ratios.vote, ratios.vote_completing, ratios.webhook
     );
+}
+
+/// Decision to effect: one at a time (the chain's own latency), then 200 at concurrency 8 (with
+/// the queueing a burst of decisions meets).
+async fn effects(quick: bool) {
+    effect::run(if quick { 10 } else { 30 }, 1).await;
+    effect::run(if quick { 50 } else { 200 }, 8).await;
 }
 
 fn machine() -> String {
