@@ -387,6 +387,30 @@ fn what_became_of_it(approval: &Approval) -> String {
         .last_error
         .as_deref()
         .unwrap_or("no reason recorded");
+    if !approval.executes {
+        // An approval-only type: its requester claims it and performs the action itself.
+        return match execution.status {
+            ExecutionStatus::NotStarted => {
+                "Approved for its requester to perform (not claimed yet).".to_owned()
+            }
+            ExecutionStatus::Running => "Claimed by its requester, who performs it.".to_owned(),
+            ExecutionStatus::Succeeded | ExecutionStatus::Failed => format!(
+                "{} — reported {}{}",
+                if execution.status == ExecutionStatus::Succeeded {
+                    "Done"
+                } else {
+                    "Failed"
+                },
+                when(execution.updated_at),
+                execution
+                    .note
+                    .as_deref()
+                    .map(|n| format!(": {n}"))
+                    .unwrap_or_default()
+            ),
+            _ => format!("Handed to an operator: whether it was done is unknown ({error})."),
+        };
+    }
     match execution.status {
         ExecutionStatus::NotStarted | ExecutionStatus::Queued if execution.attempts == 0 => {
             "Waiting to run.".to_owned()
@@ -416,5 +440,29 @@ fn channel_name(channel: Channel) -> &'static str {
         Channel::ReviewPage => "the review page",
         Channel::Webhook => "a webhook",
         Channel::Slack => "Slack",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::approval::tests::pending;
+
+    #[test]
+    fn an_approval_only_execution_is_told_as_its_requester_s() {
+        let mut approval = pending(1_000);
+        approval.status = crate::domain::Status::Approved;
+        assert_eq!(what_became_of_it(&approval), "Waiting to run.");
+        approval.executes = false;
+        assert!(what_became_of_it(&approval).contains("not claimed yet"));
+        approval.execution.status = ExecutionStatus::Running;
+        assert!(what_became_of_it(&approval).starts_with("Claimed by its requester"));
+        approval.execution.status = ExecutionStatus::Succeeded;
+        approval.execution.note = Some("refunded".into());
+        let done = what_became_of_it(&approval);
+        assert!(
+            done.starts_with("Done — reported") && done.ends_with(": refunded"),
+            "{done}"
+        );
     }
 }

@@ -24,10 +24,14 @@ const FIELD_CHARS: usize = 2_000;
 /// The execution as the message shows it: its end, or `queued` until then — an attempt that
 /// begins or waits for its retry changes nothing the approvers need to see, and each change
 /// shown is a call to Slack.
-fn shown_execution(status: ExecutionStatus) -> ExecutionStatus {
-    match status {
-        ExecutionStatus::Running => ExecutionStatus::Queued,
-        other => other,
+/// An approval-only type's execution is its requester's to claim: the message says whether it
+/// was, in words.
+fn shown_execution(approval: &Approval) -> String {
+    match (approval.executes, approval.execution.status) {
+        (false, ExecutionStatus::NotStarted) => "awaiting its claim".to_owned(),
+        (false, ExecutionStatus::Running) => "claimed".to_owned(),
+        (_, ExecutionStatus::Running) => ExecutionStatus::Queued.as_str().to_owned(),
+        (_, other) => other.as_str().to_owned(),
     }
 }
 
@@ -124,9 +128,7 @@ impl MessageState {
                 })
                 .collect(),
             status: approval.status.as_str().to_owned(),
-            execution: shown_execution(approval.execution.status)
-                .as_str()
-                .to_owned(),
+            execution: shown_execution(approval),
             expires_at: approval.expires_at,
         }
     }
@@ -382,6 +384,19 @@ mod tests {
             "Approved: Say <@U1> hi (execution not_started)"
         );
         assert_ne!(state, MessageState::of(&pending(1_700_000_000)));
+        // An approval-only type: whether its requester claimed it.
+        approval.executes = false;
+        assert!(
+            MessageState::of(&approval)
+                .text()
+                .contains("(execution awaiting its claim)")
+        );
+        approval.execution.status = ExecutionStatus::Running;
+        assert!(
+            MessageState::of(&approval)
+                .text()
+                .contains("(execution claimed)")
+        );
     }
 
     #[test]
