@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::approvals::approval_id;
 use super::extract::{Caller, idempotency_key, is_json, parse_json, read_body};
+use super::operator::outcome_of;
 use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::auth::Role;
@@ -160,17 +161,7 @@ fn parse_report(body: &Value) -> Result<(ExecutionStatus, Option<String>), Vec<F
         .filter(|k| !matches!(k.as_str(), "outcome" | "detail"))
         .map(|k| FieldError::new(k.clone(), "unknown field"))
         .collect();
-    let outcome = match body.get("outcome").and_then(Value::as_str) {
-        Some("succeeded") => Some(ExecutionStatus::Succeeded),
-        Some("failed") => Some(ExecutionStatus::Failed),
-        _ => {
-            errors.push(FieldError::new(
-                "outcome",
-                "must be \"succeeded\" or \"failed\"",
-            ));
-            None
-        }
-    };
+    let outcome = outcome_of(body, &mut errors);
     let detail = match body.get("detail") {
         None | Some(Value::Null) => None,
         Some(Value::String(detail))

@@ -118,17 +118,7 @@ fn parse_resolution(body: &Value) -> Result<(ExecutionStatus, String), Vec<Field
             errors.push(FieldError::new(key.clone(), "unknown field"));
         }
     }
-    let outcome = match body.get("outcome").and_then(Value::as_str) {
-        Some("succeeded") => Some(ExecutionStatus::Succeeded),
-        Some("failed") => Some(ExecutionStatus::Failed),
-        _ => {
-            errors.push(FieldError::new(
-                "outcome",
-                "must be \"succeeded\" or \"failed\"",
-            ));
-            None
-        }
-    };
+    let outcome = outcome_of(body, &mut errors);
     let note = match body.get("note") {
         Some(Value::String(note))
             if !note.trim().is_empty()
@@ -147,5 +137,23 @@ fn parse_resolution(body: &Value) -> Result<(ExecutionStatus, String), Vec<Field
     match (outcome, note) {
         (Some(outcome), Some(note)) if errors.is_empty() => Ok((outcome, note)),
         _ => Err(errors),
+    }
+}
+
+/// The `outcome` an operator resolves or a claimer reports: `succeeded` or `failed`.
+pub(super) fn outcome_of(
+    body: &serde_json::Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<ExecutionStatus> {
+    match body.get("outcome").and_then(Value::as_str) {
+        Some("succeeded") => Some(ExecutionStatus::Succeeded),
+        Some("failed") => Some(ExecutionStatus::Failed),
+        _ => {
+            errors.push(FieldError::new(
+                "outcome",
+                "must be \"succeeded\" or \"failed\"",
+            ));
+            None
+        }
     }
 }
