@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem,
+    TransactWriteItem, Update,
 };
 
 use super::attr::Item;
@@ -77,7 +77,8 @@ pub(crate) fn condition_failed_item(reasons: &[CancellationReason], index: usize
 }
 
 impl Store {
-    /// Runs one `TransactWriteItems`. A cancellation caused only by `TransactionConflict` (another
+    /// Runs one `TransactWriteItems` (a single update goes alone, see [`Store::update_alone`]).
+    /// A cancellation caused only by `TransactionConflict` (another
     /// transaction on the same items in flight) is retried with jitter: once the other commits,
     /// the retry meets its result in a condition, which is answered from the returned item.
     ///
@@ -93,6 +94,11 @@ impl Store {
         items: Vec<TransactWriteItem>,
         token: &str,
     ) -> Result<Transaction, StoreError> {
+        if let [only] = items.as_slice()
+            && let Some(update) = only.update()
+        {
+            return self.update_alone(update).await;
+        }
         debug_assert!(
             unused_values(&items).is_empty(),
             "a transaction with values no expression uses (DynamoDB refuses it): {:?}",
@@ -157,6 +163,45 @@ impl Store {
             }
             tokio::time::sleep(conflict_backoff(tries)).await;
             tries += 1;
+        }
+    }
+}
+
+impl Store {
+    /// A transaction of one update, sent as that update: a conditional write of one item is
+    /// atomic on its own, and costs half (a transactional write is billed twice). Its answer is
+    /// a transaction's. Without a client token, an SDK retry of an update that applied but whose
+    /// answer was lost meets its own result in the condition; the one-update callers (a ledger
+    /// begin or end) tell their own write from the item returned, by its token.
+    async fn update_alone(&self, update: &Update) -> Result<Transaction, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
+            .set_return_values_on_condition_check_failure(
+                update.return_values_on_condition_check_failure().cloned(),
+            )
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Transaction::Committed),
+            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(failed) => {
+                    Ok(Transaction::Cancelled(vec![
+                        CancellationReason::builder()
+                            .code("ConditionalCheckFailed")
+                            .set_item(failed.item)
+                            .build(),
+                    ]))
+                }
+                other => Err(StoreError::dynamo("UpdateItem", other)),
+            },
         }
     }
 }
