@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::Subscription;
-use crate::domain::trail::{EventType, TrailEvent};
+use crate::domain::trail::{EventType, TrailEvent, event_id};
 use crate::domain::{
     Approval, ApprovalId, Approver, Completion, EpochSeconds, IdempotencyKey, Status, TenantId,
     rfc3339,
@@ -225,7 +225,7 @@ impl Job {
             _ => return None,
         };
         let actor = json!({ "channel": self.kind() });
-        Some(TrailEvent::recorded_after(
+        let mut event = TrailEvent::recorded_after(
             after,
             kind,
             (self.tenant(), self.approval_id()),
@@ -233,7 +233,26 @@ impl Job {
             now,
             actor,
             data,
-        ))
+        );
+        if let Some(id) = self.outcome_id() {
+            event.id = id;
+        }
+        Some(event)
+    }
+
+    /// The id a callback's outcome is stored under, delivered or failed alike: with one id, the
+    /// conditional put that records either outcome makes the other impossible (a callback has
+    /// no ledger item; its trail event is its record). `None` for the other jobs.
+    pub fn outcome_id(&self) -> Option<String> {
+        match self {
+            Self::Callback(j) => Some(event_id(
+                &j.tenant,
+                &j.approval_id,
+                EventType::CallbackDelivered,
+                &j.event_id,
+            )),
+            Self::Notify(_) | Self::Execute(_) | Self::Slack(_) => None,
+        }
     }
 
     /// The `Idempotency-Key` sent downstream: the same on every attempt of the job.

@@ -19,6 +19,36 @@ fn decided(outcome: Outcome) -> Approval {
 }
 
 #[test]
+fn a_callbacks_two_outcomes_share_one_id_so_only_one_is_ever_stored() {
+    use crate::domain::trail::events_for_change;
+    let approval = pending(1_000);
+    let events = events_for_change(None, Some(&approval), "p");
+    let subscription = crate::config::Subscription {
+        url: "http://x".into(),
+        secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+        types: None,
+    };
+    let jobs = callback_jobs(&approval, &events, Some(&subscription));
+    let job = &jobs[0];
+    let delivered = job.ended_event(&Completion::Succeeded, 7).unwrap();
+    let failed = job
+        .ended_event(&Completion::Failed("HTTP 410".into()), 7)
+        .unwrap();
+    assert_eq!(delivered.kind, EventType::CallbackDelivered);
+    assert_eq!(failed.kind, EventType::CallbackFailed);
+    assert_eq!(delivered.id, failed.id);
+    assert_eq!(job.outcome_id().as_deref(), Some(delivered.id.as_str()));
+    // A retry makes no event: nothing is written until the callback has its outcome.
+    assert!(
+        job.ended_event(&Completion::RetryWait("HTTP 503".into()), 7)
+            .is_none()
+    );
+    // Notifications keep their ledger item, and their two outcomes their own ids.
+    let notify = &jobs_for_change(None, Some(&approval), "p")[0];
+    assert_eq!(notify.outcome_id(), None);
+}
+
+#[test]
 fn a_new_approval_notifies_each_approver_once() {
     let new = pending(1_000);
     let jobs = jobs_for_change(None, Some(&new), "");

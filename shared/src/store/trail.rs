@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, PutRequest, WriteRequest};
 use serde_json::Value;
 
 use super::attr::{Item, get_n, get_s, n, s};
 use super::client::Store;
-use super::error::StoreError;
+use super::error::{StoreError, is_transient};
 use super::keys::trail_key;
 use crate::domain::trail::{EventType, TrailEvent};
 use crate::domain::{ApprovalId, TenantId};
@@ -78,6 +79,54 @@ impl Store {
             requests.push(WriteRequest::builder().put_request(put).build());
         }
         self.batch_write(&self.tables.events, requests).await
+    }
+
+    /// The type of the event stored under `event_id` in the approval's trail, if there is one:
+    /// one strongly consistent read (a callback's outcome, before it is delivered again).
+    pub async fn recorded_event(
+        &self,
+        tenant: &TenantId,
+        approval_id: &ApprovalId,
+        event_id: &str,
+    ) -> Result<Option<EventType>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.tables.events)
+            .key("pk", s(trail_key(tenant, approval_id)))
+            .key("id", s(event_id))
+            .projection_expression("#type")
+            .expression_attribute_names("#type", "type")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        output
+            .item()
+            .map(|item| EventType::parse(get_s(item, "type")?).ok_or(StoreError::corrupt("type")))
+            .transpose()
+    }
+
+    /// Stores `event` unless its id is stored already (by this event, or another that shares
+    /// its id: a callback's two outcomes): true when this put stored it. One conditional write.
+    pub async fn put_event_once(&self, event: &TrailEvent) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.tables.events)
+            .set_item(Some(event_to_item(event)))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("PutItem", e)),
+            Err(e) => match e.into_service_error() {
+                PutItemError::ConditionalCheckFailedException(_) => Ok(false),
+                other => Err(StoreError::dynamo("PutItem", other)),
+            },
+        }
     }
 
     /// One page of the approval's events, oldest first, after `after` (a page's `next`).

@@ -5,8 +5,10 @@
 //!
 //! In parts: the orchestration of one receive (here), the queue's side ([`message`]), the pure
 //! decisions ([`policy`]), the calls ([`downstream`]) and what a receive does when it finds an
-//! attempt it did not begin, or the job out of attempts ([`recovery`]).
+//! attempt it did not begin, or the job out of attempts ([`recovery`]). Callbacks, delivered at
+//! least once with their outcome recorded once, take no ledger item ([`callback`]).
 
+mod callback;
 mod downstream;
 mod message;
 mod policy;
@@ -152,6 +154,9 @@ impl Executor {
             job,
             deadline,
         };
+        if let Job::Callback(_) = &receipt.job {
+            return self.deliver_callback(&receipt).await;
+        }
         if message.receive_count > self.app.config.job_max_attempts {
             return self.give_up(&receipt).await;
         }
