@@ -8,6 +8,7 @@
 //! CLI binary).
 
 mod claims;
+mod cost;
 mod create;
 mod decide;
 mod faults;

@@ -238,7 +238,8 @@ pub struct JobsEnv {
 impl TestApp {
     /// A test app with its own jobs queue, the downstream, and the runner's pollers running.
     /// Action types: `deploy` (ok), `flaky`, `reject_once`, `hang_once`, `always_503`, and
-    /// `unsafe` (ok, but configured as not idempotent). Leases are 2 s.
+    /// `unsafe` (ok, but configured as not idempotent). Leases are 2 s. An override's value may
+    /// name the downstream's base URL as `{downstream}`.
     pub async fn start_jobs(overrides: &[(&str, &str)]) -> Self {
         Self::start_jobs_via(overrides, None).await
     }
@@ -246,6 +247,17 @@ impl TestApp {
     /// [`TestApp::start_jobs`] with the app's AWS clients configured by `via` (see
     /// [`TestApp::build_via`]).
     pub async fn start_jobs_via(
+        overrides: &[(&str, &str)],
+        via: Option<aws_config::SdkConfig>,
+    ) -> Self {
+        let app = Self::jobs_without_runner(overrides, via).await;
+        app.start_runner();
+        app
+    }
+
+    /// [`TestApp::start_jobs`] with nothing polling the stream or the queue: the test plays
+    /// Lambda's event source mappings itself (see `tests/api/cost.rs`).
+    pub async fn jobs_without_runner(
         overrides: &[(&str, &str)],
         via: Option<aws_config::SdkConfig>,
     ) -> Self {
@@ -307,7 +319,12 @@ impl TestApp {
             ("PUBLIC_BASE_URL", "https://approvals.example.com"),
             ("JOB_VISIBILITY_TIMEOUT_SECONDS", &visibility),
         ];
-        vars.extend(overrides.iter().copied());
+        // An override may name the downstream as `{downstream}` (e.g. a subscription to it).
+        let overrides: Vec<(&str, String)> = overrides
+            .iter()
+            .map(|(k, v)| (*k, v.replace("{downstream}", &base)))
+            .collect();
+        vars.extend(overrides.iter().map(|(k, v)| (*k, v.as_str())));
         let mut app = Self::build_via(&vars, via).await;
         app.app
             .store
@@ -321,7 +338,6 @@ impl TestApp {
             downstream_base: base.clone(),
             pollers: Mutex::new(None),
         });
-        app.start_runner();
         app
     }
 

@@ -3,11 +3,14 @@
 //! test, and a DynamoDB call counter installed as an SDK interceptor.
 
 pub mod browser;
+pub mod capacity;
+pub mod chain;
 pub mod fault_proxy;
 pub mod fixtures;
 pub mod jobs;
 pub mod local_aws;
 pub mod local_runner;
+pub mod meter;
 pub mod receiver;
 pub mod runtime_api;
 pub mod slack;
@@ -73,6 +76,8 @@ pub struct TestApp {
     pub app: Arc<App>,
     /// The app's DynamoDB calls.
     pub calls: CallCounter,
+    /// The app's DynamoDB and SQS requests with their bodies, once started (see [`meter`]).
+    pub meter: meter::Meter,
     /// An uncounted client for the test's own inspection of the tables.
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub clock: Clock,
@@ -143,13 +148,19 @@ impl TestApp {
             Config::from_lookup(|name| vars.get(name).cloned()).expect("test configuration");
 
         let calls = CallCounter::default();
+        let meter = meter::Meter::default();
         let counted = aws_sdk_dynamodb::Client::from_conf(
             aws_sdk_dynamodb::config::Builder::from(&sdk)
                 .interceptor(calls.clone())
+                .interceptor(meter.clone())
                 .build(),
         );
         let clock = Clock::system();
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&sdk)
+                .interceptor(meter.clone())
+                .build(),
+        );
         let app = App::new(config, counted, sqs, clock.clone());
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -171,6 +182,7 @@ impl TestApp {
             http: reqwest::Client::new(),
             app,
             calls,
+            meter,
             dynamodb: aws_sdk_dynamodb::Client::new(&direct),
             clock,
             sdk,

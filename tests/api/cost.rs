@@ -1,0 +1,623 @@
+//! What an approval costs on AWS (issue 24): four representative lives, each played on the
+//! local stack the way Lambda runs it (`countersign_tests::chain`), every AWS request metered
+//! and priced, written to `docs/COST.md`. The committed file must be what this test computes:
+//! a change that makes an approval dearer (or cheaper) changes the file in the same commit.
+//! `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test api cost::` rewrites it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use countersign_tests::chain::{Chain, Step};
+use countersign_tests::*;
+use serde_json::{Value, json};
+
+use crate::helpers::CALLBACK_SECRET;
+
+/// List prices, US East (N. Virginia), as AWS's pricing pages give them on the date below.
+struct Price {
+    what: &'static str,
+    usd: f64,
+    per: &'static str,
+    source: &'static str,
+}
+
+const PRICES_TAKEN: &str = "2026-12-02";
+const API_REQUEST: f64 = 1.00 / 1e6;
+const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
+const LAMBDA_GB_SECOND_ARM: f64 = 0.000_013_333_4;
+const WRITE_UNIT: f64 = 0.625 / 1e6;
+const READ_UNIT: f64 = 0.125 / 1e6;
+const SQS_REQUEST: f64 = 0.40 / 1e6;
+const STORAGE_GB_MONTH: f64 = 0.25;
+const STATE_TRANSITION: f64 = 0.025 / 1e3;
+
+const PRICES: &[Price] = &[
+    Price {
+        what: "API Gateway HTTP API, request",
+        usd: API_REQUEST * 1e6,
+        per: "million (first 300 million a month)",
+        source: "https://aws.amazon.com/api-gateway/pricing/",
+    },
+    Price {
+        what: "Lambda, request",
+        usd: LAMBDA_REQUEST * 1e6,
+        per: "million",
+        source: "https://aws.amazon.com/lambda/pricing/",
+    },
+    Price {
+        what: "Lambda, arm64 duration",
+        usd: LAMBDA_GB_SECOND_ARM,
+        per: "GB-second (first 7.5 billion a month)",
+        source: "https://aws.amazon.com/lambda/pricing/",
+    },
+    Price {
+        what: "DynamoDB on demand, write request unit",
+        usd: WRITE_UNIT * 1e6,
+        per: "million",
+        source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    },
+    Price {
+        what: "DynamoDB on demand, read request unit",
+        usd: READ_UNIT * 1e6,
+        per: "million",
+        source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    },
+    Price {
+        what: "DynamoDB storage (Standard table class)",
+        usd: STORAGE_GB_MONTH,
+        per: "GB-month (first 25 GB free)",
+        source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    },
+    Price {
+        what: "DynamoDB Streams read by Lambda",
+        usd: 0.0,
+        per: "(free)",
+        source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    },
+    Price {
+        what: "SQS standard queue, request (64 KiB chunk)",
+        usd: SQS_REQUEST * 1e6,
+        per: "million (after the first million a month)",
+        source: "https://aws.amazon.com/sqs/pricing/",
+    },
+    Price {
+        what: "Step Functions Standard, state transition",
+        usd: STATE_TRANSITION * 1e3,
+        per: "thousand",
+        source: "https://aws.amazon.com/step-functions/pricing/",
+    },
+];
+
+/// Billed Lambda time is modelled, not measured: the handler's time on this machine depends on
+/// the machine and on moto, and a file a test compares must not. Each invocation is billed its
+/// own work at these latencies, added up as if nothing in it ran in parallel (an upper bound).
+const MS_PER_INVOCATION: f64 = 5.0;
+const MS_PER_DYNAMODB: f64 = 10.0;
+const MS_PER_TRANSACTION: f64 = 20.0;
+const MS_PER_SQS: f64 = 15.0;
+const MS_PER_OUTBOUND: f64 = 100.0;
+
+/// Where each function's memory comes from: the template (Globals, or its own MemorySize).
+fn memory_mb(function: &str) -> f64 {
+    let template = std::fs::read_to_string(workspace_root().join("infra/template.yaml"))
+        .expect("infra/template.yaml");
+    // CloudFormation's intrinsic tags (!Ref, !Sub, ...) are not YAML a plain parser takes:
+    // they are blanked, as only MemorySize is read.
+    let plain: String = template
+        .lines()
+        .map(|l| l.replace('!', ""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let doc: Value = serde_norway::from_str(&plain).expect("template parses");
+    let logical = format!("{}{}Function", function[..1].to_uppercase(), &function[1..]);
+    doc["Resources"][&logical]["Properties"]["MemorySize"]
+        .as_f64()
+        .or(doc["Globals"]["Function"]["MemorySize"].as_f64())
+        .expect("a MemorySize")
+}
+
+fn billed_ms(step: &Step) -> f64 {
+    let aws: f64 = step
+        .calls
+        .iter()
+        .map(
+            |c| match (c.service.as_str(), c.operation.starts_with("Transact")) {
+                ("dynamodb", true) => MS_PER_TRANSACTION,
+                ("dynamodb", false) => MS_PER_DYNAMODB,
+                _ => MS_PER_SQS,
+            },
+        )
+        .sum();
+    MS_PER_INVOCATION + aws + MS_PER_OUTBOUND * step.outbound as f64
+}
+
+/// The tables a request names (short names).
+fn tables_named(request: &Value) -> Vec<&str> {
+    fn short(t: &str) -> &str {
+        t.rsplit_once('-').map_or("", |(_, n)| n)
+    }
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(t) = request["TableName"].as_str() {
+        names.push(short(t));
+    }
+    for item in request["TransactItems"].as_array().into_iter().flatten() {
+        if let Some((_, action)) = item.as_object().and_then(|o| o.iter().next()) {
+            names.push(short(action["TableName"].as_str().unwrap_or_default()));
+        }
+    }
+    if let Some(items) = request["RequestItems"].as_object() {
+        for (t, writes) in items {
+            for _ in writes.as_array().into_iter().flatten() {
+                names.push(short(t));
+            }
+        }
+    }
+    names
+}
+
+/// One life's counts, summed over its steps.
+#[derive(Debug, Default)]
+struct Life {
+    api_requests: usize,
+    invocations: BTreeMap<&'static str, usize>,
+    billed_ms: BTreeMap<&'static str, f64>,
+    measured_ms: BTreeMap<&'static str, f64>,
+    lambda_usd: f64,
+    reads: usize,
+    writes: usize,
+    read_units: f64,
+    write_units: f64,
+    /// Write units per function, to see where they go.
+    write_units_by: BTreeMap<&'static str, f64>,
+    /// Write units per table (its indexes' included).
+    write_units_to: BTreeMap<String, f64>,
+    sqs_billed: f64,
+    target_calls: usize,
+    notifications: usize,
+    callbacks: usize,
+    stored_bytes: usize,
+    stored_items: usize,
+    /// Each request, for the test's output: function, operation, tables, units.
+    detail: Vec<String>,
+}
+
+impl Life {
+    fn of(chain: &Chain<'_>, downstream: &jobs::Downstream) -> Self {
+        let mut life = Self::default();
+        for step in &chain.steps {
+            if matches!(step.function, "create" | "decide") {
+                life.api_requests += 1;
+            }
+            *life.invocations.entry(step.function).or_default() += 1;
+            let ms = billed_ms(step);
+            *life.billed_ms.entry(step.function).or_default() += ms;
+            *life.measured_ms.entry(step.function).or_default() +=
+                step.duration.as_secs_f64() * 1000.0;
+            life.lambda_usd += LAMBDA_REQUEST
+                + memory_mb(step.function) / 1024.0 * ms / 1000.0 * LAMBDA_GB_SECOND_ARM;
+            for call in step.calls.iter().filter(|c| c.service == "dynamodb") {
+                if capacity::is_write(call) {
+                    life.writes += 1;
+                } else {
+                    life.reads += 1;
+                }
+            }
+            life.read_units += step.units.reads;
+            life.write_units += step.units.writes;
+            *life.write_units_by.entry(step.function).or_default() += step.units.writes;
+            for (table, units) in &step.writes_by_table {
+                *life.write_units_to.entry(table.clone()).or_default() += units;
+            }
+            life.sqs_billed += step.sqs_billed;
+            for (call, units) in step.calls.iter().zip(&step.call_units) {
+                let tables: Vec<&str> = tables_named(&call.request);
+                life.detail.push(format!(
+                    "{} {} {:?} w{} r{}",
+                    step.function, call.operation, tables, units.writes, units.reads
+                ));
+            }
+        }
+        life.notifications = downstream.calls_to("/notify").len();
+        life.callbacks = downstream.calls_to("/callback").len();
+        life.target_calls = downstream.total_calls() - life.notifications - life.callbacks;
+        (life.stored_bytes, life.stored_items) = chain.stored();
+        life
+    }
+
+    fn usd(&self) -> [(&'static str, f64); 5] {
+        [
+            ("API Gateway", self.api_requests as f64 * API_REQUEST),
+            ("Lambda", self.lambda_usd),
+            ("DynamoDB writes", self.write_units * WRITE_UNIT),
+            ("DynamoDB reads", self.read_units * READ_UNIT),
+            ("SQS", self.sqs_billed * SQS_REQUEST),
+        ]
+    }
+
+    fn per_million(&self) -> f64 {
+        self.usd().iter().map(|(_, usd)| usd).sum::<f64>() * 1e6
+    }
+}
+
+async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)) -> Life {
+    let subscription =
+        json!({TENANT_A: {"url": "{downstream}/callback", "secret": CALLBACK_SECRET}}).to_string();
+    let mut overrides: Vec<(&str, &str)> = Vec::new();
+    if subscribed {
+        overrides.push(("EVENT_SUBSCRIPTIONS", &subscription));
+    }
+    let t = TestApp::jobs_without_runner(&overrides, None).await;
+    let downstream = t.downstream().clone();
+    let outbound = downstream.clone();
+    let mut chain = Chain::new(&t, move || outbound.total_calls()).await;
+    life(&t, &mut chain).await;
+    Life::of(&chain, &downstream)
+}
+
+/// A deploy as people send it: a payload, a context to show the approvers, a day to decide.
+fn deploy_for(approvers: &[&str], policy: Option<Value>) -> String {
+    let body = CreateBody::new("deploy", approvers)
+        .payload(json!({"service": "payments-api", "build": 4312, "image": "registry.example.com/payments-api@sha256:9f2c4a7e1b3d5f6a8c0e2b4d6f8a0c2e4b6d8f0a2c4e6b8d0f2a4c6e8b0d2f4a"}))
+        .context(json!({"summary": "Deploy payments-api build 4312 to production", "requested_by": "ci", "link": "https://ci.example.com/builds/4312"}))
+        .expires_in(86_400);
+    match policy {
+        Some(policy) => body.policy(policy).to_string(),
+        None => body.to_string(),
+    }
+}
+
+async fn vote(t: &TestApp, chain: &mut Chain<'_>, id: &str, approver: &str, decision: &str) {
+    let reply = chain
+        .step(
+            "decide",
+            t.decide(DECIDER_A, id, decision_body(decision, approver)),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    chain.settle().await;
+}
+
+async fn create(t: &TestApp, chain: &mut Chain<'_>, body: &str) -> String {
+    let reply = chain.step("create", t.create(KEY_A, "cost-1", body)).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    chain.settle().await;
+    reply.json()["id"].as_str().expect("an id").to_owned()
+}
+
+async fn ends(t: &TestApp, id: &str, status: &str, execution: Option<&str>) {
+    let approval = t.get(KEY_A, id).await.json();
+    assert_eq!(approval["status"], status, "{approval}");
+    assert_eq!(
+        approval["execution"]["status"].as_str(),
+        execution,
+        "{approval}"
+    );
+}
+
+/// The four lives: (a) one approver, approved, executed, no subscription; (b) two of three,
+/// executed, a subscription to every event; (c) rejected; (d) expired.
+async fn lives() -> Vec<(&'static str, Life)> {
+    let a = play(false, async |t, chain| {
+        let id = create(t, chain, &deploy_for(&[ALICE], None)).await;
+        vote(t, chain, &id, ALICE, "approve").await;
+        ends(t, &id, "approved", Some("succeeded")).await;
+    })
+    .await;
+    let b = play(true, async |t, chain| {
+        let quorum = json!({"rules": [{"name": "oncall", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]});
+        let id = create(t, chain, &deploy_for(&[ALICE, BOB, CAROL], Some(quorum))).await;
+        vote(t, chain, &id, ALICE, "approve").await;
+        vote(t, chain, &id, BOB, "approve").await;
+        ends(t, &id, "approved", Some("succeeded")).await;
+    })
+    .await;
+    let c = play(false, async |t, chain| {
+        let id = create(t, chain, &deploy_for(&[ALICE], None)).await;
+        vote(t, chain, &id, ALICE, "reject").await;
+        ends(t, &id, "rejected", Some("not_started")).await;
+    })
+    .await;
+    let d = play(false, async |t, chain| {
+        let id = create(t, chain, &deploy_for(&[ALICE], None)).await;
+        t.clock.advance(86_401);
+        chain.sweep().await;
+        chain.settle().await;
+        ends(t, &id, "expired", Some("not_started")).await;
+    })
+    .await;
+    vec![
+        ("(a) one approver, executed", a),
+        ("(b) 2 of 3, executed, subscribed to every event", b),
+        ("(c) rejected", c),
+        ("(d) expired", d),
+    ]
+}
+
+const TARGET_PER_MILLION: f64 = 50.0;
+const GOAL_PER_MILLION: f64 = 25.0;
+
+/// The tables, as `infra/tables.json` names them.
+const TABLES: [&str; 6] = [
+    "approvals",
+    "approval_index",
+    "events",
+    "execution_ledger",
+    "idempotency_keys",
+    "webhook_inbox",
+];
+
+/// Scenario (b) at each step of issue 24's cuts: (what changed, write units, dollars per
+/// million approvals). The last row must be what this test computes now.
+const CUTS: &[(&str, f64, f64)] = &[
+    ("first measurement", 182.0, 130.10),
+    (
+        "a transaction of one update is sent as that conditional update (ledger begins, ends without an event): half the units, the same atomicity",
+        171.0,
+        122.86,
+    ),
+    (
+        "callbacks keep no ledger item: their outcome event is their record (delivered and failed share one id, put once), read before each delivery",
+        139.0,
+        103.59,
+    ),
+];
+
+/// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers
+/// (a task), then for each of the two votes wait for it (a task with a task token), record it
+/// (a task) and ask whether the quorum is met (a choice); then run the action (a task) and end
+/// (succeed). Its transitions alone; the tables, functions and callbacks it would still need
+/// are not counted.
+const STEP_FUNCTIONS_TRANSITIONS: usize = 1 + 2 * 3 + 1 + 1;
+
+fn money(usd: f64) -> String {
+    format!("${usd:.2}")
+}
+
+fn row(out: &mut String, what: &str, cells: impl Iterator<Item = String>) {
+    let cells: Vec<String> = cells.collect();
+    writeln!(out, "| {what} | {} |", cells.join(" | ")).expect("write");
+}
+
+fn render(lives: &[(&str, Life)]) -> String {
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(w, "# What an approval costs on AWS\n").expect("write");
+    writeln!(
+        w,
+        "Written by `tests/api/cost.rs`, which `make test` runs: it plays four representative \
+         approvals on the local stack the way Lambda runs them (each HTTP request one invocation, \
+         each stream batch one dispatch, each receive of up to ten jobs one executor run), meters \
+         every DynamoDB and SQS request on the wire, and fails when this file differs from what \
+         it computes. `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test api cost::` \
+         rewrites it.\n"
+    )
+    .expect("write");
+    let b = &lives[1].1;
+    writeln!(
+        w,
+        "**per million approvals: {}** — scenario (b), two of three approvers, executed, with a \
+         subscription to every event. The same gate on Step Functions Standard: {} state \
+         transitions, **{} per million approvals** in transitions alone.\n",
+        money(b.per_million()),
+        STEP_FUNCTIONS_TRANSITIONS,
+        money(STEP_FUNCTIONS_TRANSITIONS as f64 * STATE_TRANSITION * 1e6),
+    )
+    .expect("write");
+
+    let target = if b.per_million() <= TARGET_PER_MILLION {
+        "met".to_owned()
+    } else {
+        format!(
+            "**not met**: {} over it (see \"What stands between (b) and the target\")",
+            money(b.per_million() - TARGET_PER_MILLION)
+        )
+    };
+    writeln!(
+        w,
+        "The target for (b) is {} per million approvals (the goal beyond it {}): {target}.\n",
+        money(TARGET_PER_MILLION),
+        money(GOAL_PER_MILLION)
+    )
+    .expect("write");
+    writeln!(w, "## Per approval\n").expect("write");
+    let header: Vec<&str> = lives.iter().map(|(name, _)| *name).collect();
+    writeln!(w, "| | {} |", header.join(" | ")).expect("write");
+    writeln!(w, "|---|{}", "---|".repeat(lives.len())).expect("write");
+    let each = |f: &dyn Fn(&Life) -> String| lives.iter().map(|(_, l)| f(l)).collect::<Vec<_>>();
+    row(
+        w,
+        "API requests",
+        each(&|l| l.api_requests.to_string()).into_iter(),
+    );
+    for function in ["create", "decide", "dispatch", "executor", "sweeper"] {
+        row(
+            w,
+            &format!("Lambda `{function}`: invocations, billed ms (model)"),
+            each(&|l| match l.invocations.get(function) {
+                Some(n) => format!("{n}, {:.0}", l.billed_ms[function]),
+                None => "—".into(),
+            })
+            .into_iter(),
+        );
+    }
+    row(
+        w,
+        "DynamoDB requests: reads, writes",
+        each(&|l| format!("{}, {}", l.reads, l.writes)).into_iter(),
+    );
+    row(
+        w,
+        "DynamoDB read request units",
+        each(&|l| format!("{:.1}", l.read_units)).into_iter(),
+    );
+    row(
+        w,
+        "DynamoDB write request units",
+        each(&|l| format!("{:.0}", l.write_units)).into_iter(),
+    );
+    for function in ["create", "decide", "dispatch", "executor", "sweeper"] {
+        row(
+            w,
+            &format!("… of which by `{function}`"),
+            each(&|l| {
+                l.write_units_by
+                    .get(function)
+                    .map_or("—".into(), |u| format!("{u:.0}"))
+            })
+            .into_iter(),
+        );
+    }
+    for table in TABLES {
+        row(
+            w,
+            &format!("… of which to `{table}` (its indexes included)"),
+            each(&|l| {
+                l.write_units_to
+                    .get(table)
+                    .map_or("—".into(), |u| format!("{u:.0}"))
+            })
+            .into_iter(),
+        );
+    }
+    row(
+        w,
+        "SQS requests (billed, 64 KiB chunks)",
+        each(&|l| format!("{:.0}", l.sqs_billed)).into_iter(),
+    );
+    row(
+        w,
+        "calls to the action's target",
+        each(&|l| l.target_calls.to_string()).into_iter(),
+    );
+    row(
+        w,
+        "notifications sent",
+        each(&|l| l.notifications.to_string()).into_iter(),
+    );
+    row(
+        w,
+        "callbacks sent",
+        each(&|l| l.callbacks.to_string()).into_iter(),
+    );
+    row(
+        w,
+        "kept in DynamoDB afterwards: items, bytes",
+        each(&|l| format!("{}, {}", l.stored_items, l.stored_bytes)).into_iter(),
+    );
+    for (i, (part, _)) in lives[0].1.usd().iter().enumerate() {
+        row(
+            w,
+            &format!("{part}, per million approvals"),
+            each(&|l| money(l.usd()[i].1 * 1e6)).into_iter(),
+        );
+    }
+    row(
+        w,
+        "**per million approvals**",
+        each(&|l| format!("**{}**", money(l.per_million()))).into_iter(),
+    );
+
+    writeln!(w, "\n## What was cut\n").expect("write");
+    writeln!(w, "Scenario (b), step by step:\n").expect("write");
+    writeln!(
+        w,
+        "| change | write units | per million approvals |\n|---|---|---|"
+    )
+    .expect("write");
+    for (change, units, usd) in CUTS {
+        writeln!(w, "| {change} | {units:.0} | {} |", money(*usd)).expect("write");
+    }
+    let units_to = |table: &str| b.write_units_to.get(table).copied().unwrap_or_default();
+    writeln!(w, "\n## What stands between (b) and the target\n").expect("write");
+    writeln!(
+        w,
+        "Of (b)'s {:.0} write units (DynamoDB writes are {} of its {}):\n",
+        b.write_units,
+        money(b.write_units * WRITE_UNIT * 1e6),
+        money(b.per_million())
+    )
+    .expect("write");
+    for line in [
+        format!(
+            "`approval_index`, {:.0}: one item per facet the listing filters by (the requester, each approver, each approver with the requester: 7 for three approvers), each written at the create (the item and its `by_status` entry) and moved at the decision (the item, and its index entry deleted and put). Fewer units need another listing design — e.g. no approver-with-requester facets, that query served by a filter whose pages may read more than they return — a product decision.",
+            units_to("approval_index")
+        ),
+        format!(
+            "`events`, {:.0}: every trail event is written with its `by_order` local index (projecting everything): two units per event, three in a transaction. Keying the table by trail order would make the index needless, but a key cannot change in place: a new table and a migration.",
+            units_to("events")
+        ),
+        format!(
+            "`approvals`, {:.0}: every write of the approval also writes `by_tenant` and `by_status`, which project the whole item (over 1 KB in (b)). Keys-only indexes would leave most writes at the item's own units, at the price of a BatchGetItem after each unfiltered listing page (one more round trip) and a two-step upgrade (CloudFormation replaces one global index per update).",
+            units_to("approvals")
+        ),
+        format!(
+            "`execution_ledger`, {:.0}: the execution's begin and end, and each notification's (the SPEC's ledger item per notify job; the callbacks' treatment would save it four units a notification).",
+            units_to("execution_ledger")
+        ),
+    ] {
+        writeln!(w, "- {line}").expect("write");
+    }
+
+    writeln!(w, "\n## Prices\n").expect("write");
+    writeln!(w, "List prices in US East (N. Virginia), as published on {PRICES_TAKEN}; free tiers left out.\n").expect("write");
+    writeln!(w, "| | USD | per | source |\n|---|---|---|---|").expect("write");
+    for p in PRICES {
+        writeln!(w, "| {} | {} | {} | {} |", p.what, p.usd, p.per, p.source).expect("write");
+    }
+    let memory: Vec<String> = ["create", "decide", "dispatch", "executor", "sweeper"]
+        .iter()
+        .map(|f| format!("`{f}` {} MB", memory_mb(f)))
+        .collect();
+    writeln!(
+        w,
+        "\nLambda: arm64, memory as `infra/template.yaml` sets it ({}).\n",
+        memory.join(", ")
+    )
+    .expect("write");
+
+    writeln!(w, "## How it is counted\n").expect("write");
+    for line in [
+        "DynamoDB units follow its documented rules, from the items' sizes (attribute names and values, as DynamoDB sizes them): a write is one unit per KB of the larger of the item before and after it, at least one; a transactional write two; a write that changes what an index holds writes the index too (one write per KB of the entry; a moved key a delete and a put); a write whose condition fails costs the units of the item it checked; a strongly consistent read one unit per 4 KB, an eventually consistent one half, a transactional one two; a query the sum of what it reads. The approvals table's writes are sized from its stream's before and after images of each write; the other tables' from snapshots around each invocation.",
+        "SQS requests are billed per 64 KiB chunk of payload (measured on the request or answer body, a little larger than the payload); an executor invocation also pays its event source mapping's receive and delete. The mapping's empty long polls are fixed, not per approval (below).",
+        "Lambda's billed time is a model, because measured times depend on the machine: 5 ms per invocation, 10 ms per DynamoDB request (20 ms per transaction), 15 ms per SQS request, 100 ms per outbound HTTP call, added up as if nothing ran in parallel. The test prints the measured handler times beside it.",
+        "Stream reads by Lambda are free. TTL deletions are free. CloudWatch Logs are not counted here.",
+        "Fixed, whatever the traffic: the sweeper and the reconciler run every minute (86,400 invocations a month, well under $0.10), and the executor's event source mapping long-polls the queue (a few hundred thousand empty receives a month, about $0.26).",
+    ] {
+        writeln!(w, "- {line}").expect("write");
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
+    let lives = lives().await;
+    for (name, life) in &lives {
+        for line in &life.detail {
+            println!("{name} {line}");
+        }
+        println!(
+            "{name}: measured handler ms {:?}, billed (model) {:?}",
+            life.measured_ms, life.billed_ms
+        );
+    }
+    let computed = render(&lives);
+    let path = workspace_root().join("docs/COST.md");
+    if std::env::var_os("COUNTERSIGN_WRITE_COST").is_some() {
+        std::fs::write(&path, &computed).expect("write docs/COST.md");
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == computed,
+        "docs/COST.md differs from what this test computes; rewrite it with \
+         COUNTERSIGN_WRITE_COST=1 and commit it. Computed:\n{computed}"
+    );
+    // The cuts' table ends where the code is: a change that makes (b) dearer or cheaper adds
+    // its row (and no figure in it is stale).
+    let b = &lives[1].1;
+    let (_, units, usd) = CUTS.last().expect("a first measurement");
+    assert_eq!(
+        (format!("{units:.0}"), money(*usd)),
+        (format!("{:.0}", b.write_units), money(b.per_million())),
+        "scenario (b) now; add a row to CUTS"
+    );
+}
