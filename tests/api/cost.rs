@@ -360,6 +360,11 @@ const CUTS: &[(&str, f64, f64)] = &[
         139.0,
         103.59,
     ),
+    (
+        "the approval item's markers cut to booleans (`while_pending`, `execute_key`): a quorum approval's create fits in 1 KB, for the item and each index",
+        135.0,
+        101.09,
+    ),
 ];
 
 /// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers

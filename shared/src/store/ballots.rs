@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::attr::{epoch, n, s};
-use crate::domain::{Approval, Status};
+use super::attr::n;
+use crate::domain::Approval;
 
 /// What a quorum approval carries from its create for its votes' writes: the marker that keeps it
 /// pending, each rule's count (0), and each approver's ballot (`m_i`, `t_i` per rule).
@@ -14,18 +14,10 @@ pub(crate) fn quorum_attributes(approval: &Approval) -> Vec<(String, AttributeVa
     let Some(policy) = &approval.policy else {
         return Vec::new();
     };
-    let while_pending = AttributeValue::M(HashMap::from([
-        ("status".to_owned(), s(Status::Pending.as_str())),
-        ("decision".to_owned(), AttributeValue::Null(true)),
-        (
-            "execution_status".to_owned(),
-            s(approval.execution.status.as_str()),
-        ),
-        (
-            "execution_updated_at".to_owned(),
-            epoch(approval.execution.updated_at),
-        ),
-    ]));
+    // A marker: the votes' conditions test only that it exists (items written before it was
+    // cut to a boolean hold a map; the same to the conditions). Every byte of the item is paid
+    // on each of its writes, and on each of its indexes' (docs/COST.md).
+    let while_pending = AttributeValue::Bool(true);
     let ballots = approval
         .approvers
         .iter()
