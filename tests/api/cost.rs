@@ -356,7 +356,7 @@ const CUTS: &[(&str, f64, f64)] = &[
         122.86,
     ),
     (
-        "callbacks keep no ledger item: their outcome event is their record (delivered and failed share one id, put once), read before each delivery (the subscriber dedupes by `webhook-id`)",
+        "callbacks keep no ledger item: their outcome event is their record (delivered and failed share one id, put once), read before each delivery",
         139.0,
         103.59,
     ),
@@ -364,11 +364,6 @@ const CUTS: &[(&str, f64, f64)] = &[
         "the approval item's markers cut to booleans (`while_pending`, `execute_key`): a quorum approval's create fits in 1 KB, for the item and each index",
         135.0,
         101.09,
-    ),
-    (
-        "notifications as callbacks: no ledger item, the outcome event is the record (the notifier dedupes by `Idempotency-Key`, the same on every delivery)",
-        123.0,
-        93.87,
     ),
 ];
 
@@ -561,7 +556,7 @@ fn render(lives: &[(&str, Life)]) -> String {
             units_to("approvals")
         ),
         format!(
-            "`execution_ledger`, {:.0}: the execution's begin and its end (which commits with the approval's `execution`): what makes an execution happen once.",
+            "`execution_ledger`, {:.0}: the execution's begin and end, and each notification's (the SPEC's ledger item per notify job; the callbacks' treatment would save it four units a notification).",
             units_to("execution_ledger")
         ),
     ] {

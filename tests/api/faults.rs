@@ -320,12 +320,12 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
     let body = json!({"action": {"type": "slow_reject_once", "payload": {}}, "approvers": [ALICE]})
         .to_string();
     let id = t.create_ok(KEY_A, "end-write-1", &body).await;
-    // The approver's notification is a job too: its outcome is recorded before the test begins.
-    countersign_tests::eventually("the notification's outcome written", || async {
-        t.trail(KEY_A, &id, 100)
+    // The approver's notification is a job too: its attempt ends before the test begins.
+    let ledger = &t.app.config.tables.execution_ledger;
+    countersign_tests::eventually("the notification's end written", || async {
+        t.item(ledger, &format!("{id}#notify#{ALICE}"))
             .await
-            .iter()
-            .any(|e| e["type"] == "notification.sent")
+            .is_some_and(|item| countersign_tests::attr_s(&item, "status") == "succeeded")
     })
     .await;
     let decided = t

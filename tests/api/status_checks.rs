@@ -71,8 +71,9 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
         "no second call"
     );
     assert_eq!(t.downstream().status_queries(key), 1);
-    // Round trips: the status query adds none. The notification reads its outcome (GetItem)
-    // and records it (a PutItem, left out here); the execute job's call ends in doubt, so it writes its begin and an `unknown` end, and
+    // Round trips: the status query adds none. Two writes per notify job (a begin, one item
+    // alone, and a complete with its event);
+    // the execute job's call ends in doubt, so it writes its begin and an `unknown` end, and
     // comes back after the target's status delay: a begin the ledger refuses (it reads the
     // attempt from the refusal), the query, and the end it leads to. Besides create and decide,
     // the dispatcher's batch writes (events, listing index) and the local runner's own
@@ -93,13 +94,14 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
     assert_eq!(
         writes,
         [
-            "GetItem",            // the notification's outcome, not recorded yet
             "TransactWriteItems", // create
-            "TransactWriteItems", // the execution's begin,
-            "TransactWriteItems", // its unknown end,
+            "TransactWriteItems", // the notification's complete
+            "TransactWriteItems", // the execution's begin, its unknown end,
             "TransactWriteItems", // the begin the ledger refuses,
             "TransactWriteItems", // and the end the status query leads to
-            "UpdateItem",         // decide
+            "TransactWriteItems",
+            "UpdateItem", // decide
+            "UpdateItem", // the notification's begin
         ],
         "{calls:?}"
     );

@@ -240,25 +240,18 @@ impl Job {
         Some(event)
     }
 
-    /// The id a notice's outcome is stored under (a notification's or a callback's), sent or
-    /// failed alike: with one id, the conditional put that records either outcome makes the
-    /// other impossible (a notice has no ledger item; its trail event is its record). `None`
-    /// for the other jobs.
+    /// The id a callback's outcome is stored under, delivered or failed alike: with one id, the
+    /// conditional put that records either outcome makes the other impossible (a callback has
+    /// no ledger item; its trail event is its record). `None` for the other jobs.
     pub fn outcome_id(&self) -> Option<String> {
         match self {
-            Self::Notify(j) => Some(event_id(
-                &j.tenant,
-                &j.approval_id,
-                EventType::NotificationSent,
-                &j.approver.identity(),
-            )),
             Self::Callback(j) => Some(event_id(
                 &j.tenant,
                 &j.approval_id,
                 EventType::CallbackDelivered,
                 &j.event_id,
             )),
-            Self::Execute(_) | Self::Slack(_) => None,
+            Self::Notify(_) | Self::Execute(_) | Self::Slack(_) => None,
         }
     }
 

@@ -5,13 +5,12 @@
 //!
 //! In parts: the orchestration of one receive (here), the queue's side ([`message`]), the pure
 //! decisions ([`policy`]), the calls ([`downstream`]) and what a receive does when it finds an
-//! attempt it did not begin, or the job out of attempts ([`recovery`]). Notifications and
-//! callbacks, delivered at least once with their outcome recorded once, take no ledger item
-//! ([`notice`]).
+//! attempt it did not begin, or the job out of attempts ([`recovery`]). Callbacks, delivered at
+//! least once with their outcome recorded once, take no ledger item ([`callback`]).
 
+mod callback;
 mod downstream;
 mod message;
-mod notice;
 mod policy;
 mod recovery;
 mod slack;
@@ -155,8 +154,8 @@ impl Executor {
             job,
             deadline,
         };
-        if let Job::Notify(_) | Job::Callback(_) = &receipt.job {
-            return self.deliver_notice(&receipt).await;
+        if let Job::Callback(_) = &receipt.job {
+            return self.deliver_callback(&receipt).await;
         }
         if message.receive_count > self.app.config.job_max_attempts {
             return self.give_up(&receipt).await;
@@ -227,10 +226,14 @@ impl Executor {
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
         };
-        if let Job::Execute(_) = &r.job
-            && let Some(ms) = stall_after_downstream()
-        {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+        match &r.job {
+            Job::Execute(_) => {
+                if let Some(ms) = stall_after_downstream() {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+            }
+            Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
+            Job::Callback(_) | Job::Slack(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it
@@ -252,9 +255,12 @@ impl Executor {
                 .finish(r, &attempt, end, Disposition::Retry, back)
                 .await;
         }
-        // Notices go their own way (`notice.rs`): what comes here is an execution.
-        let (completion, disposition) =
-            policy::after_call(outcome, false, r.target.idempotent, self.last_attempt(r));
+        let (completion, disposition) = policy::after_call(
+            outcome,
+            matches!(r.job, Job::Notify(_) | Job::Callback(_)),
+            r.target.idempotent,
+            self.last_attempt(r),
+        );
         let end = AttemptEnd::by_owner(&completion, &attempt.token);
         let back = comes_back(&completion, disposition, r.message.receive_count);
         self.finish(r, &attempt, end, disposition, back).await

@@ -9,6 +9,7 @@ use super::message::Disposition;
 use super::policy::{after_status, call_budget, comes_back, seconds_from_ms};
 use super::{Executor, Receipt};
 use crate::domain::{Completion, LedgerStatus};
+use crate::jobs::job::Job;
 use crate::store::{AttemptEnd, LedgerEntry, StoreError};
 
 impl Executor {
@@ -27,6 +28,12 @@ impl Executor {
         }
         let now_ms = self.app.clock.now_millis();
         match entry.status {
+            // A notification or callback that failed for good goes on to the DLQ (its alarm),
+            // however many copies of its job come back.
+            LedgerStatus::Failed if matches!(r.job, Job::Notify(_) | Job::Callback(_)) => {
+                self.queue.come_back_in(r.message, 0).await;
+                Ok(Disposition::Retry)
+            }
             LedgerStatus::Succeeded | LedgerStatus::Failed | LedgerStatus::NeedsReconciliation => {
                 Ok(Disposition::Ack)
             }

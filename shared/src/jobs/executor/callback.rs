@@ -1,11 +1,10 @@
-//! A notice — a notification to an approver, a callback to a subscriber — is delivered at least
-//! once (its receiver dedupes: the notifier by `Idempotency-Key`, a subscriber by `webhook-id`,
-//! each the same on every delivery), and its outcome recorded exactly once. It needs no ledger
-//! item: its trail event is its record. Sent and failed share one id, so the conditional put
-//! that records one makes the other impossible; a receive first reads it (one read, a fraction
-//! of a ledger begin's write), so a delivered notice is not sent again and one that failed for
-//! good goes on to the DLQ. Two receives of the same notice at once may both send it (the
-//! receiver dedupes); the first outcome written is the one kept.
+//! A callback: delivered at least once to the subscriber (which dedupes by `webhook-id`, the
+//! event id, the same on every delivery), its outcome recorded exactly once. It needs no ledger
+//! item: its trail event is its record. Delivered and failed share one id, so the conditional
+//! put that records one makes the other impossible; a receive first reads it (one read, a
+//! fraction of a ledger begin's write), so a delivered callback is not sent again and one that
+//! failed for good goes on to the DLQ. Two receives of the same callback at once may both send
+//! it (the subscriber dedupes); the first outcome written is the one kept.
 
 use std::time::Duration;
 
@@ -14,11 +13,13 @@ use super::policy::{CallOutcome, after_call, call_budget, comes_back};
 use super::{Executor, Receipt};
 use crate::domain::Completion;
 use crate::domain::trail::EventType;
-use crate::jobs::job::Job;
 use crate::store::StoreError;
 
 impl Executor {
-    pub(super) async fn deliver_notice(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
+    pub(super) async fn deliver_callback(
+        &self,
+        r: &Receipt<'_>,
+    ) -> Result<Disposition, StoreError> {
         let Some(outcome_id) = r.job.outcome_id() else {
             return Ok(Disposition::Retry);
         };
@@ -28,7 +29,7 @@ impl Executor {
             .recorded_event(r.job.tenant(), r.job.approval_id(), &outcome_id)
             .await?;
         match recorded {
-            Some(EventType::NotificationFailed | EventType::CallbackFailed) => {
+            Some(EventType::CallbackFailed) => {
                 // Failed for good: on to the DLQ (its alarm), however many copies come back.
                 self.queue.come_back_in(r.message, 0).await;
                 return Ok(Disposition::Retry);
@@ -42,7 +43,7 @@ impl Executor {
                 r.message.receive_count
             );
             return self
-                .record_notice(r, &Completion::Failed(reason), Disposition::Retry)
+                .record_callback(r, &Completion::Failed(reason), Disposition::Retry)
                 .await;
         }
         let window = Duration::from_millis(self.lease_ms as u64);
@@ -55,18 +56,15 @@ impl Executor {
                 // Nothing sent: the message comes back to an invocation with time.
                 return Ok(Disposition::Retry);
             }
-            (None, _) => CallOutcome::Refused(format!("no {} URL is configured", r.job.kind())),
+            (None, _) => CallOutcome::Refused("the subscription has no URL".to_owned()),
         };
-        if let Job::Notify(_) = r.job {
-            fail::fail_point!("notify::after_downstream");
-        }
         let (completion, disposition) = after_call(outcome, true, true, self.last_attempt(r));
-        self.record_notice(r, &completion, disposition).await
+        self.record_callback(r, &completion, disposition).await
     }
 
     /// Records a delivery's outcome, when it has one (delivered, or failed for good), then
     /// makes the message come back when the policy says.
-    async fn record_notice(
+    async fn record_callback(
         &self,
         r: &Receipt<'_>,
         completion: &Completion,
@@ -78,7 +76,7 @@ impl Executor {
                 job = r.job.id(),
                 stored,
                 outcome = event.kind.as_str(),
-                "notice outcome"
+                "callback outcome"
             );
         }
         if let Some(seconds) = comes_back(completion, disposition, r.message.receive_count) {
