@@ -556,7 +556,7 @@ fn render(lives: &[(&str, Life)]) -> String {
             units_to("approvals")
         ),
         format!(
-            "`execution_ledger`, {:.0}: the execution's begin and end, and each notification's (the SPEC's ledger item per notify job; the callbacks' treatment would save it four units a notification).",
+            "`execution_ledger`, {:.0}: the execution's begin and end, and each notification's. A notification without its ledger item, as a callback, would save four units, but two copies of its job received at once would then both call the notifier (which dedupes by `Idempotency-Key`): the one call per notification the ledger gives is a guarantee kept.",
             units_to("execution_ledger")
         ),
     ] {

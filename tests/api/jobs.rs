@@ -422,3 +422,61 @@ async fn noncharacters_everywhere_reach_the_target_value_for_value() {
         "the name as it was"
     );
 }
+
+/// A callback keeps no ledger item (issue 24): its outcome event is its record. Every callback
+/// job of a change sent twice (a dispatch retried after sending) reaches the subscriber with one
+/// `webhook-id` per event, however many copies ran, and records one outcome per event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_callback_sent_twice_records_one_outcome_per_event() {
+    use countersign::jobs::{Dispatcher, StreamChange};
+    let subscription =
+        json!({"tenant-a": {"url": "{downstream}/callback", "secret": crate::helpers::CALLBACK_SECRET}})
+            .to_string();
+    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
+    t.stop_runner().await;
+    let id = t
+        .create_ok(KEY_A, "cb-twice", &action_body("deploy", &[ALICE]))
+        .await;
+    let change = StreamChange {
+        old: None,
+        new: Some(t.approval_item(&id).await),
+        sequence_number: "1".to_owned(),
+    };
+    let dispatcher = Dispatcher::new(t.app.clone());
+    for _ in 0..2 {
+        dispatcher
+            .dispatch(std::slice::from_ref(&change))
+            .await
+            .unwrap();
+    }
+    t.start_runner();
+    eventually("the queue drains", || async {
+        t.queue_depth(&t.queues().queue_url).await == 0
+    })
+    .await;
+    let deliveries = t.downstream().calls_to("/callback");
+    let created: Vec<&Value> = deliveries
+        .iter()
+        .map(|(_, body)| body)
+        .filter(|body| body["type"] == "approval.created")
+        .collect();
+    assert!(
+        (1..=2).contains(&created.len()),
+        "{} deliveries",
+        created.len()
+    );
+    let event_id = &created[0]["data"]["event"]["id"];
+    assert!(
+        created
+            .iter()
+            .all(|b| &b["data"]["event"]["id"] == event_id)
+    );
+    let trail = t.trail(KEY_A, &id, 100).await;
+    let outcomes: Vec<&Value> = trail
+        .iter()
+        .filter(|e| e["type"] == "callback.delivered" || e["type"] == "callback.failed")
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{trail:?}");
+    assert_eq!(outcomes[0]["type"], "callback.delivered");
+    assert_eq!(outcomes[0]["data"]["event_id"], *event_id);
+}
