@@ -596,13 +596,26 @@ fn render(lives: &[(&str, Life)]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
     let lives = lives().await;
+    // Each request and its units, when asked for (COUNTERSIGN_COST_DETAIL=1): where to look
+    // for the next cut.
+    let detail = std::env::var_os("COUNTERSIGN_COST_DETAIL").is_some();
     for (name, life) in &lives {
-        for line in &life.detail {
+        for line in life.detail.iter().filter(|_| detail) {
             println!("{name} {line}");
         }
+        let times: Vec<String> = life
+            .measured_ms
+            .iter()
+            .map(|(function, ms)| {
+                format!(
+                    "{function} {ms:.0} ms (model {:.0})",
+                    life.billed_ms[function]
+                )
+            })
+            .collect();
         println!(
-            "{name}: measured handler ms {:?}, billed (model) {:?}",
-            life.measured_ms, life.billed_ms
+            "{name}: handler time on this machine, per function: {}",
+            times.join(", ")
         );
     }
     let computed = render(&lives);
