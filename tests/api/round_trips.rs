@@ -84,7 +84,10 @@ async fn refusals_cost_one_round_trip_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_job_is_a_begin_and_a_complete() {
-    let t = TestApp::start_jobs(&[]).await;
+    let subscription = serde_json::json!({"tenant-a": {"url": "{downstream}/callback",
+        "secret": crate::helpers::CALLBACK_SECRET, "types": ["approval.created"]}})
+    .to_string();
+    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
     t.stop_runner().await;
     let id = t
         .create_ok(KEY_A, "rt-exec", &deploy_body(1, &[ALICE]))
@@ -115,7 +118,24 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
 
     let notify = &countersign::jobs::jobs_for_change(None, Some(&pending), "")[0];
     let execute = &countersign::jobs::jobs_for_change(Some(&pending), Some(&approved), "")[0];
-    for (name, job) in [("notify", notify), ("execute", execute)] {
+    let created = countersign::domain::trail::events_for_change(None, Some(&pending), "p");
+    let callback = &countersign::jobs::callback_jobs(
+        &pending,
+        &created,
+        t.app.config.event_subscriptions.get(&tenant),
+    )[0];
+    // A notification's begin is one item alone (a conditional update: a transaction of one
+    // item costs twice as much); an execution's begins with the approval's `execution`; a
+    // callback keeps no ledger item: it reads its outcome and puts it once.
+    for (name, job, writes) in [
+        ("notify", notify, ["UpdateItem", "TransactWriteItems"]),
+        (
+            "execute",
+            execute,
+            ["TransactWriteItems", "TransactWriteItems"],
+        ),
+        ("callback", callback, ["GetItem", "PutItem"]),
+    ] {
         let message = countersign::jobs::JobMessage {
             message_id: format!("m-{name}"),
             receipt_handle: "unused".to_owned(),
@@ -127,11 +147,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
             executor.handle_batch(&[message], None).await.is_empty(),
             "{name}: acknowledged"
         );
-        assert_eq!(
-            t.calls.take(),
-            ["TransactWriteItems", "TransactWriteItems"],
-            "{name}: begin + complete"
-        );
+        assert_eq!(t.calls.take(), writes, "{name}: begin + complete");
     }
     assert_eq!(t.downstream().calls(&execute_key("rt-exec", &id)), 1);
     assert_eq!(

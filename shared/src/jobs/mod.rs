@@ -14,7 +14,8 @@ pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
 pub use job::{
-    CallbackJob, ExecuteJob, Job, NotifyJob, SlackJob, execute_job, jobs_for_change, slack_job,
+    CallbackJob, ExecuteJob, Job, NotifyJob, SlackJob, callback_jobs, execute_job, jobs_for_change,
+    slack_job,
 };
 pub use reconcile::{REQUEUE_LIMIT, Reconciler};
 pub use report::{SweepFailed, SweepReport};
