@@ -361,7 +361,7 @@ const CUTS: &[(&str, f64, f64)] = &[
         103.59,
     ),
     (
-        "the approval item's markers cut to booleans (`while_pending`, `execute_key`): a quorum approval's create fits in 1 KB, for the item and each index",
+        "the quorum marker `while_pending` cut to a boolean (the votes' conditions test only that it exists): a quorum approval's create fits in 1 KB, for the item and each index",
         135.0,
         101.09,
     ),
@@ -582,7 +582,7 @@ fn render(lives: &[(&str, Life)]) -> String {
 
     writeln!(w, "## How it is counted\n").expect("write");
     for line in [
-        "DynamoDB units follow its documented rules, from the items' sizes (attribute names and values, as DynamoDB sizes them): a write is one unit per KB of the larger of the item before and after it, at least one; a transactional write two; a write that changes what an index holds writes the index too (one write per KB of the entry; a moved key a delete and a put); a write whose condition fails costs the units of the item it checked; a strongly consistent read one unit per 4 KB, an eventually consistent one half, a transactional one two; a query the sum of what it reads. The approvals table's writes are sized from its stream's before and after images of each write; the other tables' from snapshots around each invocation.",
+        "DynamoDB units follow its documented rules, from the items' sizes (attribute names and values, as DynamoDB sizes them): a write is one unit per KB of the larger of the item before and after it, at least one; a transactional write two; a write that changes what an index holds writes the index too (one write per KB of the entry, the larger of before and after; a moved key a delete and a put; at the standard rate, in a transaction too — AWS documents the doubling for the table's own write only); a write whose condition fails costs the units of the item it checked; a strongly consistent read one unit per 4 KB, an eventually consistent one half, a transactional one two; a query the sum of what it reads. The approvals table's writes are sized from its stream's before and after images of each write; the other tables' from snapshots around each invocation.",
         "SQS requests are billed per 64 KiB chunk of payload (measured on the request or answer body, a little larger than the payload); an executor invocation also pays its event source mapping's receive and delete. The mapping's empty long polls are fixed, not per approval (below).",
         "Lambda's billed time is a model, because measured times depend on the machine: 5 ms per invocation, 10 ms per DynamoDB request (20 ms per transaction), 15 ms per SQS request, 100 ms per outbound HTTP call, added up as if nothing ran in parallel. The test prints the measured handler times beside it.",
         "Stream reads by Lambda are free. TTL deletions are free. CloudWatch Logs are not counted here.",

@@ -480,3 +480,53 @@ async fn a_callback_sent_twice_records_one_outcome_per_event() {
     assert_eq!(outcomes[0]["type"], "callback.delivered");
     assert_eq!(outcomes[0]["data"]["event_id"], *event_id);
 }
+
+/// A callback's outcome is stored once, under one id for both outcomes: a failure recorded
+/// first gives way to a delivery (another copy of the job reached the subscriber after all);
+/// nothing gives way to a delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callbacks_delivery_outdoes_its_failure_and_nothing_outdoes_its_delivery() {
+    use countersign::domain::Completion;
+    use countersign::domain::trail::{EventType, events_for_change};
+    let subscription =
+        json!({"tenant-a": {"url": "{downstream}/callback", "secret": crate::helpers::CALLBACK_SECRET}})
+            .to_string();
+    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
+    t.stop_runner().await;
+    let id = t
+        .create_ok(KEY_A, "cb-outcome", &action_body("deploy", &[ALICE]))
+        .await;
+    let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
+    let approval = t
+        .app
+        .store
+        .get_approval(&tenant, &ApprovalId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let events = events_for_change(None, Some(&approval), "p");
+    let job = &countersign::jobs::callback_jobs(
+        &approval,
+        &events,
+        t.app.config.event_subscriptions.get(&tenant),
+    )[0];
+    let failed = job
+        .ended_event(&Completion::Failed("HTTP 410".into()), 1)
+        .unwrap();
+    let delivered = job.ended_event(&Completion::Succeeded, 2).unwrap();
+    let store = &t.app.store;
+    let failure = Some(EventType::CallbackFailed);
+    assert!(store.put_event_once(&failed, None).await.unwrap());
+    assert!(!store.put_event_once(&failed, None).await.unwrap(), "once");
+    assert!(store.put_event_once(&delivered, failure).await.unwrap());
+    assert!(!store.put_event_once(&failed, None).await.unwrap());
+    assert!(!store.put_event_once(&delivered, failure).await.unwrap());
+    let outcome = job.outcome_id().unwrap();
+    assert_eq!(
+        store
+            .recorded_event(&tenant, &approval.id, &outcome)
+            .await
+            .unwrap(),
+        Some(EventType::CallbackDelivered)
+    );
+}

@@ -253,7 +253,9 @@ impl Schema {
             };
             units += match (&old, &new) {
                 (Some(o), Some(n)) if o == n => 0.0,
-                (Some(_), Some(n)) if key(&old) == key(&new) => blocks(item_size(n), 1024),
+                (Some(o), Some(n)) if key(&old) == key(&new) => {
+                    blocks(item_size(o).max(item_size(n)), 1024)
+                }
                 (Some(o), Some(n)) => blocks(item_size(o), 1024) + blocks(item_size(n), 1024),
                 (Some(e), None) | (None, Some(e)) => blocks(item_size(e), 1024),
                 (None, None) => 0.0,

@@ -174,34 +174,47 @@ impl Store {
     /// answer was lost meets its own result in the condition; the one-update callers (a ledger
     /// begin or end) tell their own write from the item returned, by its token.
     async fn update_alone(&self, update: &Update) -> Result<Transaction, StoreError> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(update.table_name())
-            .set_key(Some(update.key().clone()))
-            .update_expression(update.update_expression())
-            .set_condition_expression(update.condition_expression().map(str::to_owned))
-            .set_expression_attribute_names(update.expression_attribute_names().cloned())
-            .set_expression_attribute_values(update.expression_attribute_values().cloned())
-            .set_return_values_on_condition_check_failure(
-                update.return_values_on_condition_check_failure().cloned(),
-            )
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(Transaction::Committed),
-            Err(e) if is_transient(&e) => Err(StoreError::from_sdk("UpdateItem", e)),
-            Err(e) => match e.into_service_error() {
+        let mut tries = 1;
+        loop {
+            let result = self
+                .client
+                .update_item()
+                .table_name(update.table_name())
+                .set_key(Some(update.key().clone()))
+                .update_expression(update.update_expression())
+                .set_condition_expression(update.condition_expression().map(str::to_owned))
+                .set_expression_attribute_names(update.expression_attribute_names().cloned())
+                .set_expression_attribute_values(update.expression_attribute_values().cloned())
+                .set_return_values_on_condition_check_failure(
+                    update.return_values_on_condition_check_failure().cloned(),
+                )
+                .send()
+                .await;
+            let error = match result {
+                Ok(_) => return Ok(Transaction::Committed),
+                Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
+                Err(e) => e.into_service_error(),
+            };
+            match error {
                 UpdateItemError::ConditionalCheckFailedException(failed) => {
-                    Ok(Transaction::Cancelled(vec![
+                    return Ok(Transaction::Cancelled(vec![
                         CancellationReason::builder()
                             .code("ConditionalCheckFailed")
                             .set_item(failed.item)
                             .build(),
-                    ]))
+                    ]));
                 }
-                other => Err(StoreError::dynamo("UpdateItem", other)),
-            },
+                // The item is in another transaction in flight: tried again with jitter, as a
+                // transaction cancelled by the conflict would be.
+                UpdateItemError::TransactionConflictException(_) if tries < TRANSACTION_TRIES => {
+                    tokio::time::sleep(conflict_backoff(tries)).await;
+                    tries += 1;
+                }
+                UpdateItemError::TransactionConflictException(_) => {
+                    return Err(StoreError::Contention("UpdateItem"));
+                }
+                other => return Err(StoreError::dynamo("UpdateItem", other)),
+            }
         }
     }
 }

@@ -108,17 +108,27 @@ impl Store {
     }
 
     /// Stores `event` unless its id is stored already (by this event, or another that shares
-    /// its id: a callback's two outcomes): true when this put stored it. One conditional write.
-    pub async fn put_event_once(&self, event: &TrailEvent) -> Result<bool, StoreError> {
-        let result = self
+    /// its id: a callback's two outcomes) — or is stored as `replaces` (a failure a delivery
+    /// that came after all outdoes): true when this put stored it. One conditional write.
+    pub async fn put_event_once(
+        &self,
+        event: &TrailEvent,
+        replaces: Option<EventType>,
+    ) -> Result<bool, StoreError> {
+        let put = self
             .client
             .put_item()
             .table_name(&self.tables.events)
             .set_item(Some(event_to_item(event)))
-            .condition_expression("attribute_not_exists(#pk)")
-            .expression_attribute_names("#pk", "pk")
-            .send()
-            .await;
+            .expression_attribute_names("#pk", "pk");
+        let put = match replaces {
+            None => put.condition_expression("attribute_not_exists(#pk)"),
+            Some(kind) => put
+                .condition_expression("attribute_not_exists(#pk) OR #type = :replaces")
+                .expression_attribute_names("#type", "type")
+                .expression_attribute_values(":replaces", s(kind.as_str())),
+        };
+        let result = put.send().await;
         match result {
             Ok(_) => Ok(true),
             Err(e) if is_transient(&e) => Err(StoreError::from_sdk("PutItem", e)),

@@ -4,9 +4,11 @@
 //! put that records one makes the other impossible; a receive first reads it (one read, a
 //! fraction of a ledger begin's write), so a delivered callback is not sent again and one that
 //! failed for good goes on to the DLQ. Two receives of the same callback at once may both send
-//! it (the subscriber dedupes); the first outcome written is the one kept.
+//! it (the subscriber dedupes); the first outcome written is kept, unless it is a failure and
+//! the other copy delivered it. The outcome's write is tried again while there is time, as an
+//! attempt's end is: until it is written, the delivery is known only to this worker.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::message::Disposition;
 use super::policy::{CallOutcome, after_call, call_budget, comes_back};
@@ -71,7 +73,14 @@ impl Executor {
         disposition: Disposition,
     ) -> Result<Disposition, StoreError> {
         if let Some(event) = r.job.ended_event(completion, self.app.clock.now()) {
-            let stored = self.app.store.put_event_once(&event).await?;
+            // A delivery outdoes a failure another copy of the job recorded first: the
+            // subscriber has it.
+            let replaces =
+                (event.kind == EventType::CallbackDelivered).then_some(EventType::CallbackFailed);
+            let until = Instant::now() + Duration::from_millis(self.lease_ms as u64);
+            let stored = self
+                .persist(r, until, || self.app.store.put_event_once(&event, replaces))
+                .await?;
             tracing::info!(
                 job = r.job.id(),
                 stored,

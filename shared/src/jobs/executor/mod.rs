@@ -257,7 +257,7 @@ impl Executor {
         }
         let (completion, disposition) = policy::after_call(
             outcome,
-            matches!(r.job, Job::Notify(_) | Job::Callback(_)),
+            matches!(r.job, Job::Notify(_)),
             r.target.idempotent,
             self.last_attempt(r),
         );
@@ -325,30 +325,50 @@ impl Executor {
         attempt: &Attempt,
         end: AttemptEnd<'_>,
     ) -> Result<bool, StoreError> {
+        self.persist(r, attempt.lease_end, || {
+            self.write_end(r, &attempt.token, end)
+        })
+        .await
+    }
+
+    /// Sends `write` until the store takes it: a refusal for now (throttled, unavailable,
+    /// contended) is tried again with backoff while there is time before `until` and the
+    /// invocation's deadline; each try is cut off shortly before that deadline. What the target
+    /// answered is only in this worker until a write records it (see [`Executor::complete`]).
+    async fn persist<T, W>(
+        &self,
+        r: &Receipt<'_>,
+        until: Instant,
+        write: impl Fn() -> W,
+    ) -> Result<T, StoreError>
+    where
+        W: Future<Output = Result<T, StoreError>>,
+    {
         let hard_end = r
             .deadline
             .map(|d| d.checked_sub(ANSWER_MARGIN).unwrap_or(d));
         let mut pause = END_WRITE_FIRST_PAUSE;
         loop {
-            let write = self.write_end(r, &attempt.token, end);
             let result = match hard_end {
-                None => write.await,
+                None => write().await,
                 Some(end) => {
                     let left = end.saturating_duration_since(Instant::now());
-                    tokio::time::timeout(left, write).await.unwrap_or_else(|_| {
-                        Err(StoreError::Unavailable {
-                            operation: "TransactWriteItems",
-                            message: "cut off before the invocation's deadline".to_owned(),
+                    tokio::time::timeout(left, write())
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(StoreError::Unavailable {
+                                operation: "a write after the call",
+                                message: "cut off before the invocation's deadline".to_owned(),
+                            })
                         })
-                    })
                 }
             };
             let next_try = Instant::now() + pause;
-            let time_for_another = next_try < attempt.lease_end
-                && hard_end.is_none_or(|end| next_try + SHORTEST_END_WRITE < end);
+            let time_for_another =
+                next_try < until && hard_end.is_none_or(|end| next_try + SHORTEST_END_WRITE < end);
             match result {
                 Err(e) if e.is_transient() && time_for_another => {
-                    tracing::warn!(job = r.job.id(), error = %e, "attempt's end not written yet; again");
+                    tracing::warn!(job = r.job.id(), error = %e, "what the call told not written yet; again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(END_WRITE_LONGEST_PAUSE);
                 }

@@ -28,9 +28,9 @@ impl Executor {
         }
         let now_ms = self.app.clock.now_millis();
         match entry.status {
-            // A notification or callback that failed for good goes on to the DLQ (its alarm),
-            // however many copies of its job come back.
-            LedgerStatus::Failed if matches!(r.job, Job::Notify(_) | Job::Callback(_)) => {
+            // A notification that failed for good goes on to the DLQ (its alarm), however many
+            // copies of its job come back. (A callback has no ledger item: `callback.rs`.)
+            LedgerStatus::Failed if matches!(r.job, Job::Notify(_)) => {
                 self.queue.come_back_in(r.message, 0).await;
                 Ok(Disposition::Retry)
             }
