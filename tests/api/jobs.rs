@@ -423,20 +423,27 @@ async fn noncharacters_everywhere_reach_the_target_value_for_value() {
     );
 }
 
+/// A test app whose tenant A subscribes to every event at the downstream's `/callback`, with
+/// its runner stopped, and an approval created under `key` (its jobs not dispatched).
+async fn subscribed_and_stopped(key: &str) -> (TestApp, String) {
+    let subscription = json!({"tenant-a": {"url": "{downstream}/callback",
+        "secret": crate::helpers::CALLBACK_SECRET}})
+    .to_string();
+    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
+    t.stop_runner().await;
+    let id = t
+        .create_ok(KEY_A, key, &action_body("deploy", &[ALICE]))
+        .await;
+    (t, id)
+}
+
 /// A callback keeps no ledger item (issue 24): its outcome event is its record. Every callback
 /// job of a change sent twice (a dispatch retried after sending) reaches the subscriber with one
 /// `webhook-id` per event, however many copies ran, and records one outcome per event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_callback_sent_twice_records_one_outcome_per_event() {
     use countersign::jobs::{Dispatcher, StreamChange};
-    let subscription =
-        json!({"tenant-a": {"url": "{downstream}/callback", "secret": crate::helpers::CALLBACK_SECRET}})
-            .to_string();
-    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
-    t.stop_runner().await;
-    let id = t
-        .create_ok(KEY_A, "cb-twice", &action_body("deploy", &[ALICE]))
-        .await;
+    let (t, id) = subscribed_and_stopped("cb-twice").await;
     let change = StreamChange {
         old: None,
         new: Some(t.approval_item(&id).await),
@@ -488,14 +495,7 @@ async fn a_callback_sent_twice_records_one_outcome_per_event() {
 async fn a_callbacks_delivery_outdoes_its_failure_and_nothing_outdoes_its_delivery() {
     use countersign::domain::Completion;
     use countersign::domain::trail::{EventType, events_for_change};
-    let subscription =
-        json!({"tenant-a": {"url": "{downstream}/callback", "secret": crate::helpers::CALLBACK_SECRET}})
-            .to_string();
-    let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscription)]).await;
-    t.stop_runner().await;
-    let id = t
-        .create_ok(KEY_A, "cb-outcome", &action_body("deploy", &[ALICE]))
-        .await;
+    let (t, id) = subscribed_and_stopped("cb-outcome").await;
     let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
     let approval = t
         .app
