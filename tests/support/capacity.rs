@@ -39,10 +39,13 @@ impl std::ops::AddAssign for Units {
     }
 }
 
-/// The size DynamoDB bills a number at: one byte per two significant digits, plus one.
+/// The size DynamoDB bills a number at: one byte per two significant digits, plus one. Trailing
+/// zeros are counted as significant here (DynamoDB trims them): a timestamp's size would
+/// otherwise depend on the second it was taken, and so would this file. An upper bound, by a
+/// byte or two per number.
 fn number_size(n: &str) -> usize {
     let digits: String = n.chars().filter(char::is_ascii_digit).collect();
-    let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+    let significant = digits.trim_start_matches('0').len().max(1);
     significant.div_ceil(2) + 1
 }
 
