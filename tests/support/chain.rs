@@ -97,27 +97,22 @@ impl<'a> Chain<'a> {
     async fn snapshot(&self) -> Snapshot {
         let mut snapshot = Snapshot::default();
         for table in self.schema.table_names() {
-            let mut start = None;
-            loop {
-                let page = self
-                    .t
-                    .dynamodb
-                    .scan()
-                    .table_name(table)
-                    .consistent_read(true)
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .expect("scan a table");
-                for item in page.items() {
-                    let item = item_json(item);
-                    let key = self.schema.key_of(table, &item);
-                    snapshot.0.insert((table.clone(), key), item);
-                }
-                start = page.last_evaluated_key;
-                if start.is_none() {
-                    break;
-                }
+            let items = self
+                .t
+                .dynamodb
+                .scan()
+                .table_name(table)
+                .consistent_read(true)
+                .into_paginator()
+                .items()
+                .send()
+                .collect::<Result<Vec<_>, _>>()
+                .await
+                .expect("scan a table");
+            for item in &items {
+                let item = item_json(item);
+                let key = self.schema.key_of(table, &item);
+                snapshot.0.insert((table.clone(), key), item);
             }
         }
         snapshot
