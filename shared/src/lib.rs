@@ -13,6 +13,7 @@ pub mod cursor;
 pub mod domain;
 pub mod http;
 pub mod jobs;
+pub mod observe;
 #[cfg(test)]
 mod layering;
 pub mod review_token;
