@@ -13,9 +13,9 @@ pub mod cursor;
 pub mod domain;
 pub mod http;
 pub mod jobs;
-pub mod observe;
 #[cfg(test)]
 mod layering;
+pub mod observe;
 pub mod review_token;
 pub mod runner;
 pub mod slack;
@@ -36,6 +36,8 @@ pub struct App {
     pub store: Store,
     pub sqs: aws_sdk_sqs::Client,
     pub clock: Clock,
+    /// Each invocation's metrics, written when it ends.
+    pub metrics: observe::Emitter,
 }
 
 impl App {
@@ -45,12 +47,25 @@ impl App {
         sqs: aws_sdk_sqs::Client,
         clock: Clock,
     ) -> Arc<Self> {
+        Self::with_metrics_sink(config, dynamodb, sqs, clock, observe::Sink::Stdout)
+    }
+
+    /// [`App::new`], with its metrics written to `sink` (the tests read them from memory).
+    pub fn with_metrics_sink(
+        config: Config,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        clock: Clock,
+        sink: observe::Sink,
+    ) -> Arc<Self> {
         let store = Store::new(dynamodb, config.tables.clone());
+        let metrics = observe::Emitter::new(config.metrics.clone(), sink);
         Arc::new(Self {
             config,
             store,
             sqs,
             clock,
+            metrics,
         })
     }
 

@@ -1,4 +1,6 @@
-//! Structured logs: one JSON object per line, which CloudWatch Logs Insights can query.
+//! Structured logs: one JSON object per line, which CloudWatch Logs Insights can query. A line
+//! written while an approval is in hand carries its `approval_id`, `tenant` and `trace_id` under
+//! `span` (the innermost span: a request, a job, a stream record, a swept item).
 
 use tracing_subscriber::EnvFilter;
 
@@ -9,7 +11,7 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
-        .with_current_span(false)
+        .with_current_span(true)
         .with_span_list(false)
         .with_target(false)
         .with_ansi(false)

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use crate::auth::ApiKeys;
 use crate::domain::TenantId;
 use crate::domain::trail::EventType;
+use crate::observe::MetricsConfig;
 use crate::review_token::TokenSecret;
 use crate::slack::{SlackApp, parse_slack};
 use crate::store::Tables;
@@ -76,6 +77,8 @@ pub struct Config {
     pub stuck_execution_seconds: i64,
     /// Each tenant's Slack app, for the tenants that decide in Slack.
     pub slack: BTreeMap<TenantId, SlackApp>,
+    /// `METRICS_NAMESPACE`, `METRICS_TENANT_DIMENSION`.
+    pub metrics: MetricsConfig,
 }
 
 /// A tenant's callback subscription: its URL, signing secret and the event types it receives.
@@ -219,6 +222,25 @@ impl Config {
                 retry_budget,
             )?,
             slack,
+            metrics: MetricsConfig {
+                namespace: get("METRICS_NAMESPACE")
+                    .map(|raw| {
+                        metrics_namespace(&raw)
+                            .map_err(|e| ConfigError::new("METRICS_NAMESPACE", e))
+                    })
+                    .transpose()?
+                    .unwrap_or_else(|| MetricsConfig::default().namespace),
+                tenant_dimension: match get("METRICS_TENANT_DIMENSION").as_deref() {
+                    None | Some("false") => false,
+                    Some("true") => true,
+                    Some(_) => {
+                        return Err(ConfigError::new(
+                            "METRICS_TENANT_DIMENSION",
+                            "must be true or false",
+                        ));
+                    }
+                },
+            },
         })
     }
 
@@ -316,6 +338,21 @@ pub enum Function {
     Reconciler,
 }
 
+impl Function {
+    /// Its name as the `Function` dimension of its metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Decide => "decide",
+            Self::Webhook => "webhook",
+            Self::Dispatch => "dispatch",
+            Self::Executor => "executor",
+            Self::Sweeper => "sweeper",
+            Self::Reconciler => "reconciler",
+        }
+    }
+}
+
 /// The configuration of jobs: where they queue and where notifications go.
 #[derive(Debug, Clone, Copy)]
 pub struct JobsConfig<'a> {
@@ -323,6 +360,18 @@ pub struct JobsConfig<'a> {
     pub notifier_url: &'a str,
     pub token_secret: &'a TokenSecret,
     pub public_base_url: &'a str,
+}
+
+/// CloudWatch's rule for a namespace: 1 to 255 of letters, digits and `.-_/#: `, not `AWS/…`.
+fn metrics_namespace(raw: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || ".-_/#: ".contains(c);
+    if raw.len() > 255 || !raw.chars().all(allowed) {
+        Err("1 to 255 letters, digits and . - _ / # : or space".to_owned())
+    } else if raw.starts_with("AWS/") {
+        Err("the AWS/ namespaces are AWS's own".to_owned())
+    } else {
+        Ok(raw.to_owned())
+    }
 }
 
 pub(crate) fn http_url(raw: &str) -> Result<String, String> {

@@ -267,6 +267,9 @@ pub struct Approval {
     pub execution: Execution,
     /// Where its Slack message is, once posted (tenants with Slack only).
     pub slack: Option<SlackMessage>,
+    /// The trace its create request belonged to ([`crate::observe::TraceContext::stored`]),
+    /// continued by every call made for it.
+    pub trace: Option<String>,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -537,6 +540,7 @@ pub(crate) mod tests {
             cancellation: None,
             execution: Execution::not_started(0),
             slack: None,
+            trace: None,
         }
     }
 

@@ -201,6 +201,7 @@ impl CreateRequest {
             cancellation: None,
             execution: Execution::not_started(now),
             slack: None,
+            trace: None,
         }
     }
 }

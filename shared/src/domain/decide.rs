@@ -117,6 +117,22 @@ pub enum DecideRefusal {
     Unexplained,
 }
 
+impl DecideRefusal {
+    /// Why the vote was not counted, as its problem's `code` (the `Reason` of the `VoteRefused`
+    /// metric); `None` for a repeat (counted the first time) and for the store's own faults.
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Self::NotFound => Some("not_found"),
+            Self::AlreadyDecided(_) => Some("already_decided"),
+            Self::AlreadyVoted(_) => Some("already_voted"),
+            Self::Expired => Some("approval_expired"),
+            Self::NotAnApprover => Some("not_an_approver"),
+            Self::SelfApproval => Some("self_approval_forbidden"),
+            Self::Repeat(_) | Self::Completes(_) | Self::Unexplained => None,
+        }
+    }
+}
+
 /// Classifies a refused vote from the approval as it was when the condition failed. A vote
 /// already cast is told first (repeats answer as they did), then decided beats expired (a
 /// decision made in time stands), and expired beats the approver checks.

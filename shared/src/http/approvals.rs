@@ -5,14 +5,14 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::extract::{Caller, idempotency_key, is_json, media_type, parse_json, read_body};
 use super::pages::query_params;
-use super::{ApiError, REPLAYED};
+use super::{ApiError, REPLAYED, count_vote};
 use crate::App;
 use crate::auth::Role;
 use crate::domain::{
@@ -20,6 +20,7 @@ use crate::domain::{
     DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status, classify_refusal,
     fingerprint, inexact_numbers,
 };
+use crate::observe::{self, Metric, TraceContext};
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError, size};
 
 /// Create bodies above this are refused before parsing.
@@ -32,6 +33,7 @@ pub const DECIDE_BODY_LIMIT: usize = 64 * 1024;
 pub async fn create(
     State(app): State<Arc<App>>,
     caller: Caller,
+    Extension(trace): Extension<TraceContext>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -73,7 +75,7 @@ pub async fn create(
 
     let now = app.clock.now();
     let executes = app.config.executes(&request.action_type);
-    let approval = request.into_approval(
+    let mut approval = request.into_approval(
         caller.tenant,
         caller.principal,
         policy,
@@ -81,6 +83,7 @@ pub async fn create(
         executes,
         now,
     );
+    approval.trace = Some(trace.stored());
     // Refused now rather than stuck later: an item DynamoDB would not let grow (see
     // `store::size`).
     let largest = size::largest_item_bytes(&approval);
@@ -104,7 +107,17 @@ pub async fn create(
         created_at: now,
         expires_at: now + app.config.idempotency_ttl_seconds,
     };
-    match app.store.create_approval(&approval, &record, now).await? {
+    let outcome = app.store.create_approval(&approval, &record, now).await?;
+    let action_type = [approval.action_type.as_str()];
+    match outcome {
+        CreateOutcome::Created => {
+            tracing::Span::current().record("approval_id", approval.id.as_str());
+            observe::count(Metric::ApprovalCreated, &action_type);
+        }
+        CreateOutcome::Replayed(_) => observe::count(Metric::CreateReplayed, &action_type),
+        CreateOutcome::KeyReused => {}
+    }
+    match outcome {
         CreateOutcome::Created => Ok(created(
             StatusCode::CREATED,
             approval.id.as_str(),
@@ -218,23 +231,30 @@ pub async fn decide(
         .decide(&tenant, &id, &decision, request.sent_by.as_ref(), now)
         .await?
     {
-        DecideOutcome::Won(approval) => Ok(Json(approval.view(now)).into_response()),
-        DecideOutcome::Refused(old) => match classify_refusal(old.map(|a| *a), &request, now) {
-            DecideRefusal::Repeat(approval) => Ok(replayed(&approval, now)),
-            DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
-                approval: json!(approval.view(now)),
-            }),
-            DecideRefusal::AlreadyVoted(approval) => Err(ApiError::AlreadyVoted {
-                approval: json!(approval.view(now)),
-            }),
-            DecideRefusal::NotFound => Err(ApiError::NotFound),
-            DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
-            DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
-            DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
-            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => Err(ApiError::Internal(
-                StoreError::Corrupt("the decision condition refused a decidable approval"),
-            )),
-        },
+        DecideOutcome::Won(approval) => {
+            count_vote(Channel::Api, None);
+            Ok(Json(approval.view(now)).into_response())
+        }
+        DecideOutcome::Refused(old) => {
+            match counted(classify_refusal(old.map(|a| *a), &request, now)) {
+                DecideRefusal::Repeat(approval) => Ok(replayed(&approval, now)),
+                DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
+                    approval: json!(approval.view(now)),
+                }),
+                DecideRefusal::AlreadyVoted(approval) => Err(ApiError::AlreadyVoted {
+                    approval: json!(approval.view(now)),
+                }),
+                DecideRefusal::NotFound => Err(ApiError::NotFound),
+                DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
+                DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
+                DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
+                DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
+                    Err(ApiError::Internal(StoreError::Corrupt(
+                        "the decision condition refused a decidable approval",
+                    )))
+                }
+            }
+        }
     }
 }
 
@@ -284,6 +304,11 @@ pub async fn cancel(
             Status::Pending => Err(ApiError::Forbidden),
         },
     }
+}
+
+fn counted(refusal: DecideRefusal) -> DecideRefusal {
+    count_vote(Channel::Api, Some(&refusal));
+    refusal
 }
 
 /// A repeat of a change that already applied: the approval as it is, marked as a replay.

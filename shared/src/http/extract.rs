@@ -40,12 +40,16 @@ impl Caller {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ApiError::Unauthorized);
         }
-        app.config
+        let caller = app
+            .config
             .api_keys
             .as_ref()
             .and_then(|keys| keys.caller_for(key.trim()))
-            .map(Caller)
-            .ok_or(ApiError::Unauthorized)
+            .ok_or(ApiError::Unauthorized)?;
+        // The request's log lines and metrics are the tenant's from here on.
+        tracing::Span::current().record("tenant", caller.tenant.as_str());
+        crate::observe::set_tenant(caller.tenant.as_str());
+        Ok(Caller(caller))
     }
 
     pub fn tenant(&self) -> &TenantId {

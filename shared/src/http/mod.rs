@@ -27,9 +27,11 @@ use serde_json::json;
 
 pub use approvals::{CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
 pub use openapi::document as openapi_document;
-pub use problem::ApiError;
+pub use problem::{ApiError, ProblemCode};
 
-use crate::App;
+use crate::observe::trace::{TRACEPARENT, XRAY_HEADER};
+use crate::observe::{self, Metric, TraceContext};
+use crate::{App, Function};
 
 /// Marks a response that repeats an earlier outcome instead of making a new one.
 pub const REPLAYED: &str = "idempotent-replayed";
@@ -42,6 +44,15 @@ pub struct RequestId(pub String);
 /// The API Lambda's routes: create, read, list, the trail, cancel, and the operator's.
 pub fn api_router(app: Arc<App>) -> Router {
     finish(api_routes(), app)
+}
+
+/// Marks the routes' requests as `function`'s in their metrics, where one router serves several
+/// functions' routes (the local runner).
+fn of_function(routes: Router<Arc<App>>, function: Function) -> Router<Arc<App>> {
+    routes.route_layer(middleware::from_fn(move |request: Request, next: Next| {
+        observe::set_function(function);
+        next.run(request)
+    }))
 }
 
 /// The decide Lambda's routes.
@@ -63,7 +74,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 fn api_routes() -> Router<Arc<App>> {
-    Router::new()
+    let routes = Router::new()
         .route("/approvals", post(approvals::create).get(listing::list))
         .route("/approvals/{id}", get(approvals::get))
         .route("/approvals/{id}/events", get(trail::events))
@@ -71,19 +82,22 @@ fn api_routes() -> Router<Arc<App>> {
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))
         .route("/approvals/{id}/execution/claim", post(claims::claim))
-        .route("/approvals/{id}/execution/report", post(claims::report))
+        .route("/approvals/{id}/execution/report", post(claims::report));
+    of_function(routes, Function::Api)
 }
 
 fn decide_routes() -> Router<Arc<App>> {
-    Router::new()
+    let routes = Router::new()
         .route("/approvals/{id}/decision", post(approvals::decide))
-        .route("/approvals/{id}/review", get(review::show))
+        .route("/approvals/{id}/review", get(review::show));
+    of_function(routes, Function::Decide)
 }
 
 fn webhook_routes() -> Router<Arc<App>> {
-    Router::new()
+    let routes = Router::new()
         .route("/webhooks/{source}", post(webhooks::ingest))
-        .route("/slack/interactions/{tenant}", post(slack::interactions))
+        .route("/slack/interactions/{tenant}", post(slack::interactions));
+    of_function(routes, Function::Webhook)
 }
 
 fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
@@ -92,8 +106,23 @@ fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
         .route("/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn(request_context))
+        .layer(middleware::from_fn_with_state(app.clone(), request_context))
         .with_state(app)
+}
+
+/// Counts a vote cast through `channel`: counted (`None`), or refused.
+pub(crate) fn count_vote(
+    channel: crate::domain::Channel,
+    refused: Option<&crate::domain::DecideRefusal>,
+) {
+    match refused {
+        None => observe::count(Metric::VoteCounted, &[channel.as_str()]),
+        Some(refusal) => {
+            if let Some(reason) = refusal.reason() {
+                observe::count(Metric::VoteRefused, &[reason]);
+            }
+        }
+    }
 }
 
 /// 200 once the tables answer; 503 otherwise.
@@ -112,9 +141,15 @@ async fn openapi_json() -> Response {
     axum::Json(openapi::document()).into_response()
 }
 
-/// Gives every response an `x-request-id` and writes one JSON log line per request. Only the
-/// route template is logged, never the query string or headers (they may hold secrets).
-async fn request_context(mut request: Request, next: Next) -> Response {
+/// Gives every response an `x-request-id`, runs the request as one invocation for metrics (a
+/// refusal is counted by its problem's `code`), and writes one JSON log line per request inside
+/// a span carrying the approval, the tenant and the trace. Only the route template is logged,
+/// never the query string or headers (they may hold secrets).
+async fn request_context(
+    State(app): State<Arc<App>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let request_id = format!("req_{}", ulid::Ulid::new());
     request
@@ -125,17 +160,54 @@ async fn request_context(mut request: Request, next: Next) -> Response {
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "(unmatched)".to_owned(), |p| p.as_str().to_owned());
-    let mut response = next.run(request).await;
-    if let Ok(value) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
-    tracing::info!(
-        request_id,
-        method = %method,
-        route,
-        status = response.status().as_u16(),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "request"
+    let trace = {
+        let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+        TraceContext::from_headers(header(TRACEPARENT), header(XRAY_HEADER))
+            .unwrap_or_else(TraceContext::fresh)
+    };
+    request.extensions_mut().insert(trace);
+    let span = tracing::info_span!(
+        "request",
+        approval_id = tracing::field::Empty,
+        tenant = tracing::field::Empty,
+        trace_id = %trace.trace_id(),
     );
-    response
+    // Only an id that is an approval id: the path is the caller's to write.
+    if route.starts_with("/approvals/{id}")
+        && let Some(Ok(id)) = request
+            .uri()
+            .path()
+            .split('/')
+            .nth(2)
+            .map(crate::domain::ApprovalId::parse)
+    {
+        span.record("approval_id", id.as_str());
+    }
+    let work = async move {
+        let mut response = app
+            .metrics
+            .invocation(Function::Api, async {
+                let response = next.run(request).await;
+                if let Some(ProblemCode(code)) = response.extensions().get::<ProblemCode>()
+                    && response.status().is_client_error()
+                {
+                    observe::count(Metric::RequestRefused, &[code]);
+                }
+                response
+            })
+            .await;
+        if let Ok(value) = HeaderValue::from_str(&request_id) {
+            response.headers_mut().insert(REQUEST_ID, value);
+        }
+        tracing::info!(
+            request_id,
+            method = %method,
+            route,
+            status = response.status().as_u16(),
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request"
+        );
+        response
+    };
+    tracing::Instrument::instrument(work, span).await
 }

@@ -289,9 +289,14 @@ impl IntoResponse for ApiError {
         if status == StatusCode::SERVICE_UNAVAILABLE {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        response.extensions_mut().insert(ProblemCode(code));
         response
     }
 }
+
+/// The `code` of a problem response, for the request's metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct ProblemCode(pub &'static str);
 
 #[cfg(test)]
 mod tests {

@@ -233,8 +233,12 @@ pub async fn decide_form(
         .decide(&grant.tenant, &id, &decision, None, now)
         .await
     {
-        Ok(DecideOutcome::Won(_)) => {}
-        Ok(DecideOutcome::Refused(old)) => match classify_refusal(old.map(|a| *a), &request, now) {
+        Ok(DecideOutcome::Won(_)) => super::count_vote(Channel::ReviewPage, None),
+        Ok(DecideOutcome::Refused(old)) => match {
+            let refusal = classify_refusal(old.map(|a| *a), &request, now);
+            super::count_vote(Channel::ReviewPage, Some(&refusal));
+            refusal
+        } {
             // The page shows the one outcome, and this approver's vote.
             DecideRefusal::Repeat(_)
             | DecideRefusal::AlreadyDecided(_)

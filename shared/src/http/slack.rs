@@ -103,11 +103,13 @@ async fn vote(
 ) -> Result<Option<String>, ApiError> {
     const NOTHING: &str = "Nothing was recorded.";
     let Some(approver) = slack.approver(&click.user) else {
+        super::count_vote(Channel::Slack, Some(&DecideRefusal::NotAnApprover));
         return Ok(Some(format!(
             "Your Slack account is not mapped to a Countersign approver, so it decides nothing. {NOTHING}"
         )));
     };
     let Ok(id) = ApprovalId::parse(&click.approval_id) else {
+        super::count_vote(Channel::Slack, Some(&DecideRefusal::NotFound));
         return Ok(Some(format!("This button names no approval. {NOTHING}")));
     };
     let now = app.clock.now();
@@ -120,7 +122,10 @@ async fn vote(
         webhook_event_id: None,
     };
     let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
-        DecideOutcome::Won(_) => return Ok(None),
+        DecideOutcome::Won(_) => {
+            super::count_vote(Channel::Slack, None);
+            return Ok(None);
+        }
         DecideOutcome::Refused(old) => old.map(|a| *a),
     };
     let request = DecideRequest {
@@ -134,7 +139,9 @@ async fn vote(
         Outcome::Rejected => "reject",
     };
     let who = approver.as_str();
-    Ok(Some(match classify_refusal(old, &request, now) {
+    let refusal = classify_refusal(old, &request, now);
+    super::count_vote(Channel::Slack, Some(&refusal));
+    Ok(Some(match refusal {
         DecideRefusal::Repeat(_) if retried => return Ok(None),
         DecideRefusal::Repeat(_) => format!(
             "Your vote ({}) is already recorded, as {who}; it counts once.",

@@ -15,15 +15,48 @@ use super::extract::read_body;
 use super::{ApiError, RequestId};
 use crate::App;
 use crate::domain::{ApprovalId, Channel, Decision, WebhookOutcome};
+use crate::observe::{self, Metric};
 use crate::store::{InboxRecord, Ingested};
 use crate::webhook::{self, WebhookEvent};
 
 pub async fn ingest(
     State(app): State<Arc<App>>,
     source_name: Result<Path<String>, PathRejection>,
-    Extension(RequestId(request_id)): Extension<RequestId>,
+    Extension(request_id): Extension<RequestId>,
     headers: HeaderMap,
     body: Body,
+) -> Result<Response, ApiError> {
+    let mut signature_refused = None;
+    let answer = deliver(
+        &app,
+        source_name,
+        request_id,
+        headers,
+        body,
+        &mut signature_refused,
+    )
+    .await;
+    if let Err(err) = &answer
+        && err.status().is_client_error()
+    {
+        let reason = match err {
+            ApiError::UnknownSource => "unknown_source",
+            ApiError::InvalidSignature => signature_refused.unwrap_or("invalid_event_id"),
+            other => other.code(),
+        };
+        observe::count(Metric::WebhookRefused, &[reason]);
+    }
+    answer
+}
+
+/// One delivery; `signature_refused` tells why a signature check refused it.
+async fn deliver(
+    app: &App,
+    source_name: Result<Path<String>, PathRejection>,
+    RequestId(request_id): RequestId,
+    headers: HeaderMap,
+    body: Body,
+    signature_refused: &mut Option<&'static str>,
 ) -> Result<Response, ApiError> {
     // A name that is not UTF-8 once decoded (`/webhooks/%FF`) names no configured source either.
     let Ok(Path(source_name)) = source_name else {
@@ -49,6 +82,7 @@ pub async fn ingest(
     )
     .map_err(|reason| {
         tracing::info!(source = source_name, %reason, "webhook refused");
+        *signature_refused = Some(reason.reason());
         ApiError::InvalidSignature
     })?;
     // verify() checked both headers are present and the timestamp is integer seconds.
@@ -113,8 +147,18 @@ pub async fn ingest(
         }
     };
     let (status, outcome) = match ingested {
-        Ingested::Processed(outcome) => ("processed", outcome),
-        Ingested::Duplicate(outcome) => ("duplicate", outcome),
+        Ingested::Processed(outcome) => {
+            match outcome {
+                WebhookOutcome::Applied => super::count_vote(Channel::Webhook, None),
+                WebhookOutcome::Ignored => {}
+                refused => observe::count(Metric::VoteRefused, &[refused.as_str()]),
+            }
+            ("processed", outcome)
+        }
+        Ingested::Duplicate(outcome) => {
+            observe::count(Metric::WebhookDuplicate, &[]);
+            ("duplicate", outcome)
+        }
     };
     Ok(Json(json!({"status": status, "outcome": outcome})).into_response())
 }

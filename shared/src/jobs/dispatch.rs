@@ -9,9 +9,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
 use super::job::{Job, callback_jobs, jobs_for_change, slack_job};
-use crate::App;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
+use crate::domain::{Approval, Status};
+use crate::observe::{self, Metric};
 use crate::store::{StoreError, items_to_approval};
+use crate::{App, Function};
 
 /// One change of one approval item, from whichever source delivers the stream.
 #[derive(Debug, Clone, Default)]
@@ -128,6 +130,18 @@ pub enum DispatchError {
     Events(#[from] StoreError),
 }
 
+/// `ApprovalDecided` by outcome, and `TimeToDecision` for an outcome a vote decided.
+fn count_decided(approval: &Approval) {
+    let (tenant, outcome) = (approval.tenant.as_str(), approval.status.as_str());
+    observe::count_for(tenant, Metric::ApprovalDecided, &[outcome]);
+    if let Some(decision) = &approval.decision
+        && matches!(approval.status, Status::Approved | Status::Rejected)
+    {
+        let ms = (decision.decided_at - approval.created_at).saturating_mul(1000);
+        observe::milliseconds_for(tenant, Metric::TimeToDecision, &[outcome], ms);
+    }
+}
+
 /// Turns committed changes into their events (stored) and jobs (sent to the jobs queue).
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
@@ -146,6 +160,14 @@ impl Dispatcher {
     /// events stored twice are the same items, jobs sent twice are harmless (the executor's
     /// ledger dedupes them); jobs never sent would be lost.
     pub async fn dispatch(&self, changes: &[StreamChange]) -> Result<usize, DispatchError> {
+        self.app
+            .metrics
+            .invocation(Function::Dispatch, self.dispatch_changes(changes))
+            .await
+    }
+
+    async fn dispatch_changes(&self, changes: &[StreamChange]) -> Result<usize, DispatchError> {
+        let mut decided = Vec::new();
         let mut jobs = Vec::new();
         let mut events = Vec::new();
         let mut indexed = Vec::new();
@@ -169,6 +191,12 @@ impl Dispatcher {
                         }
                     }
                     events.extend(derived);
+                    if let Some(new) = &new
+                        && old.as_ref().is_some_and(|o| o.status == Status::Pending)
+                        && new.status != Status::Pending
+                    {
+                        decided.push(new.clone());
+                    }
                     // The listing index follows the approval's status.
                     if let Some(new) = new
                         && old.as_ref().is_none_or(|o| o.status != new.status)
@@ -201,6 +229,10 @@ impl Dispatcher {
             start += size;
         }
         fail::fail_point!("dispatch::after_send");
+        // Counted once the batch is through: a batch that fails comes again.
+        for approval in &decided {
+            count_decided(approval);
+        }
         Ok(jobs.len())
     }
 
@@ -235,7 +267,14 @@ impl Dispatcher {
             )));
         }
         for job in jobs {
-            tracing::info!(job = job.id(), kind = job.kind(), "job sent");
+            tracing::info!(
+                job = job.id(),
+                kind = job.kind(),
+                approval_id = job.approval_id().as_str(),
+                tenant = job.tenant().as_str(),
+                trace_id = job.trace().trace_id(),
+                "job sent"
+            );
         }
         Ok(())
     }

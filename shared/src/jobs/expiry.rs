@@ -22,6 +22,19 @@ impl Expirer {
     /// and counted, and the others are expired all the same. Only finding the candidates (one
     /// index query) fails the run.
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
+        let app = &self.app;
+        app.metrics
+            .invocation(crate::Function::Sweeper, async {
+                let report = self.expire_all().await;
+                if let Ok(report) = &report {
+                    report.count();
+                }
+                report
+            })
+            .await
+    }
+
+    async fn expire_all(&self) -> Result<SweepReport, StoreError> {
         let now = self.app.clock.now();
         let mut report = SweepReport::default();
         for (tenant, id) in self.app.store.expired_candidates(now).await? {

@@ -46,6 +46,9 @@ pub struct NotifyJob {
     /// right after it.
     #[serde(default)]
     pub after: String,
+    /// The approval's trace ([`crate::observe::TraceContext::stored`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// One event delivered to the tenant's subscription.
@@ -60,6 +63,9 @@ pub struct CallbackJob {
     /// What is POSTed (signed as serialised): `{"type", "timestamp", "data": {"approval",
     /// "event"}}`, the same on every attempt.
     pub body: Value,
+    /// The approval's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +85,9 @@ pub struct ExecuteJob {
     pub payload: Map<String, Value>,
     pub context: Value,
     pub decision: Value,
+    /// The approval's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// An execute job as a message body holds it: as [`ExecuteJob`] writes it, or as jobs queued
@@ -97,6 +106,8 @@ struct ExecuteJobBody {
     action: Option<ActionBody>,
     context: Value,
     decision: Value,
+    #[serde(default)]
+    trace: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -125,6 +136,7 @@ impl TryFrom<ExecuteJobBody> for ExecuteJob {
             payload,
             context: body.context,
             decision: body.decision,
+            trace: body.trace,
         })
     }
 }
@@ -313,6 +325,20 @@ impl Job {
         }
     }
 
+    /// The approval's trace, continued by the job's calls; a job without one (queued before
+    /// traces were kept, or a Slack job) starts its own.
+    pub fn trace(&self) -> crate::observe::TraceContext {
+        let stored = match self {
+            Self::Notify(j) => j.trace.as_deref(),
+            Self::Execute(j) => j.trace.as_deref(),
+            Self::Callback(j) => j.trace.as_deref(),
+            Self::Slack(_) => None,
+        };
+        stored
+            .and_then(crate::observe::TraceContext::from_stored)
+            .unwrap_or_else(crate::observe::TraceContext::fresh)
+    }
+
     pub fn generation(&self) -> u32 {
         match self {
             Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => 0,
@@ -341,6 +367,7 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
                 context: view["context"].clone(),
                 expires_at: new.expires_at,
                 after: created.to_owned(),
+                trace: new.trace.clone(),
             })
         }));
     }
@@ -394,6 +421,7 @@ pub fn execute_job(approval: &Approval) -> Job {
         payload: approval.payload.clone(),
         context: view["context"].clone(),
         decision: view["decision"].clone(),
+        trace: approval.trace.clone(),
     })
 }
 
@@ -434,6 +462,7 @@ pub fn callback_jobs(
                 event_type: event.kind.as_str().to_owned(),
                 event_order: event.order.clone(),
                 body,
+                trace: approval.trace.clone(),
             })
         })
         .collect()

@@ -10,6 +10,7 @@ use super::job::execute_job;
 use super::report::SweepReport;
 use crate::App;
 use crate::domain::{Approval, Completion, LedgerStatus, TenantId};
+use crate::observe::{Metric, count_for};
 use crate::store::{AttemptEnd, Requeue, StoreError};
 
 /// How often one execution generation is re-queued before the reconciler ends it.
@@ -27,6 +28,19 @@ impl Reconciler {
     /// Re-queues, or ends, every execution stuck past `STUCK_EXECUTION_SECONDS`, each on its own
     /// (as [`super::Expirer::run`]): one that fails is logged and counted, the others are handled.
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
+        let app = &self.app;
+        app.metrics
+            .invocation(crate::Function::Reconciler, async {
+                let report = self.reconcile_all().await;
+                if let Ok(report) = &report {
+                    report.count();
+                }
+                report
+            })
+            .await
+    }
+
+    async fn reconcile_all(&self) -> Result<SweepReport, StoreError> {
         let now = self.app.clock.now();
         let cutoff = now - self.app.config.stuck_execution_seconds;
         let store = &self.app.store;
@@ -37,6 +51,11 @@ impl Reconciler {
                 match store.end_unreported_claim(&tenant, &id, cutoff, now).await {
                     Ok(Ok(_)) => {
                         tracing::error!(tenant = %tenant, approval_id = %id, "claimed execution never reported: needs reconciliation");
+                        count_for(
+                            tenant.as_str(),
+                            Metric::ExecutionEnded,
+                            &["needs_reconciliation"],
+                        );
                         report.ended += 1;
                         continue;
                     }
@@ -92,14 +111,15 @@ impl Reconciler {
             .ledger_entry(&key)
             .await?
             .filter(|e| e.generation >= key.generation);
-        let ended = match entry {
+        let (ended, outcome) = match entry {
             None => {
                 let reason = format!(
                     "never attempted: its job was lost and re-queued {tries} times without an attempt beginning"
                 );
-                store.fail_unbegun_job(&key, &reason, None, now).await?
+                let ended = store.fail_unbegun_job(&key, &reason, None, now).await?;
+                (ended, "failed")
             }
-            Some(e) if e.generation > key.generation => false,
+            Some(e) if e.generation > key.generation => (false, ""),
             Some(e) => {
                 let completion = match e.status {
                     LedgerStatus::RetryWait => Completion::Failed(format!(
@@ -121,7 +141,7 @@ impl Reconciler {
                     _ => return Ok(false),
                 };
                 let ender = ulid::Ulid::new().to_string();
-                store
+                let ended = store
                     .end_stuck_attempt(
                         &key,
                         &e.token,
@@ -129,10 +149,16 @@ impl Reconciler {
                         cutoff,
                         now,
                     )
-                    .await?
+                    .await?;
+                let outcome = match completion {
+                    Completion::Failed(_) => "failed",
+                    _ => "needs_reconciliation",
+                };
+                (ended, outcome)
             }
         };
         if ended {
+            count_for(tenant.as_str(), Metric::ExecutionEnded, &[outcome]);
             tracing::error!(tenant = %tenant, approval_id = %approval.id, "stuck execution ended by the reconciler");
         }
         Ok(ended)

@@ -12,6 +12,17 @@ pub struct SweepReport {
 }
 
 impl SweepReport {
+    /// `SweepItems` (what the run acted on) and `SweepFailures`.
+    pub fn count(&self) {
+        use crate::observe::{Metric, count_n};
+        count_n(
+            Metric::SweepItems,
+            &[],
+            self.expired + self.requeued + self.ended,
+        );
+        count_n(Metric::SweepFailures, &[], self.failures);
+    }
+
     /// The scheduled function's answer: an error when any candidate failed, so the function's
     /// `Errors` metric (and its alarm) sees it, after every other candidate was handled.
     pub fn into_result(self) -> Result<Self, SweepFailed> {

@@ -66,6 +66,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if approval.execute_key_names_approval {
         item.insert("execute_key".to_owned(), s(EXECUTE_KEY_NAMES_APPROVAL));
     }
+    if let Some(trace) = &approval.trace {
+        item.insert("trace".to_owned(), s(trace));
+    }
     // Only on approval-only types: what the vote's and the claim's conditions test.
     if !approval.executes {
         item.insert(APPROVAL_ONLY.to_owned(), AttributeValue::Bool(true));
@@ -350,6 +353,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         cancellation,
         execution,
         slack: slack_message_from(item.get("slack"))?,
+        trace: opt_s(item, "trace"),
     })
 }
 
@@ -493,6 +497,7 @@ mod tests {
                 channel: "C0123".into(),
                 ts: "1700000000.000100".into(),
             }),
+            trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
         };
         assert_eq!(
             approval_from_item(&approval_to_item(&approval)).unwrap(),

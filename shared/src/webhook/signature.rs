@@ -71,6 +71,19 @@ pub enum SignatureError {
     NoMatch,
 }
 
+impl SignatureError {
+    /// The `Reason` of the `WebhookRefused` metric.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingHeader(_) => "missing_header",
+            Self::MalformedTimestamp => "malformed_timestamp",
+            Self::Stale => "stale",
+            Self::Future => "future",
+            Self::NoMatch => "signature",
+        }
+    }
+}
+
 /// Verifies a delivery against every secret of its source (several during a rotation). The
 /// signature is computed over the raw body bytes as received, never over re-serialised JSON, and
 /// compared in constant time.

@@ -60,6 +60,9 @@ impl Executor {
             }
             (None, _) => CallOutcome::Refused("the subscription has no URL".to_owned()),
         };
+        if !matches!(outcome, CallOutcome::Succeeded) {
+            crate::observe::count(crate::observe::Metric::CallbackFailed, &[]);
+        }
         let (completion, disposition) = after_call(outcome, true, true, self.last_attempt(r));
         self.record_callback(r, &completion, disposition).await
     }

@@ -11,6 +11,7 @@ use super::policy::{CallOutcome, StatusAnswer, classify};
 use crate::config::{Config, KEY_PLACEHOLDER};
 use crate::domain::rfc3339;
 use crate::jobs::job::{CallbackJob, Job, NotifyJob};
+use crate::observe::trace::TRACEPARENT;
 use crate::review_token::TokenSecret;
 use crate::{App, ConfigError};
 
@@ -146,6 +147,8 @@ impl Downstream {
                 request.header("Idempotency-Key", job.business_key())
             }
         };
+        // The approval's trace, continued: the same trace id, a new parent span.
+        let request = request.header(TRACEPARENT, job.trace().traceparent());
         let result = request.timeout(budget).send().await;
         match result {
             Ok(response) => classify(response.status().as_u16(), idempotent),
@@ -217,7 +220,8 @@ impl Downstream {
             .http
             .get(url)
             .timeout(budget.min(STATUS_TIMEOUT))
-            .header("Idempotency-Key", &key);
+            .header("Idempotency-Key", &key)
+            .header(TRACEPARENT, job.trace().traceparent());
         let response = match request.send().await {
             Ok(response) => response,
             Err(e) => {

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::domain::{Completion, rfc3339};
 use crate::jobs::job::Job;
+use crate::observe::{self, Metric};
 use crate::store::{AttemptEnd, Begin, LedgerKey, StoreError};
-use crate::{App, ConfigError};
+use crate::{App, ConfigError, Function};
 use downstream::{Downstream, Target};
 use message::{Disposition, JobQueue};
 use policy::{
@@ -114,8 +115,16 @@ impl Executor {
         messages: &[JobMessage],
         deadline: Option<Instant>,
     ) -> Vec<String> {
+        self.app
+            .metrics
+            .invocation(Function::Executor, self.handle_all(messages, deadline))
+            .await
+    }
+
+    async fn handle_all(&self, messages: &[JobMessage], deadline: Option<Instant>) -> Vec<String> {
         let results =
-            futures::future::join_all(messages.iter().map(|m| self.handle(m, deadline))).await;
+            futures::future::join_all(messages.iter().map(|m| self.handle_observed(m, deadline)))
+                .await;
         messages
             .iter()
             .zip(results)
@@ -130,7 +139,9 @@ impl Executor {
             .collect()
     }
 
-    async fn handle(
+    /// One message, in a span naming its approval, tenant and trace, with its metrics counted
+    /// for its tenant.
+    async fn handle_observed(
         &self,
         message: &JobMessage,
         deadline: Option<Instant>,
@@ -141,9 +152,35 @@ impl Executor {
                 // Left to come back until the redrive policy moves it to the DLQ, where it is
                 // seen; deleting it would lose it silently.
                 tracing::error!(message_id = message.message_id, error = %e, "not a job");
+                observe::count(Metric::JobRetried, &[]);
                 return Ok(Disposition::Retry);
             }
         };
+        let span = tracing::info_span!(
+            "job",
+            approval_id = job.approval_id().as_str(),
+            tenant = job.tenant().as_str(),
+            trace_id = job.trace().trace_id(),
+            kind = job.kind(),
+        );
+        let tenant = job.tenant().clone();
+        let handled = self.handle(message, job, deadline);
+        let result = observe::for_tenant(tenant.as_str(), async {
+            let result = handled.await;
+            if !matches!(result, Ok(Disposition::Ack)) {
+                observe::count(Metric::JobRetried, &[]);
+            }
+            result
+        });
+        tracing::Instrument::instrument(result, span).await
+    }
+
+    async fn handle(
+        &self,
+        message: &JobMessage,
+        job: Job,
+        deadline: Option<Instant>,
+    ) -> Result<Disposition, StoreError> {
         if let Job::Slack(slack) = &job {
             return self.draw_slack(message, slack, deadline).await;
         }
@@ -214,9 +251,18 @@ impl Executor {
                     .to_owned(),
             ),
             (Some(url), Some(budget)) => {
-                self.downstream
+                if let Job::Execute(j) = &r.job {
+                    observe::count(Metric::ExecutionAttempt, &[j.action_type.as_str()]);
+                }
+                let outcome = self
+                    .downstream
                     .send(&r.job, url, r.target.idempotent, budget)
-                    .await
+                    .await;
+                if let (Job::Notify(_), false) = (&r.job, matches!(outcome, CallOutcome::Succeeded))
+                {
+                    observe::count(Metric::NotificationFailed, &[]);
+                }
+                outcome
             }
             (None, _) => {
                 let kind = match &r.job {
@@ -391,10 +437,40 @@ impl Executor {
             event: event.as_ref(),
             ..end
         };
-        self.app
+        let written = self
+            .app
             .store
             .end_attempt(&r.ledger, owner, &end, now)
-            .await
+            .await?;
+        if written && let Job::Execute(job) = &r.job {
+            self.count_execution_end(job, end.completion);
+        }
+        Ok(written)
+    }
+
+    /// `ExecutionEnded` by outcome once an execution's end is written, and `DecisionToEffect`
+    /// for an end the target's answer made (the decision is kept to the second).
+    fn count_execution_end(&self, job: &crate::jobs::job::ExecuteJob, completion: &Completion) {
+        let outcome = match completion {
+            Completion::Succeeded => "succeeded",
+            Completion::Failed(_) => "failed",
+            Completion::NeedsReconciliation(_) => "needs_reconciliation",
+            Completion::RetryWait(_) | Completion::Unknown(_) => return,
+        };
+        observe::count(Metric::ExecutionEnded, &[outcome]);
+        let decided_at = job.decision["decided_at"].as_str().and_then(|at| {
+            time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
+        });
+        if let (Some(decided_at), Completion::Succeeded | Completion::Failed(_)) =
+            (decided_at, completion)
+        {
+            let decided_ms = decided_at.unix_timestamp().saturating_mul(1000);
+            observe::milliseconds(
+                Metric::DecisionToEffect,
+                &[job.action_type.as_str()],
+                self.app.clock.now_millis() - decided_ms,
+            );
+        }
     }
 }
 

@@ -109,6 +109,12 @@ impl Executor {
         let (completion, disposition) =
             after_status(&answer, error, r.target.idempotent, last_attempt, believed);
         let check = answer.check(self.app.clock.now());
+        if budget.is_some() {
+            crate::observe::count(
+                crate::observe::Metric::StatusQuery,
+                &[check.answer.as_str()],
+            );
+        }
         let ender = ulid::Ulid::new().to_string();
         let end = AttemptEnd {
             check: Some(&check),
