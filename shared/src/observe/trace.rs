@@ -33,8 +33,13 @@ impl TraceContext {
     }
 
     /// A W3C `traceparent`, by OpenTelemetry's propagator (which refuses malformed and all-zero
-    /// ids).
+    /// ids), after the field lengths W3C requires: the propagator reads `00-` plus 31 hex digits
+    /// as a trace id with a leading zero.
     pub fn from_traceparent(value: &str) -> Option<Self> {
+        let lengths: Vec<usize> = value.trim().split('-').map(str::len).collect();
+        if lengths.get(..4) != Some(&[2, 32, 16, 2][..]) {
+            return None;
+        }
         let carrier = HashMap::from([(TRACEPARENT.to_owned(), value.to_owned())]);
         let context = TraceContextPropagator::new().extract(&carrier);
         let span = context.span();
