@@ -19,6 +19,7 @@ mod indexes;
 mod jobs;
 mod lifecycle;
 mod listing;
+mod metrics;
 mod openapi;
 mod operator;
 mod quorum;

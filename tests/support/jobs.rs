@@ -30,6 +30,8 @@ struct Recorded {
     first_queries: HashMap<String, Instant>,
     /// What `/notify` answers instead of 200 (a notifier whose credentials were rotated).
     notify_status: Option<StatusCode>,
+    /// (path, `traceparent` header) of every call and status query, in arrival order.
+    traceparents: Vec<(String, String)>,
 }
 
 /// The downstream: `/{behaviour}` answers
@@ -102,6 +104,17 @@ impl Downstream {
             .collect()
     }
 
+    /// The `traceparent` of every call to `path` (and status query under it), in arrival
+    /// order; "" for one sent without.
+    pub fn traceparents(&self, path: &str) -> Vec<String> {
+        self.lock()
+            .traceparents
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, t)| t.clone())
+            .collect()
+    }
+
     pub fn total_calls(&self) -> usize {
         self.lock().calls.len()
     }
@@ -126,6 +139,14 @@ impl Downstream {
     }
 }
 
+fn traceparent(headers: &HeaderMap) -> String {
+    headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 async fn answer(
     State(downstream): State<Downstream>,
     Path(behaviour): Path<String>,
@@ -140,6 +161,9 @@ async fn answer(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let earlier = {
         let mut recorded = downstream.lock();
+        recorded
+            .traceparents
+            .push((format!("/{behaviour}"), traceparent(&headers)));
         let earlier = recorded.calls.iter().filter(|(_, k, _)| *k == key).count();
         recorded
             .calls
@@ -193,6 +217,9 @@ async fn status(
     headers: HeaderMap,
 ) -> (StatusCode, axum::Json<Value>) {
     let mut recorded = downstream.lock();
+    recorded
+        .traceparents
+        .push((format!("/status/{mode}"), traceparent(&headers)));
     let header = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
     assert_eq!(
         header,

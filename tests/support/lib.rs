@@ -86,6 +86,19 @@ pub struct TestApp {
     pub jobs: Option<jobs::JobsEnv>,
     /// Every request the app received: (method, path).
     pub requests: RequestLog,
+    /// The EMF documents the app wrote (to standard output, in Lambda and the runner).
+    pub metrics: MetricLines,
+}
+
+/// EMF documents, one JSON text each, as written.
+#[derive(Clone, Default)]
+pub struct MetricLines(pub Arc<Mutex<Vec<String>>>);
+
+impl MetricLines {
+    /// The documents written since the last take.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().expect("metrics lock"))
+    }
 }
 
 impl TestApp {
@@ -161,7 +174,14 @@ impl TestApp {
                 .interceptor(meter.clone())
                 .build(),
         );
-        let app = App::new(config, counted, sqs, clock.clone());
+        let metrics = MetricLines::default();
+        let app = App::with_metrics_sink(
+            config,
+            counted,
+            sqs,
+            clock.clone(),
+            countersign::observe::Sink::Memory(metrics.0.clone()),
+        );
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -188,6 +208,7 @@ impl TestApp {
             sdk,
             jobs: None,
             requests,
+            metrics,
         }
     }
 

@@ -329,3 +329,97 @@ fn document(
     }
     Value::Object(doc).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(metric: Metric, values: &[&str], value: u64) -> Entry {
+        Entry {
+            metric,
+            values: values.iter().map(|v| (*v).to_owned()).collect(),
+            tenant: Some(Arc::from("tenant-a")),
+            value,
+        }
+    }
+
+    #[test]
+    fn one_document_per_set_of_dimension_values_counts_summed_durations_kept() {
+        let entries = [
+            entry(Metric::ApprovalDecided, &["approved"], 1),
+            entry(Metric::ApprovalDecided, &["approved"], 1),
+            entry(Metric::TimeToDecision, &["approved"], 1500),
+            entry(Metric::TimeToDecision, &["approved"], 2500),
+            entry(Metric::ApprovalDecided, &["rejected"], 1),
+            entry(Metric::JobRetried, &[], 1),
+        ];
+        let docs: Vec<Value> =
+            documents(&MetricsConfig::default(), Function::Dispatch, 1, &entries)
+                .iter()
+                .map(|d| serde_json::from_str(d).expect("JSON"))
+                .collect();
+        assert_eq!(docs.len(), 3, "{docs:#?}");
+        let approved = docs
+            .iter()
+            .find(|d| d["Outcome"] == "approved")
+            .expect("approved");
+        assert_eq!(approved["ApprovalDecided"], 2);
+        assert_eq!(approved["TimeToDecision"], json!([1500, 2500]));
+        assert_eq!(approved["Function"], "dispatch");
+        assert_eq!(
+            approved["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function", "Outcome"], ["Outcome"]])
+        );
+        assert!(approved.get("Tenant").is_none(), "no tenant unless asked");
+        let retried = docs
+            .iter()
+            .find(|d| d.get("JobRetried").is_some())
+            .expect("retried");
+        assert_eq!(
+            retried["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Function"], []])
+        );
+    }
+
+    #[test]
+    fn the_tenant_dimension_only_when_asked_and_large_batches_split_at_100_values() {
+        let config = MetricsConfig {
+            tenant_dimension: true,
+            ..MetricsConfig::default()
+        };
+        let entries: Vec<Entry> = (0..250)
+            .map(|ms| entry(Metric::DecisionToEffect, &["deploy"], ms))
+            .collect();
+        let docs: Vec<Value> = documents(&config, Function::Executor, 1, &entries)
+            .iter()
+            .map(|d| serde_json::from_str(d).expect("JSON"))
+            .collect();
+        let sizes: Vec<usize> = docs
+            .iter()
+            .map(|d| d["DecisionToEffect"].as_array().map_or(1, Vec::len))
+            .collect();
+        assert_eq!(sizes, [100, 100, 50]);
+        assert!(docs.iter().all(|d| d["Tenant"] == "tenant-a"));
+        assert_eq!(
+            docs[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"][2],
+            json!(["ActionType", "Tenant"])
+        );
+    }
+
+    #[tokio::test]
+    async fn outside_an_invocation_recording_does_nothing_and_inside_it_is_written_once() {
+        count(Metric::JobRetried, &[]);
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new(MetricsConfig::default(), Sink::Memory(lines.clone()));
+        emitter
+            .invocation(Function::Api, async {
+                set_function(Function::Decide);
+                count(Metric::VoteCounted, &["api"]);
+            })
+            .await;
+        emitter.invocation(Function::Api, async {}).await;
+        let lines = lines.lock().expect("lines").clone();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains(r#""Function":"decide""#), "{}", lines[0]);
+    }
+}

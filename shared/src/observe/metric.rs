@@ -108,7 +108,8 @@ metrics! {
     NotificationFailed: Count [];
     /// A callback its subscriber refused or did not answer (it will be retried).
     CallbackFailed: Count [];
-    /// A job left on the queue to come back (its attempt failed and may be retried).
+    /// A job left to come back and be tried again: a retryable failure, an outcome to ask the
+    /// target about, or a store error (not a message on its way to the DLQ).
     JobRetried: Count [];
     /// Items a scheduled run acted on (expired approvals; executions re-queued or ended).
     SweepItems: Count [];

@@ -91,6 +91,7 @@ impl Executor {
                 "callback outcome"
             );
         }
+        super::count_retry(completion, disposition);
         if let Some(seconds) = comes_back(completion, disposition, r.message.receive_count) {
             self.queue.come_back_in(r.message, seconds).await;
         }

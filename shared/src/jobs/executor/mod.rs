@@ -152,7 +152,6 @@ impl Executor {
                 // Left to come back until the redrive policy moves it to the DLQ, where it is
                 // seen; deleting it would lose it silently.
                 tracing::error!(message_id = message.message_id, error = %e, "not a job");
-                observe::count(Metric::JobRetried, &[]);
                 return Ok(Disposition::Retry);
             }
         };
@@ -167,7 +166,7 @@ impl Executor {
         let handled = self.handle(message, job, deadline);
         let result = observe::for_tenant(tenant.as_str(), async {
             let result = handled.await;
-            if !matches!(result, Ok(Disposition::Ack)) {
+            if result.is_err() {
                 observe::count(Metric::JobRetried, &[]);
             }
             result
@@ -348,6 +347,7 @@ impl Executor {
             return Ok(Disposition::Retry);
         }
         tracing::info!(job = r.job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        count_retry(end.completion, disposition);
         if let Some(seconds) = back {
             self.queue.come_back_in(r.message, seconds).await;
         }
@@ -471,6 +471,19 @@ impl Executor {
                 self.app.clock.now_millis() - decided_ms,
             );
         }
+    }
+}
+
+/// `JobRetried` for an attempt left to come back and be tried again (not for a message on its
+/// way to the DLQ, nor one whose job is done).
+fn count_retry(completion: &Completion, disposition: Disposition) {
+    if disposition == Disposition::Retry
+        && matches!(
+            completion,
+            Completion::RetryWait(_) | Completion::Unknown(_)
+        )
+    {
+        observe::count(Metric::JobRetried, &[]);
     }
 }
 
