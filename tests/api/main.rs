@@ -31,6 +31,7 @@ mod smoke;
 mod status_checks;
 mod template;
 mod tenancy;
+mod traces;
 mod validation;
 mod wait;
 mod webhooks;

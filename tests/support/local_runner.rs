@@ -147,6 +147,17 @@ impl LocalRunner {
             .collect()
     }
 
+    /// Lines of standard error that contain `needle`.
+    pub fn stderr_lines_with(&self, needle: &str) -> Vec<String> {
+        self.stderr
+            .lock()
+            .expect("output lock")
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
+    }
+
     /// The last lines the runner wrote (both streams), for a failing test's message.
     pub fn log_tail(&self) -> String {
         let tail = |lines: &Arc<Mutex<Vec<String>>>| {

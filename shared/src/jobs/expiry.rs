@@ -24,13 +24,17 @@ impl Expirer {
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
         let app = &self.app;
         app.metrics
-            .invocation(crate::Function::Sweeper, async {
-                let report = self.expire_all().await;
-                if let Ok(report) = &report {
-                    report.count();
-                }
-                report
-            })
+            // Boxed: the run's future is deep enough to pass the compiler's layout limit.
+            .invocation(
+                crate::Function::Sweeper,
+                Box::pin(async {
+                    let report = self.expire_all().await;
+                    if let Ok(report) = &report {
+                        report.count();
+                    }
+                    report
+                }),
+            )
             .await
     }
 

@@ -30,13 +30,17 @@ impl Reconciler {
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
         let app = &self.app;
         app.metrics
-            .invocation(crate::Function::Reconciler, async {
-                let report = self.reconcile_all().await;
-                if let Ok(report) = &report {
-                    report.count();
-                }
-                report
-            })
+            // Boxed: the run's future is deep enough to pass the compiler's layout limit.
+            .invocation(
+                crate::Function::Reconciler,
+                Box::pin(async {
+                    let report = self.reconcile_all().await;
+                    if let Ok(report) = &report {
+                        report.count();
+                    }
+                    report
+                }),
+            )
             .await
     }
 
