@@ -30,6 +30,7 @@ const READ_UNIT: f64 = 0.125 / 1e6;
 const SQS_REQUEST: f64 = 0.40 / 1e6;
 const STORAGE_GB_MONTH: f64 = 0.25;
 const STATE_TRANSITION: f64 = 0.025 / 1e3;
+const LOGS_INGESTED_GB: f64 = 0.50;
 
 const PRICES: &[Price] = &[
     Price {
@@ -61,6 +62,12 @@ const PRICES: &[Price] = &[
         usd: READ_UNIT * 1e6,
         per: "million",
         source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
+    },
+    Price {
+        what: "CloudWatch Logs, data ingested (the EMF metrics' documents)",
+        usd: LOGS_INGESTED_GB,
+        per: "GB",
+        source: "https://aws.amazon.com/cloudwatch/pricing/",
     },
     Price {
         what: "DynamoDB storage (Standard table class)",
@@ -177,6 +184,9 @@ struct Life {
     callbacks: usize,
     stored_bytes: usize,
     stored_items: usize,
+    /// The EMF documents the invocations wrote to their logs, and their bytes (see [`emf_bytes`]).
+    emf_documents: usize,
+    emf_bytes: usize,
     /// Each request, for the test's output: function, operation, tables, units.
     detail: Vec<String>,
 }
@@ -224,8 +234,9 @@ impl Life {
         life
     }
 
-    fn usd(&self) -> [(&'static str, f64); 5] {
+    fn usd(&self) -> [(&'static str, f64); 6] {
         [
+            ("CloudWatch Logs (EMF metrics)", self.emf_bytes as f64 / 1e9 * LOGS_INGESTED_GB),
             ("API Gateway", self.api_requests as f64 * API_REQUEST),
             ("Lambda", self.lambda_usd),
             ("DynamoDB writes", self.write_units * WRITE_UNIT),
@@ -251,7 +262,29 @@ async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)
     let outbound = downstream.clone();
     let mut chain = Chain::new(&t, move || outbound.total_calls()).await;
     life(&t, &mut chain).await;
-    Life::of(&chain, &downstream)
+    let mut life = Life::of(&chain, &downstream);
+    let documents = t.metrics.take();
+    life.emf_documents = documents.len();
+    life.emf_bytes = documents.iter().map(|d| emf_bytes(d)).sum();
+    life
+}
+
+/// A document's bytes in the log, newline included, with its timestamp and durations at their
+/// widest (13 and 5 digits): what a duration measures varies from run to run, the file must not.
+fn emf_bytes(document: &str) -> usize {
+    let mut doc: Value = serde_json::from_str(document).expect("an EMF document");
+    doc["_aws"]["Timestamp"] = json!(1_700_000_000_000u64);
+    for metric in countersign::observe::Metric::ALL {
+        if metric.unit() == countersign::observe::Unit::Milliseconds
+            && let Some(value) = doc.get_mut(metric.name())
+        {
+            *value = match value {
+                Value::Array(values) => json!(vec![99_999; values.len()]),
+                _ => json!(99_999),
+            };
+        }
+    }
+    doc.to_string().len() + 1
 }
 
 /// A deploy as people send it: a payload, a context to show the approvers, a day to decide.
@@ -346,8 +379,8 @@ const TABLES: [&str; 6] = [
     "webhook_inbox",
 ];
 
-/// Scenario (b) at each step of issue 24's cuts: (what changed, write units, dollars per
-/// million approvals). The last row must be what this test computes now.
+/// Scenario (b) at each step of issue 24's cuts, and each change since: (what changed, write
+/// units, dollars per million approvals). The last row must be what this test computes now.
 const CUTS: &[(&str, f64, f64)] = &[
     ("first measurement", 182.0, 130.10),
     (
@@ -364,6 +397,11 @@ const CUTS: &[(&str, f64, f64)] = &[
         "the quorum marker `while_pending` cut to a boolean (the votes' conditions test only that it exists): a quorum approval's create fits in 1 KB, for the item and each index",
         135.0,
         101.09,
+    ),
+    (
+        "not a cut — metrics (issue 26): each invocation's EMF documents, 1650 bytes in all, ingested by CloudWatch Logs; and the create's trace kept on the approval in 17 bytes (a binary attribute), which keeps every write's units",
+        135.0,
+        101.92,
     ),
 ];
 
@@ -503,6 +541,11 @@ fn render(lives: &[(&str, Life)]) -> String {
         w,
         "callbacks sent",
         each(&|l| l.callbacks.to_string()).into_iter(),
+    );
+    row(
+        w,
+        "EMF metrics written to the functions' logs: documents, bytes",
+        each(&|l| format!("{}, {}", l.emf_documents, l.emf_bytes)).into_iter(),
     );
     row(
         w,

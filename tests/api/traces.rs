@@ -126,8 +126,7 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
         let callbacks = downstream.calls_to("/callback");
         let succeeded = |id: &str| {
             callbacks.iter().any(|(_, body)| {
-                body["type"] == "execution.succeeded"
-                    && body["data"]["approval"]["id"] == id
+                body["type"] == "execution.succeeded" && body["data"]["approval"]["id"] == id
             })
         };
         executed && succeeded(&traced) && succeeded(&fresh)

@@ -14,6 +14,7 @@ use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
     IdempotencyKey, Outcome, Policy, Rule, SlackMessage, Status, StatusCheck, TenantId,
 };
+use crate::observe::TraceContext;
 
 /// The `execute_key` attribute of an approval whose downstream key names it (absent on
 /// approvals made before: theirs is `{tenant}:{create key}`). Kept as this string, though a
@@ -66,8 +67,15 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if approval.execute_key_names_approval {
         item.insert("execute_key".to_owned(), s(EXECUTE_KEY_NAMES_APPROVAL));
     }
-    if let Some(trace) = &approval.trace {
-        item.insert("trace".to_owned(), s(trace));
+    if let Some(trace) = approval
+        .trace
+        .as_deref()
+        .and_then(TraceContext::from_stored)
+    {
+        item.insert(
+            "tr".to_owned(),
+            AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(trace.to_bytes())),
+        );
     }
     // Only on approval-only types: what the vote's and the claim's conditions test.
     if !approval.executes {
@@ -353,7 +361,13 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         cancellation,
         execution,
         slack: slack_message_from(item.get("slack"))?,
-        trace: opt_s(item, "trace"),
+        // 17 bytes (see `TraceContext::to_bytes`); anything else is no trace.
+        trace: match item.get("tr") {
+            Some(AttributeValue::B(bytes)) => {
+                TraceContext::from_bytes(bytes.as_ref()).map(|t| t.stored())
+            }
+            _ => None,
+        },
     })
 }
 
