@@ -236,7 +236,10 @@ impl Life {
 
     fn usd(&self) -> [(&'static str, f64); 6] {
         [
-            ("CloudWatch Logs (EMF metrics)", self.emf_bytes as f64 / 1e9 * LOGS_INGESTED_GB),
+            (
+                "CloudWatch Logs (EMF metrics)",
+                self.emf_bytes as f64 / 1e9 * LOGS_INGESTED_GB,
+            ),
             ("API Gateway", self.api_requests as f64 * API_REQUEST),
             ("Lambda", self.lambda_usd),
             ("DynamoDB writes", self.write_units * WRITE_UNIT),

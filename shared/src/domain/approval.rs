@@ -272,6 +272,17 @@ pub struct Approval {
     pub trace: Option<String>,
 }
 
+impl Approval {
+    /// Its trace id, for its log lines ("" without one).
+    pub fn trace_id(&self) -> String {
+        self.trace
+            .as_deref()
+            .and_then(crate::observe::TraceContext::from_stored)
+            .map(|t| t.trace_id())
+            .unwrap_or_default()
+    }
+}
+
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SlackMessage {

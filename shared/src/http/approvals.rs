@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::extract::{Caller, idempotency_key, is_json, media_type, parse_json, read_body};
 use super::pages::query_params;
-use super::{ApiError, REPLAYED, count_vote};
+use super::{ApiError, REPLAYED, count_vote, refused_vote};
 use crate::App;
 use crate::auth::Role;
 use crate::domain::{
@@ -236,7 +236,10 @@ pub async fn decide(
             Ok(Json(approval.view(now)).into_response())
         }
         DecideOutcome::Refused(old) => {
-            match counted(classify_refusal(old.map(|a| *a), &request, now)) {
+            match refused_vote(
+                Channel::Api,
+                classify_refusal(old.map(|a| *a), &request, now),
+            ) {
                 DecideRefusal::Repeat(approval) => Ok(replayed(&approval, now)),
                 DecideRefusal::AlreadyDecided(approval) => Err(ApiError::AlreadyDecided {
                     approval: json!(approval.view(now)),
@@ -304,11 +307,6 @@ pub async fn cancel(
             Status::Pending => Err(ApiError::Forbidden),
         },
     }
-}
-
-fn counted(refusal: DecideRefusal) -> DecideRefusal {
-    count_vote(Channel::Api, Some(&refusal));
-    refusal
 }
 
 /// A repeat of a change that already applied: the approval as it is, marked as a replay.

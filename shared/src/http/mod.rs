@@ -125,6 +125,15 @@ pub(crate) fn count_vote(
     }
 }
 
+/// [`count_vote`] for a refusal, handed on.
+pub(crate) fn refused_vote(
+    channel: crate::domain::Channel,
+    refusal: crate::domain::DecideRefusal,
+) -> crate::domain::DecideRefusal {
+    count_vote(channel, Some(&refusal));
+    refusal
+}
+
 /// 200 once the tables answer; 503 otherwise.
 async fn health(State(app): State<Arc<App>>) -> Response {
     match app.check().await {

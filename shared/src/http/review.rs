@@ -234,11 +234,10 @@ pub async fn decide_form(
         .await
     {
         Ok(DecideOutcome::Won(_)) => super::count_vote(Channel::ReviewPage, None),
-        Ok(DecideOutcome::Refused(old)) => match {
-            let refusal = classify_refusal(old.map(|a| *a), &request, now);
-            super::count_vote(Channel::ReviewPage, Some(&refusal));
-            refusal
-        } {
+        Ok(DecideOutcome::Refused(old)) => match super::refused_vote(
+            Channel::ReviewPage,
+            classify_refusal(old.map(|a| *a), &request, now),
+        ) {
             // The page shows the one outcome, and this approver's vote.
             DecideRefusal::Repeat(_)
             | DecideRefusal::AlreadyDecided(_)

@@ -43,11 +43,16 @@ impl Expirer {
         let mut report = SweepReport::default();
         for (tenant, id) in self.app.store.expired_candidates(now).await? {
             match self.app.store.expire(&tenant, &id, now).await {
-                Ok(true) => {
-                    tracing::info!(tenant = %tenant, approval_id = %id, "approval expired");
+                Ok(Some(approval)) => {
+                    tracing::info!(
+                        tenant = %tenant,
+                        approval_id = %id,
+                        trace_id = approval.trace_id(),
+                        "approval expired"
+                    );
                     report.expired += 1;
                 }
-                Ok(false) => {}
+                Ok(None) => {}
                 Err(e) => {
                     tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "approval not expired; the others go on");
                     report.failures += 1;

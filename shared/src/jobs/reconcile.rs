@@ -53,8 +53,8 @@ impl Reconciler {
             // An approval-only type's claim, never reported: nothing to send again.
             if !id.executes_hint() {
                 match store.end_unreported_claim(&tenant, &id, cutoff, now).await {
-                    Ok(Ok(_)) => {
-                        tracing::error!(tenant = %tenant, approval_id = %id, "claimed execution never reported: needs reconciliation");
+                    Ok(Ok(approval)) => {
+                        tracing::error!(tenant = %tenant, approval_id = %id, trace_id = approval.trace_id(), "claimed execution never reported: needs reconciliation");
                         count_for(
                             tenant.as_str(),
                             Metric::ExecutionEnded,
@@ -77,8 +77,8 @@ impl Reconciler {
                 .requeue_execution(&tenant, &id, cutoff, REQUEUE_LIMIT, now)
                 .await
             {
-                Ok(Requeue::Requeued) => {
-                    tracing::warn!(tenant = %tenant, approval_id = %id, "stuck execution re-queued");
+                Ok(Requeue::Requeued(approval)) => {
+                    tracing::warn!(tenant = %tenant, approval_id = %id, trace_id = approval.trace_id(), "stuck execution re-queued");
                     report.requeued += 1;
                     Ok(())
                 }
@@ -163,7 +163,7 @@ impl Reconciler {
         };
         if ended {
             count_for(tenant.as_str(), Metric::ExecutionEnded, &[outcome]);
-            tracing::error!(tenant = %tenant, approval_id = %approval.id, "stuck execution ended by the reconciler");
+            tracing::error!(tenant = %tenant, approval_id = %approval.id, trace_id = approval.trace_id(), "stuck execution ended by the reconciler");
         }
         Ok(ended)
     }

@@ -33,8 +33,8 @@ const REQUEUE: &str = "#execution.#requeues = if_not_exists(#execution.#requeues
 /// How a stuck execution was handled.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Requeue {
-    /// Its execute job will be sent again (the dispatcher sees the change).
-    Requeued,
+    /// Its execute job will be sent again (the dispatcher sees the change): the approval now.
+    Requeued(Box<Approval>),
     /// Re-queued as often as allowed: the approval as it is, for the caller to end it.
     Exhausted(Box<Approval>),
     /// No longer stuck (it moved on since it was found).
@@ -103,7 +103,7 @@ impl Store {
         tenant: &TenantId,
         id: &ApprovalId,
         now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Approval>, StoreError> {
         let mut values = HashMap::from([
             (":pending".to_owned(), s(Status::Pending.as_str())),
             (":expired".to_owned(), s(Status::Expired.as_str())),
@@ -124,7 +124,7 @@ impl Store {
                 values,
             )
             .await?;
-        Ok(outcome.is_ok())
+        Ok(outcome.ok())
     }
 
     /// Re-queues a stuck execution's job (at most `limit` times per generation).
@@ -164,7 +164,7 @@ impl Store {
             )
             .await?;
         Ok(match outcome {
-            Ok(_) => Requeue::Requeued,
+            Ok(new) => Requeue::Requeued(Box::new(new)),
             Err(Some(old))
                 if old.status == Status::Approved
                     && matches!(
