@@ -7,7 +7,8 @@
 //! interceptor. Then the cold start of each function binary (release) under a loopback Runtime
 //! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
 //! through the whole chain on one local runner. The last line is `overhead-ratio: …`
-//! (in-process ops/s ÷ raw ops/s at concurrency 8). `--effect` runs only the last part.
+//! (in-process ops/s ÷ raw ops/s at concurrency 8; the router writes its metrics, as in Lambda,
+//! into memory here). `--effect` runs only the last part, `--paths` only the first.
 
 mod cold_start;
 mod cpu;
@@ -25,9 +26,12 @@ async fn main() {
         return;
     }
     let ratios = paths::run(if quick { 40 } else { 150 }).await;
-    cold_start::run(if quick { 5 } else { 20 }).await;
-    cpu::run();
-    effects(quick).await;
+    // `--paths`: the request paths and their ratios alone.
+    if !std::env::args().any(|a| a == "--paths") {
+        cold_start::run(if quick { 5 } else { 20 }).await;
+        cpu::run();
+        effects(quick).await;
+    }
     println!(
         "table-size-ratio: create first on 20,000 approvals / on empty tables = {:.2}",
         ratios.table_size
