@@ -43,7 +43,7 @@ pub struct RequestId(pub String);
 
 /// The API Lambda's routes: create, read, list, the trail, cancel, and the operator's.
 pub fn api_router(app: Arc<App>) -> Router {
-    finish(api_routes(), app)
+    finish(api_routes(), app, Function::Api)
 }
 
 /// Marks the routes' requests as `function`'s in their metrics, where one router serves several
@@ -57,12 +57,12 @@ fn of_function(routes: Router<Arc<App>>, function: Function) -> Router<Arc<App>>
 
 /// The decide Lambda's routes.
 pub fn decide_router(app: Arc<App>) -> Router {
-    finish(decide_routes(), app)
+    finish(decide_routes(), app, Function::Decide)
 }
 
 /// The webhook Lambda's routes: provider webhooks and Slack's clicks.
 pub fn webhook_router(app: Arc<App>) -> Router {
-    finish(webhook_routes(), app)
+    finish(webhook_routes(), app, Function::Webhook)
 }
 
 /// Every route, for the local runner and the tests.
@@ -70,6 +70,7 @@ pub fn router(app: Arc<App>) -> Router {
     finish(
         api_routes().merge(decide_routes()).merge(webhook_routes()),
         app,
+        Function::Api,
     )
 }
 
@@ -100,13 +101,17 @@ fn webhook_routes() -> Router<Arc<App>> {
     of_function(routes, Function::Webhook)
 }
 
-fn finish(routes: Router<Arc<App>>, app: Arc<App>) -> Router {
+/// `function`: whose metrics the requests outside the routes (unmatched, `/health`) are.
+fn finish(routes: Router<Arc<App>>, app: Arc<App>, function: Function) -> Router {
     routes
         .route("/health", get(health))
         .route("/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(app.clone(), request_context))
+        .layer(middleware::from_fn_with_state(
+            (app.clone(), function),
+            request_context,
+        ))
         .with_state(app)
 }
 
@@ -155,7 +160,7 @@ async fn openapi_json() -> Response {
 /// a span carrying the approval, the tenant and the trace. Only the route template is logged,
 /// never the query string or headers (they may hold secrets).
 async fn request_context(
-    State(app): State<Arc<App>>,
+    State((app, function)): State<(Arc<App>, Function)>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -195,7 +200,7 @@ async fn request_context(
     let work = async move {
         let mut response = app
             .metrics
-            .invocation(Function::Api, async {
+            .invocation(function, async {
                 let response = next.run(request).await;
                 if let Some(ProblemCode(code)) = response.extensions().get::<ProblemCode>()
                     && response.status().is_client_error()
