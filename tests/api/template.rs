@@ -1,6 +1,7 @@
 //! The SAM template against the code: the same tables as `infra/tables.json` (the local stack
 //! and the tests create theirs from that file), every route of the API, and least privilege —
-//! no IAM statement with a wildcard action or resource.
+//! no IAM statement with a wildcard action or resource (but X-Ray's two write actions, which take
+//! no other); tracing and the metrics variables on every function.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -387,6 +388,11 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
                     let action = action.as_str().unwrap_or_default();
                     assert!(!action.contains('*'), "{id}: wildcard action {action}");
                 }
+                // X-Ray's two write actions (Tracing) have no resource-level permissions: AWS
+                // documents "*" as their only resource. Exactly these two, nothing else on "*".
+                if is_xray_write(statement) {
+                    continue;
+                }
                 let resources = match &statement["Resource"] {
                     Value::Sequence(items) => items.clone(),
                     single => vec![single.clone()],
@@ -406,6 +412,20 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
             }
         }
     }
+}
+
+/// The X-Ray write statement Tracing needs: exactly `xray:PutTraceSegments` and
+/// `xray:PutTelemetryRecords`, allowed on `"*"` (they support no resource-level permissions).
+fn is_xray_write(statement: &Value) -> bool {
+    let actions: BTreeSet<&str> = statement["Action"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    statement["Effect"].as_str() == Some("Allow")
+        && actions == BTreeSet::from(["xray:PutTraceSegments", "xray:PutTelemetryRecords"])
+        && statement["Resource"].as_str() == Some("*")
 }
 
 #[test]
@@ -556,4 +576,83 @@ fn the_api_function_outlasts_the_longest_held_read() {
         .as_u64()
         .expect("the API function's timeout");
     assert!((21..30).contains(&timeout), "{timeout} s");
+}
+
+/// The template's `Function` dimension values: the binary each function runs.
+const FUNCTION_VALUES: [&str; 7] = [
+    "api",
+    "decide",
+    "webhook",
+    "dispatch",
+    "executor",
+    "sweeper",
+    "reconciler",
+];
+
+/// `Tracing` from the `TracingMode` parameter on every function (a Global none overrides), the
+/// metrics variables from their parameters on every function, and X-Ray's write actions granted
+/// to every role (SAM grants nothing to a role it did not create).
+#[test]
+fn every_function_is_traced_as_configured_and_told_where_its_metrics_go() {
+    let template = template();
+    let parameters = &template["Parameters"];
+    assert_eq!(
+        parameters["TracingMode"]["Default"].as_str(),
+        Some("Active")
+    );
+    let modes: Vec<&str> = parameters["TracingMode"]["AllowedValues"]
+        .as_sequence()
+        .expect("TracingMode's values")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(modes, ["Active", "PassThrough"]);
+    assert_eq!(
+        parameters["MetricsNamespace"]["Default"].as_str(),
+        Some("Countersign")
+    );
+    assert_eq!(
+        parameters["MetricsTenantDimension"]["Default"].as_str(),
+        Some("false")
+    );
+
+    let globals = &template["Globals"]["Function"];
+    assert_eq!(text(&globals["Tracing"]), "!Ref TracingMode");
+    let variables = &globals["Environment"]["Variables"];
+    let expected = [
+        ("METRICS_NAMESPACE", "!Ref MetricsNamespace"),
+        ("METRICS_TENANT_DIMENSION", "!Ref MetricsTenantDimension"),
+    ];
+    for (variable, value) in expected {
+        assert_eq!(text(&variables[variable]), value, "Globals: {variable}");
+    }
+
+    let functions = of_type(&template, "AWS::Serverless::Function");
+    assert_eq!(functions.len(), FUNCTION_VALUES.len());
+    for (id, function) in &functions {
+        let properties = &function["Properties"];
+        let tracing = &properties["Tracing"];
+        assert!(
+            tracing.is_null() || text(tracing) == "!Ref TracingMode",
+            "{id}: Tracing {tracing:?}"
+        );
+        let own = &properties["Environment"]["Variables"];
+        for (variable, value) in expected {
+            assert!(
+                own[variable].is_null() || text(&own[variable]) == value,
+                "{id}: {variable} overridden"
+            );
+        }
+        assert!(
+            own.as_mapping().is_some_and(|v| !v.is_empty()),
+            "{id}: keeps its own variables"
+        );
+        let role = role_of(function);
+        assert!(
+            statements(&template["Resources"][role.as_str()])
+                .into_iter()
+                .any(is_xray_write),
+            "{id}: {role} may write its trace segments"
+        );
+    }
 }
