@@ -7,6 +7,7 @@
 //! (a real Chromium), `long_lived` (the local runner as one long-lived process) and `cli` (the
 //! CLI binary).
 
+mod alarms;
 mod claims;
 mod cost;
 mod create;
