@@ -1,20 +1,148 @@
-//! Structured logs: one JSON object per line, which CloudWatch Logs Insights can query. A line
-//! written while an approval is in hand carries its `approval_id`, `tenant` and `trace_id` under
-//! `span` (the innermost span: a request, a job, a stream record, a swept item).
+//! Structured logs: one JSON object per line, which CloudWatch Logs Insights can query. The
+//! fields of the spans a line is written in (a request, a job: `approval_id`, `tenant`,
+//! `trace_id`, …) are at the line's top level beside its own, so every line about an approval
+//! is found by the same `filter approval_id = …`.
 
+use std::fmt;
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the JSON log subscriber (`RUST_LOG` overrides the level). Safe to call twice.
 pub fn init() {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn"));
     let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(true)
-        .with_span_list(false)
-        .with_target(false)
         .with_ansi(false)
+        .fmt_fields(JsonFields::new())
+        .event_format(FlatJson)
         .with_env_filter(filter)
         .try_init();
+}
+
+/// One JSON object per event: `timestamp`, `level`, the fields of its spans (outermost first,
+/// an inner span's field replacing an outer one's), then its own fields (`message` among them).
+struct FlatJson;
+
+impl<S, N> FormatEvent<S, N> for FlatJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut line = Map::new();
+        let now = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        line.insert("timestamp".into(), now.into());
+        line.insert("level".into(), event.metadata().level().as_str().into());
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                let Some(fields) = extensions.get::<FormattedFields<N>>() else {
+                    continue;
+                };
+                if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(fields) {
+                    line.extend(fields);
+                }
+            }
+        }
+        event.record(&mut Fields(&mut line));
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// An event's fields, as JSON values.
+struct Fields<'a>(&'a mut Map<String, Value>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lines").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_carries_its_spans_fields_at_its_top_level() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(JsonFields::new())
+            .event_format(FlatJson)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!(
+                "request",
+                tenant = "acme",
+                approval_id = tracing::field::Empty
+            );
+            let _outer = outer.enter();
+            outer.record("approval_id", "apr_1");
+            let inner = tracing::info_span!("job", trace_id = "4bf9", tenant = "acme-2");
+            let _inner = inner.enter();
+            tracing::info!(attempt = 2, ok = true, "job attempt completed");
+        });
+        let text = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+        let line: Value = serde_json::from_str(text.trim()).expect("one JSON line");
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["message"], "job attempt completed");
+        assert_eq!(line["approval_id"], "apr_1");
+        assert_eq!(line["tenant"], "acme-2", "the inner span's field wins");
+        assert_eq!(line["trace_id"], "4bf9");
+        assert_eq!(line["attempt"], 2);
+        assert_eq!(line["ok"], true);
+        assert!(line["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+    }
 }
