@@ -267,20 +267,9 @@ pub struct Approval {
     pub execution: Execution,
     /// Where its Slack message is, once posted (tenants with Slack only).
     pub slack: Option<SlackMessage>,
-    /// The trace its create request belonged to ([`crate::observe::TraceContext::stored`]),
-    /// continued by every call made for it.
+    /// The trace its create request belonged to (`observe::TraceContext::stored`), continued
+    /// by every call made for it.
     pub trace: Option<String>,
-}
-
-impl Approval {
-    /// Its trace id, for its log lines ("" without one).
-    pub fn trace_id(&self) -> String {
-        self.trace
-            .as_deref()
-            .and_then(crate::observe::TraceContext::from_stored)
-            .map(|t| t.trace_id())
-            .unwrap_or_default()
-    }
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).

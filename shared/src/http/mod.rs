@@ -50,7 +50,7 @@ pub fn api_router(app: Arc<App>) -> Router {
 /// functions' routes (the local runner).
 fn of_function(routes: Router<Arc<App>>, function: Function) -> Router<Arc<App>> {
     routes.route_layer(middleware::from_fn(move |request: Request, next: Next| {
-        observe::set_function(function);
+        observe::set_function(function.as_str());
         next.run(request)
     }))
 }
@@ -200,7 +200,7 @@ async fn request_context(
     let work = async move {
         let mut response = app
             .metrics
-            .invocation(function, async {
+            .invocation(function.as_str(), async {
                 let response = next.run(request).await;
                 if let Some(ProblemCode(code)) = response.extensions().get::<ProblemCode>()
                     && response.status().is_client_error()

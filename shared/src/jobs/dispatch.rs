@@ -162,7 +162,7 @@ impl Dispatcher {
     pub async fn dispatch(&self, changes: &[StreamChange]) -> Result<usize, DispatchError> {
         self.app
             .metrics
-            .invocation(Function::Dispatch, self.dispatch_changes(changes))
+            .invocation(Function::Dispatch.as_str(), self.dispatch_changes(changes))
             .await
     }
 

@@ -26,7 +26,7 @@ impl Expirer {
         app.metrics
             // Boxed: the run's future is deep enough to pass the compiler's layout limit.
             .invocation(
-                crate::Function::Sweeper,
+                crate::Function::Sweeper.as_str(),
                 Box::pin(async {
                     let report = self.expire_all().await;
                     if let Ok(report) = &report {
@@ -47,7 +47,7 @@ impl Expirer {
                     tracing::info!(
                         tenant = %tenant,
                         approval_id = %id,
-                        trace_id = approval.trace_id(),
+                        trace_id = crate::observe::TraceContext::id_of_stored(approval.trace.as_deref()),
                         "approval expired"
                     );
                     report.expired += 1;

@@ -32,7 +32,7 @@ impl Reconciler {
         app.metrics
             // Boxed: the run's future is deep enough to pass the compiler's layout limit.
             .invocation(
-                crate::Function::Reconciler,
+                crate::Function::Reconciler.as_str(),
                 Box::pin(async {
                     let report = self.reconcile_all().await;
                     if let Ok(report) = &report {
@@ -54,7 +54,7 @@ impl Reconciler {
             if !id.executes_hint() {
                 match store.end_unreported_claim(&tenant, &id, cutoff, now).await {
                     Ok(Ok(approval)) => {
-                        tracing::error!(tenant = %tenant, approval_id = %id, trace_id = approval.trace_id(), "claimed execution never reported: needs reconciliation");
+                        tracing::error!(tenant = %tenant, approval_id = %id, trace_id = crate::observe::TraceContext::id_of_stored(approval.trace.as_deref()), "claimed execution never reported: needs reconciliation");
                         count_for(
                             tenant.as_str(),
                             Metric::ExecutionEnded,
@@ -78,7 +78,7 @@ impl Reconciler {
                 .await
             {
                 Ok(Requeue::Requeued(approval)) => {
-                    tracing::warn!(tenant = %tenant, approval_id = %id, trace_id = approval.trace_id(), "stuck execution re-queued");
+                    tracing::warn!(tenant = %tenant, approval_id = %id, trace_id = crate::observe::TraceContext::id_of_stored(approval.trace.as_deref()), "stuck execution re-queued");
                     report.requeued += 1;
                     Ok(())
                 }
@@ -163,7 +163,7 @@ impl Reconciler {
         };
         if ended {
             count_for(tenant.as_str(), Metric::ExecutionEnded, &[outcome]);
-            tracing::error!(tenant = %tenant, approval_id = %approval.id, trace_id = approval.trace_id(), "stuck execution ended by the reconciler");
+            tracing::error!(tenant = %tenant, approval_id = %approval.id, trace_id = crate::observe::TraceContext::id_of_stored(approval.trace.as_deref()), "stuck execution ended by the reconciler");
         }
         Ok(ended)
     }

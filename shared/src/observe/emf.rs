@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Map, Value, json};
 
 use super::metric::{Dimension, Metric};
-use crate::config::Function;
+
+/// The `Function` dimension's value: the function's name (`config::Function::as_str`).
+pub type FunctionName = &'static str;
 
 /// EMF's limits: metrics per document, and values per metric.
 const MAX_METRICS: usize = 100;
@@ -65,7 +67,7 @@ struct Scope {
 }
 
 struct Recorder {
-    function: Mutex<Function>,
+    function: Mutex<FunctionName>,
     /// The tenant of the whole invocation, once known (an HTTP request, after its key is read).
     tenant: Mutex<Option<Arc<str>>>,
     entries: Mutex<Vec<Entry>>,
@@ -89,7 +91,7 @@ impl Emitter {
     }
 
     /// Runs `work` as one invocation of `function`, then writes what it recorded.
-    pub async fn invocation<F: Future>(&self, function: Function, work: F) -> F::Output {
+    pub async fn invocation<F: Future>(&self, function: FunctionName, work: F) -> F::Output {
         let recorder = Arc::new(Recorder {
             function: Mutex::new(function),
             tenant: Mutex::new(None),
@@ -175,7 +177,7 @@ fn record_for(tenant: Option<&str>, metric: Metric, values: &[&str], value: u64)
 }
 
 /// The invocation's function, where one router serves several (the local runner).
-pub fn set_function(function: Function) {
+pub fn set_function(function: FunctionName) {
     let _ = CURRENT.try_with(|scope| *lock(&scope.recorder.function) = function);
 }
 
@@ -206,7 +208,7 @@ type GroupKey = (Vec<(Dimension, String)>, Option<Arc<str>>);
 /// document's dimension values at its top level, so two values of `Outcome` need two documents).
 fn documents(
     config: &MetricsConfig,
-    function: Function,
+    function: FunctionName,
     timestamp: u64,
     entries: &[Entry],
 ) -> Vec<String> {
@@ -272,7 +274,7 @@ fn documents(
 
 fn document(
     config: &MetricsConfig,
-    function: Function,
+    function: FunctionName,
     timestamp: u64,
     dimensions: &[(Dimension, String)],
     tenant: Option<&str>,
@@ -310,10 +312,7 @@ fn document(
             }],
         }),
     );
-    doc.insert(
-        Dimension::Function.as_str().into(),
-        function.as_str().into(),
-    );
+    doc.insert(Dimension::Function.as_str().into(), function.into());
     for (dimension, value) in dimensions {
         doc.insert(dimension.as_str().into(), value.as_str().into());
     }
@@ -353,11 +352,10 @@ mod tests {
             entry(Metric::ApprovalDecided, &["rejected"], 1),
             entry(Metric::JobRetried, &[], 1),
         ];
-        let docs: Vec<Value> =
-            documents(&MetricsConfig::default(), Function::Dispatch, 1, &entries)
-                .iter()
-                .map(|d| serde_json::from_str(d).expect("JSON"))
-                .collect();
+        let docs: Vec<Value> = documents(&MetricsConfig::default(), "dispatch", 1, &entries)
+            .iter()
+            .map(|d| serde_json::from_str(d).expect("JSON"))
+            .collect();
         assert_eq!(docs.len(), 3, "{docs:#?}");
         let approved = docs
             .iter()
@@ -390,7 +388,7 @@ mod tests {
         let entries: Vec<Entry> = (0..250)
             .map(|ms| entry(Metric::DecisionToEffect, &["deploy"], ms))
             .collect();
-        let docs: Vec<Value> = documents(&config, Function::Executor, 1, &entries)
+        let docs: Vec<Value> = documents(&config, "executor", 1, &entries)
             .iter()
             .map(|d| serde_json::from_str(d).expect("JSON"))
             .collect();
@@ -412,12 +410,12 @@ mod tests {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let emitter = Emitter::new(MetricsConfig::default(), Sink::Memory(lines.clone()));
         emitter
-            .invocation(Function::Api, async {
-                set_function(Function::Decide);
+            .invocation("api", async {
+                set_function("decide");
                 count(Metric::VoteCounted, &["api"]);
             })
             .await;
-        emitter.invocation(Function::Api, async {}).await;
+        emitter.invocation("api", async {}).await;
         let lines = lines.lock().expect("lines").clone();
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains(r#""Function":"decide""#), "{}", lines[0]);

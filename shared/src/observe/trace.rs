@@ -85,6 +85,14 @@ impl TraceContext {
         }
     }
 
+    /// The trace id of a stored trace, for a log line ("" for none).
+    pub fn id_of_stored(stored: Option<&str>) -> String {
+        stored
+            .and_then(Self::from_stored)
+            .map(|t| t.trace_id())
+            .unwrap_or_default()
+    }
+
     /// The trace id, 32 lowercase hex digits: what log lines carry as `trace_id`.
     pub fn trace_id(&self) -> String {
         self.trace_id.to_string()

@@ -117,7 +117,10 @@ impl Executor {
     ) -> Vec<String> {
         self.app
             .metrics
-            .invocation(Function::Executor, self.handle_all(messages, deadline))
+            .invocation(
+                Function::Executor.as_str(),
+                self.handle_all(messages, deadline),
+            )
             .await
     }
 
