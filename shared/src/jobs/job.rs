@@ -339,6 +339,19 @@ impl Job {
             .unwrap_or_else(crate::observe::TraceContext::fresh)
     }
 
+    /// The job with its trace set: a job queued without one starts a fresh trace here, which
+    /// its log lines and its calls then share.
+    pub fn traced(mut self) -> Self {
+        let trace = Some(self.trace().stored());
+        match &mut self {
+            Self::Notify(j) if j.trace.is_none() => j.trace = trace,
+            Self::Execute(j) if j.trace.is_none() => j.trace = trace,
+            Self::Callback(j) if j.trace.is_none() => j.trace = trace,
+            _ => {}
+        }
+        self
+    }
+
     pub fn generation(&self) -> u32 {
         match self {
             Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => 0,

@@ -346,3 +346,30 @@ fn a_slack_job_follows_what_the_message_shows_and_nothing_else() {
     assert!(slack_job(Some(&running), Some(&succeeded), "p4").is_some());
     assert!(slack_job(Some(&new), None, "p5").is_none());
 }
+
+#[test]
+fn a_job_carries_its_approvals_trace_and_one_queued_without_starts_one_it_keeps() {
+    let mut approval = pending(1_000);
+    approval.trace = Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into());
+    let notify = jobs_for_change(None, Some(&approval), "p").remove(0);
+    assert_eq!(
+        notify.trace().trace_id(),
+        "4bf92f3577b34da6a3ce929d0e0e4736"
+    );
+    let body = notify.to_body().unwrap();
+    assert!(
+        body.contains(r#""trace":"4bf92f3577b34da6a3ce929d0e0e4736-01""#),
+        "{body}"
+    );
+
+    // Queued before traces were kept: a fresh trace, the same for the job's lines and calls.
+    approval.trace = None;
+    let old = jobs_for_change(None, Some(&approval), "p").remove(0);
+    assert!(
+        !old.to_body().unwrap().contains("\"trace\""),
+        "no trace, no field"
+    );
+    let traced = old.traced();
+    assert_eq!(traced.trace(), traced.trace());
+    assert_eq!(traced.trace().trace_id().len(), 32);
+}

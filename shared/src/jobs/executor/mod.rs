@@ -149,8 +149,8 @@ impl Executor {
         message: &JobMessage,
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
-        let job: Job = match serde_json::from_str(&message.body) {
-            Ok(job) => job,
+        let job: Job = match serde_json::from_str::<Job>(&message.body) {
+            Ok(job) => job.traced(),
             Err(e) => {
                 // Left to come back until the redrive policy moves it to the DLQ, where it is
                 // seen; deleting it would lose it silently.
