@@ -9,16 +9,12 @@ use serde_norway::Value;
 
 use crate::template::{is_xray_write, of_type, role_of, statements, template, text};
 
-/// The template's `Function` dimension values: the binary each function runs.
-const FUNCTION_VALUES: [&str; 7] = [
-    "api",
-    "decide",
-    "webhook",
-    "dispatch",
-    "executor",
-    "sweeper",
-    "reconciler",
-];
+/// The `Function` dimension values: the binary each function runs.
+fn function_values() -> Vec<&'static str> {
+    countersign::Function::ALL
+        .map(countersign::Function::as_str)
+        .to_vec()
+}
 
 /// The SPEC's closed `Outcome` sets ("Operating it": metrics), per metric that has one.
 fn outcomes(metric: Metric) -> Option<BTreeSet<&'static str>> {
@@ -395,7 +391,7 @@ fn alarms_on_countersign_metrics_name_metrics_the_code_emits() {
             assert!(allowed.contains(outcome.as_str()), "{id}: {outcome}");
         }
         if let Some(function) = alarm.dimensions.get("Function") {
-            assert!(FUNCTION_VALUES.contains(&function.as_str()), "{id}");
+            assert!(function_values().contains(&function.as_str()), "{id}");
         }
         let statistic = alarm.statistic.as_str();
         match metric.unit() {
@@ -573,7 +569,7 @@ fn the_dashboard_shows_the_metrics_the_code_emits_and_every_alarm() {
                     "{}: outcome {value}",
                     s.metric
                 ),
-                "Function" => assert!(FUNCTION_VALUES.contains(&value.as_str()), "{value}"),
+                "Function" => assert!(function_values().contains(&value.as_str()), "{value}"),
                 other => panic!("{}: {other} has open values: search by it", s.metric),
             }
         }
@@ -690,7 +686,7 @@ fn every_function_is_traced_as_configured_and_told_where_its_metrics_go() {
     }
 
     let functions = of_type(&template, "AWS::Serverless::Function");
-    assert_eq!(functions.len(), FUNCTION_VALUES.len());
+    assert_eq!(functions.len(), function_values().len());
     for (id, function) in &functions {
         let properties = &function["Properties"];
         let tracing = &properties["Tracing"];

@@ -416,29 +416,10 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scheduled_runs_count_what_they_did_and_what_failed() {
-    use aws_sdk_dynamodb::types::AttributeValue;
     let t = TestApp::start_with(&[("JOB_VISIBILITY_TIMEOUT_SECONDS", "2")]).await;
-    let now = t.clock.now();
     // Not an approval this version can read: the sweep fails it and goes on.
-    t.dynamodb
-        .put_item()
-        .table_name(&t.app.config.tables.approvals)
-        .item(
-            "pk",
-            AttributeValue::S("tenant-a#apr_00000000000000000000000001".into()),
-        )
-        .item("tenant", AttributeValue::S("tenant-a".into()))
-        .item(
-            "id",
-            AttributeValue::S("apr_00000000000000000000000001".into()),
-        )
-        .item("status", AttributeValue::S("pending".into()))
-        .item("expires_at", AttributeValue::N((now - 10).to_string()))
-        .item("due_kind", AttributeValue::S("expiry".into()))
-        .item("due_at", AttributeValue::N((now - 1_000).to_string()))
-        .send()
-        .await
-        .expect("the unreadable item");
+    t.put_unreadable_approval("apr_00000000000000000000000001", "expiry", "pending")
+        .await;
     let expiring = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
                           "expires_in_seconds": 60})
     .to_string();

@@ -250,25 +250,11 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
         ("STUCK_EXECUTION_SECONDS", "60"),
     ])
     .await;
-    let now = t.clock.now();
     for (id, due_kind, status) in [
         ("apr_00000000000000000000000001", "expiry", "pending"),
         ("apr_00000000000000000000000002", "execution", "approved"),
     ] {
-        // No `execution`, no `approvers`: not an approval this version can read.
-        t.dynamodb
-            .put_item()
-            .table_name(&t.app.config.tables.approvals)
-            .item("pk", AttributeValue::S(format!("tenant-a#{id}")))
-            .item("tenant", AttributeValue::S("tenant-a".into()))
-            .item("id", AttributeValue::S(id.into()))
-            .item("status", AttributeValue::S(status.into()))
-            .item("expires_at", AttributeValue::N((now - 10).to_string()))
-            .item("due_kind", AttributeValue::S(due_kind.into()))
-            .item("due_at", AttributeValue::N((now - 1_000).to_string()))
-            .send()
-            .await
-            .expect("the unreadable item");
+        t.put_unreadable_approval(id, due_kind, status).await;
     }
     let expiring = json!({"action": {"type": "deploy", "payload": {}}, "approvers": [ALICE],
                           "expires_in_seconds": 60})

@@ -332,18 +332,10 @@ fn every_function_runs_on_graviton_al2023_with_its_own_role_and_binary() {
                 .to_owned()
         })
         .collect();
-    let expected: BTreeSet<String> = [
-        "api",
-        "decide",
-        "webhook",
-        "dispatch",
-        "executor",
-        "sweeper",
-        "reconciler",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    let expected: BTreeSet<String> = countersign::Function::ALL
+        .into_iter()
+        .map(|f| f.as_str().to_owned())
+        .collect();
     assert_eq!(binaries, expected);
     let globals = &template["Globals"]["Function"];
     assert_eq!(globals["Runtime"].as_str(), Some("provided.al2023"));

@@ -435,6 +435,25 @@ impl TestApp {
         }
     }
 
+    /// An approval item this version cannot read (no `execution`, no `approvers`), as a botched
+    /// migration or a later version could leave one, due since 1000 s ago as `due_kind`.
+    pub async fn put_unreadable_approval(&self, id: &str, due_kind: &str, status: &str) {
+        let now = self.clock.now();
+        self.dynamodb
+            .put_item()
+            .table_name(&self.app.config.tables.approvals)
+            .item("pk", AttributeValue::S(format!("tenant-a#{id}")))
+            .item("tenant", AttributeValue::S("tenant-a".into()))
+            .item("id", AttributeValue::S(id.into()))
+            .item("status", AttributeValue::S(status.into()))
+            .item("expires_at", AttributeValue::N((now - 10).to_string()))
+            .item("due_kind", AttributeValue::S(due_kind.into()))
+            .item("due_at", AttributeValue::N((now - 1_000).to_string()))
+            .send()
+            .await
+            .expect("the unreadable item");
+    }
+
     pub async fn approval_count(&self) -> usize {
         self.count_items(&self.app.config.tables.approvals).await
     }

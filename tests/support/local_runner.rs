@@ -41,6 +41,16 @@ fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     lines
 }
 
+fn lines_with(lines: &Mutex<Vec<String>>, needle: &str) -> Vec<String> {
+    lines
+        .lock()
+        .expect("output lock")
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
+}
+
 /// Variables that give a runner tables and a jobs queue of its own (named `prefix…`), so that
 /// several runners can share one local AWS.
 pub async fn isolated_env(prefix: &str) -> Vec<(String, String)> {
@@ -138,24 +148,12 @@ impl LocalRunner {
 
     /// Lines of standard output that contain `needle`.
     pub fn stdout_lines_with(&self, needle: &str) -> Vec<String> {
-        self.stdout
-            .lock()
-            .expect("output lock")
-            .iter()
-            .filter(|l| l.contains(needle))
-            .cloned()
-            .collect()
+        lines_with(&self.stdout, needle)
     }
 
     /// Lines of standard error that contain `needle`.
     pub fn stderr_lines_with(&self, needle: &str) -> Vec<String> {
-        self.stderr
-            .lock()
-            .expect("output lock")
-            .iter()
-            .filter(|l| l.contains(needle))
-            .cloned()
-            .collect()
+        lines_with(&self.stderr, needle)
     }
 
     /// The last lines the runner wrote (both streams), for a failing test's message.

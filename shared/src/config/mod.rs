@@ -339,6 +339,17 @@ pub enum Function {
 }
 
 impl Function {
+    /// Every function the template deploys.
+    pub const ALL: [Function; 7] = [
+        Self::Api,
+        Self::Decide,
+        Self::Webhook,
+        Self::Dispatch,
+        Self::Executor,
+        Self::Sweeper,
+        Self::Reconciler,
+    ];
+
     /// Its name as the `Function` dimension of its metrics.
     pub fn as_str(self) -> &'static str {
         match self {

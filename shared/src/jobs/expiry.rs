@@ -22,20 +22,7 @@ impl Expirer {
     /// and counted, and the others are expired all the same. Only finding the candidates (one
     /// index query) fails the run.
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
-        let app = &self.app;
-        app.metrics
-            // Boxed: the run's future is deep enough to pass the compiler's layout limit.
-            .invocation(
-                crate::Function::Sweeper.as_str(),
-                Box::pin(async {
-                    let report = self.expire_all().await;
-                    if let Ok(report) = &report {
-                        report.count();
-                    }
-                    report
-                }),
-            )
-            .await
+        super::report::counted_run(&self.app, crate::Function::Sweeper, self.expire_all()).await
     }
 
     async fn expire_all(&self) -> Result<SweepReport, StoreError> {

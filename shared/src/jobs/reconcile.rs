@@ -28,19 +28,7 @@ impl Reconciler {
     /// Re-queues, or ends, every execution stuck past `STUCK_EXECUTION_SECONDS`, each on its own
     /// (as [`super::Expirer::run`]): one that fails is logged and counted, the others are handled.
     pub async fn run(&self) -> Result<SweepReport, StoreError> {
-        let app = &self.app;
-        app.metrics
-            // Boxed: the run's future is deep enough to pass the compiler's layout limit.
-            .invocation(
-                crate::Function::Reconciler.as_str(),
-                Box::pin(async {
-                    let report = self.reconcile_all().await;
-                    if let Ok(report) = &report {
-                        report.count();
-                    }
-                    report
-                }),
-            )
+        super::report::counted_run(&self.app, crate::Function::Reconciler, self.reconcile_all())
             .await
     }
 

@@ -11,6 +11,23 @@ pub struct SweepReport {
     pub failures: usize,
 }
 
+/// Runs one scheduled run as one invocation of `function`, its report counted.
+pub(super) async fn counted_run(
+    app: &crate::App,
+    function: crate::Function,
+    run: impl Future<Output = Result<SweepReport, crate::store::StoreError>>,
+) -> Result<SweepReport, crate::store::StoreError> {
+    // Boxed: the run's future is deep enough to pass the compiler's layout limit.
+    let run = Box::pin(async {
+        let report = run.await;
+        if let Ok(report) = &report {
+            report.count();
+        }
+        report
+    });
+    app.metrics.invocation(function.as_str(), run).await
+}
+
 impl SweepReport {
     /// `SweepItems` (what the run acted on) and `SweepFailures`.
     pub fn count(&self) {
