@@ -90,4 +90,25 @@ pub fn run() {
             )
         },
     );
+    metrics();
+}
+
+/// What metrics add to a request: its scope, two counts and a duration, and the documents
+/// written once at its end (here into memory; in Lambda one write to standard output).
+fn metrics() {
+    use countersign::observe::{Emitter, Metric, MetricsConfig, Sink, count, milliseconds};
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let emitter = Emitter::new(MetricsConfig::default(), Sink::Memory(lines.clone()));
+    time(
+        "one invocation's metrics (3 metrics, 2 EMF documents)",
+        0,
+        || {
+            futures::executor::block_on(emitter.invocation("decide", async {
+                count(Metric::VoteCounted, &["api"]);
+                count(Metric::ApprovalDecided, &["approved"]);
+                milliseconds(Metric::TimeToDecision, &["approved"], 61_000);
+            }));
+            lines.lock().expect("lines").clear();
+        },
+    );
 }

@@ -8,7 +8,8 @@
 //! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
 //! through the whole chain on one local runner. The last line is `overhead-ratio: …`
 //! (in-process ops/s ÷ raw ops/s at concurrency 8; the router writes its metrics, as in Lambda,
-//! into memory here). `--effect` runs only the last part, `--paths` only the first.
+//! into memory here). `--effect` runs only the last part, `--paths` only the first, `--cpu`
+//! only the per-request CPU work.
 
 mod cold_start;
 mod cpu;
@@ -23,6 +24,10 @@ async fn main() {
     println!("Countersign benchmark — {}", machine());
     if std::env::args().any(|a| a == "--effect") {
         effects(quick).await;
+        return;
+    }
+    if std::env::args().any(|a| a == "--cpu") {
+        cpu::run();
         return;
     }
     let ratios = paths::run(if quick { 40 } else { 150 }).await;
