@@ -83,7 +83,7 @@ metrics! {
     CreateReplayed: Count [ActionType];
     /// A request answered 4xx; `Reason` is the problem's `code`.
     RequestRefused: Count [Reason];
-    /// A vote was counted; `Channel` is where it was cast (api, review, slack, webhook).
+    /// A vote was counted; `Channel` is where it was cast (api, review_page, slack, webhook).
     VoteCounted: Count [Channel];
     /// A vote was refused; `Reason` is the problem's `code`.
     VoteRefused: Count [Reason];
@@ -104,9 +104,11 @@ metrics! {
     WebhookRefused: Count [Reason];
     /// A provider webhook delivery seen before (answered from the inbox, not acted on again).
     WebhookDuplicate: Count [];
-    /// A notification the notifier refused or did not answer (it will be retried).
+    /// A notification call that failed: refused (the notification fails) or not answered (it
+    /// is tried again).
     NotificationFailed: Count [];
-    /// A callback its subscriber refused or did not answer (it will be retried).
+    /// A callback delivery that failed: refused (the callback fails) or not answered (it is
+    /// tried again).
     CallbackFailed: Count [];
     /// A job left to come back and be tried again: a retryable failure, an outcome to ask the
     /// target about, or a store error (not a message on its way to the DLQ).
