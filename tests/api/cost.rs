@@ -106,16 +106,7 @@ const MS_PER_OUTBOUND: f64 = 100.0;
 
 /// Where each function's memory comes from: the template (Globals, or its own MemorySize).
 fn memory_mb(function: &str) -> f64 {
-    let template = std::fs::read_to_string(workspace_root().join("infra/template.yaml"))
-        .expect("infra/template.yaml");
-    // CloudFormation's intrinsic tags (!Ref, !Sub, ...) are not YAML a plain parser takes:
-    // they are blanked, as only MemorySize is read.
-    let plain: String = template
-        .lines()
-        .map(|l| l.replace('!', ""))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let doc: Value = serde_norway::from_str(&plain).expect("template parses");
+    let doc = crate::template::template();
     let logical = format!("{}{}Function", function[..1].to_uppercase(), &function[1..]);
     doc["Resources"][&logical]["Properties"]["MemorySize"]
         .as_f64()
