@@ -57,6 +57,9 @@ pub struct Caller {
     /// Who holds the key, in the same terms as approvers (an approval's `requested_by`).
     pub principal: Approver,
     roles: u8,
+    /// A development key (the legacy `tenant=key` form): it stands for a whole team, so the key
+    /// half of separation of duties does not apply to it (SPEC "Principals and roles").
+    development: bool,
 }
 
 impl Caller {
@@ -65,7 +68,26 @@ impl Caller {
             tenant,
             principal,
             roles: roles.iter().fold(0, |bits, r| bits | r.bit()),
+            development: false,
         }
+    }
+
+    /// A development key: every role, the tenant as its principal.
+    pub fn development(tenant: TenantId, principal: Approver) -> Self {
+        Self {
+            development: true,
+            ..Self::new(tenant, principal, &Role::ALL)
+        }
+    }
+
+    pub fn is_development(&self) -> bool {
+        self.development
+    }
+
+    /// Who sent a vote, for the key half of separation of duties: the key's principal, or
+    /// nobody for a development key (only the approver it names is then compared).
+    pub fn vote_sender(&self) -> Option<Approver> {
+        (!self.development).then(|| self.principal.clone())
     }
 
     pub fn has(&self, role: Role) -> bool {
@@ -148,7 +170,7 @@ impl ApiKeys {
                 let tenant = TenantId::parse(tenant.trim()).map_err(|e| e.0.to_owned())?;
                 let principal = Approver::parse(tenant.as_str()).map_err(|e| e.0.to_owned())?;
                 let digest = digest(&tenant, key.trim())?;
-                entries.push((Caller::new(tenant, principal, &Role::ALL), digest));
+                entries.push((Caller::development(tenant, principal), digest));
             }
         }
         for (i, (caller, digest)) in entries.iter().enumerate() {
@@ -163,6 +185,20 @@ impl ApiKeys {
             return Err("no keys configured".to_owned());
         }
         Ok(Self { entries })
+    }
+
+    /// The start-up warnings: one naming each development key's tenant.
+    pub fn development_key_warnings(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .filter(|(caller, _)| caller.development)
+            .map(|(caller, _)| {
+                format!(
+                    "development key for tenant {}: every role, no separation of duties by key",
+                    caller.tenant
+                )
+            })
+            .collect()
     }
 
     /// Who holds a presented key. Every configured key is compared, in constant time, whatever
@@ -207,6 +243,8 @@ mod tests {
         assert_eq!(alpha.tenant.as_str(), "alpha");
         assert_eq!(alpha.principal.as_str(), "alpha", "the development form");
         assert!(Role::ALL.into_iter().all(|r| alpha.has(r)), "every role");
+        assert!(alpha.is_development() && alpha.vote_sender().is_none());
+        assert_eq!(keys.development_key_warnings().len(), 2);
         assert_eq!(
             keys.caller_for("beta-key-0123456789")
                 .unwrap()
@@ -232,6 +270,8 @@ mod tests {
             ("acme", "ci@acme")
         );
         assert!(ci.has(Role::Requester) && !ci.has(Role::Approver) && !ci.has(Role::Reader));
+        assert!(!ci.is_development() && ci.vote_sender() == Some(ci.principal.clone()));
+        assert!(keys.development_key_warnings().is_empty());
         let bob = keys.caller_for("bob-key-0123456789ab").unwrap();
         assert_eq!(bob.principal.as_str(), "bob@example.com");
         assert!(bob.has(Role::Approver) && bob.has(Role::Reader) && !bob.has(Role::Decider));

@@ -58,6 +58,11 @@ impl App {
         clock: Clock,
         sink: observe::Sink,
     ) -> Arc<Self> {
+        if let Some(keys) = &config.api_keys {
+            for warning in keys.development_key_warnings() {
+                tracing::warn!("{warning}");
+            }
+        }
         let store = Store::new(dynamodb, config.tables.clone());
         let metrics = observe::Emitter::new(config.metrics.clone(), sink);
         Arc::new(Self {

@@ -8,6 +8,7 @@ use countersign_tests::{
     deploy_body, execute_key,
 };
 use serde_json::{Value, json};
+use std::time::Duration;
 
 fn api_keys() -> String {
     ApiKeys::new()
@@ -197,36 +198,61 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
 }
 
 /// The development form (`tenant=key`) gives a key every role, with the tenant as its
-/// principal: it creates, reads and cancels — and, being the requester of what it creates, never
-/// decides that (separation of duties by the key's principal); its approvals are decided by their
-/// approvers' review links or a webhook.
-#[tokio::test]
-async fn the_development_key_form_has_every_role_but_never_decides_its_own_requests() {
+/// principal. It stands for a whole team, so the key half of separation of duties does not apply
+/// (SPEC "Principals and roles"): the key that created an approval decides it on behalf of a
+/// listed approver, as in v1, and the action runs once. The approver half always holds: naming
+/// the tenant itself as the approver is a self-approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_development_key_creates_and_decides_but_never_approves_as_the_requester() {
     let dev = format!("{TENANT_A}={}", countersign_tests::KEY_A);
-    let t = TestApp::start_with(&[("API_KEYS", &dev)]).await;
-    let id = t
-        .create_ok(countersign_tests::KEY_A, "dev-1", &deploy_body(4, &[ALICE]))
-        .await;
-    let approval = t.get(countersign_tests::KEY_A, &id).await.json();
+    let t = TestApp::start_jobs(&[("API_KEYS", &dev)]).await;
+    let key = countersign_tests::KEY_A;
+    let id = t.create_ok(key, "dev-1", &deploy_body(4, &[ALICE])).await;
+    let approval = t.get(key, &id).await.json();
     assert_eq!(
         approval["requested_by"], TENANT_A,
         "the tenant is its principal"
     );
-    let decided = t
-        .decide(
-            countersign_tests::KEY_A,
-            &id,
-            decision_body("approve", ALICE),
-        )
+    let decided = t.decide(key, &id, decision_body("approve", ALICE)).await;
+    assert_eq!(decided.status, 200, "{}", decided.text());
+    assert_eq!(decided.json()["status"], "approved");
+    let done = t
+        .wait_for_execution(key, &id, Duration::from_secs(60))
         .await;
-    decided.assert_problem(403, "self_approval_forbidden");
-    let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
-    assert_eq!(page.status, 200, "alice's review link shows it");
-    let cancelled = t
-        .send(cancel(&t, countersign_tests::KEY_A, &id, None))
+    assert_eq!(done["execution"]["status"], "succeeded");
+    let sent = execute_key("dev-1", &id);
+    assert_eq!(
+        (t.downstream().calls(&sent), t.downstream().effects(&sent)),
+        (1, 1),
+        "executed once"
+    );
+
+    // The approver half: the tenant (the requester) named as the approver is refused, on an
+    // approval that lists it beside another approver.
+    let listed = t
+        .create_ok(key, "dev-2", &deploy_body(5, &[TENANT_A, ALICE]))
         .await;
+    let own = t.decide(key, &listed, decision_body("approve", TENANT_A)).await;
+    own.assert_problem(403, "self_approval_forbidden");
+    let cancelled = t.send(cancel(&t, key, &listed, None)).await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text());
     assert_eq!(cancelled.json()["status"], "cancelled");
+}
+
+/// Every development key is named in a warning at start.
+#[test]
+fn the_start_up_warning_names_each_development_key() {
+    let keys = countersign::auth::ApiKeys::parse(
+        "acme=acme-key-0123456789,beta=beta-key-0123456789",
+    )
+    .unwrap();
+    assert_eq!(
+        keys.development_key_warnings(),
+        [
+            "development key for tenant acme: every role, no separation of duties by key",
+            "development key for tenant beta: every role, no separation of duties by key",
+        ]
+    );
 }
 
 fn cancel(t: &TestApp, key: &str, id: &str, body: Option<Value>) -> reqwest::RequestBuilder {

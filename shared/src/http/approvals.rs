@@ -213,7 +213,7 @@ pub async fn decide(
         }
     }
     let mut request = DecideRequest::parse_json(&value).map_err(ApiError::invalid)?;
-    request.sent_by = Some(caller.principal.clone());
+    request.sent_by = caller.vote_sender();
     let tenant = caller.tenant;
     let id = approval_id(id)?;
 
