@@ -36,7 +36,7 @@ const LAYERS: &[(&str, u8)] = &[
 const CHECKED: &[(&str, &str)] = &[
     ("domain", "domain"),
     ("observe", "observe"),
-    ("auth.rs", "auth"),
+    ("auth", "auth"),
     ("webhook", "webhook"),
     ("slack", "slack"),
     ("review_token.rs", "review_token"),
@@ -138,6 +138,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("votes", 6),
     ("operator", 6),
     ("claims", 6),
+    ("api_keys", 6),
     ("due", 6),
     ("trail", 6),
     ("positions", 6),

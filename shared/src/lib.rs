@@ -38,6 +38,8 @@ pub struct App {
     pub clock: Clock,
     /// Each invocation's metrics, written when it ends.
     pub metrics: observe::Emitter,
+    /// Table keys' items, for `KEY_CACHE_SECONDS`.
+    pub key_cache: auth::KeyCache,
 }
 
 impl App {
@@ -65,7 +67,9 @@ impl App {
         }
         let store = Store::new(dynamodb, config.tables.clone());
         let metrics = observe::Emitter::new(config.metrics.clone(), sink);
+        let key_cache = auth::KeyCache::new(config.key_cache_seconds);
         Arc::new(Self {
+            key_cache,
             config,
             store,
             sqs,

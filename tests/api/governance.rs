@@ -232,7 +232,9 @@ async fn a_development_key_creates_and_decides_but_never_approves_as_the_request
     let listed = t
         .create_ok(key, "dev-2", &deploy_body(5, &[TENANT_A, ALICE]))
         .await;
-    let own = t.decide(key, &listed, decision_body("approve", TENANT_A)).await;
+    let own = t
+        .decide(key, &listed, decision_body("approve", TENANT_A))
+        .await;
     own.assert_problem(403, "self_approval_forbidden");
     let cancelled = t.send(cancel(&t, key, &listed, None)).await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text());
@@ -242,10 +244,9 @@ async fn a_development_key_creates_and_decides_but_never_approves_as_the_request
 /// Every development key is named in a warning at start.
 #[test]
 fn the_start_up_warning_names_each_development_key() {
-    let keys = countersign::auth::ApiKeys::parse(
-        "acme=acme-key-0123456789,beta=beta-key-0123456789",
-    )
-    .unwrap();
+    let keys =
+        countersign::auth::ApiKeys::parse("acme=acme-key-0123456789,beta=beta-key-0123456789")
+            .unwrap();
     assert_eq!(
         keys.development_key_warnings(),
         [

@@ -79,6 +79,8 @@ pub struct Config {
     pub slack: BTreeMap<TenantId, SlackApp>,
     /// `METRICS_NAMESPACE`, `METRICS_TENANT_DIMENSION`.
     pub metrics: MetricsConfig,
+    /// How long a warm function keeps a table key's item (`KEY_CACHE_SECONDS`, 0–300).
+    pub key_cache_seconds: i64,
 }
 
 /// A tenant's callback subscription: its URL, signing secret and the event types it receives.
@@ -151,6 +153,7 @@ impl Config {
             execution_ledger: get("LEDGER_TABLE").unwrap_or(defaults.execution_ledger),
             events: get("EVENTS_TABLE").unwrap_or(defaults.events),
             approval_index: get("APPROVAL_INDEX_TABLE").unwrap_or(defaults.approval_index),
+            api_keys: get("KEYS_TABLE").unwrap_or(defaults.api_keys),
         };
 
         let api_keys = get("API_KEYS")
@@ -222,6 +225,11 @@ impl Config {
                 retry_budget,
             )?,
             slack,
+            key_cache_seconds: at_most(
+                number(&get, "KEY_CACHE_SECONDS", 60, 0)?,
+                300,
+                "KEY_CACHE_SECONDS",
+            )?,
             metrics: MetricsConfig {
                 namespace: get("METRICS_NAMESPACE")
                     .map(|raw| {
@@ -267,8 +275,8 @@ impl Config {
             }
         };
         match function {
+            // API keys are optional: the keys table holds them (`API_KEYS` adds to it).
             Function::Api => {
-                require(self.api_keys.is_some(), "API_KEYS")?;
                 // Page cursors are signed with a key derived from it.
                 require(
                     self.decision_token_secret.is_some(),
@@ -276,13 +284,10 @@ impl Config {
                 )?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
-            Function::Decide => {
-                require(self.api_keys.is_some(), "API_KEYS")?;
-                require(
-                    self.decision_token_secret.is_some(),
-                    "DECISION_TOKEN_SECRET",
-                )
-            }
+            Function::Decide => require(
+                self.decision_token_secret.is_some(),
+                "DECISION_TOKEN_SECRET",
+            ),
             // Provider webhooks, Slack's clicks, or both.
             Function::Webhook => require(
                 !self.webhook_sources.is_empty() || !self.slack.is_empty(),
@@ -424,6 +429,15 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
     Ok(parsed)
 }
 
+/// `value`, unless it is over `max`.
+fn at_most(value: i64, max: i64, variable: &'static str) -> Result<i64, ConfigError> {
+    if value > max {
+        Err(ConfigError::new(variable, format!("must be at most {max}")))
+    } else {
+        Ok(value)
+    }
+}
+
 fn number<T>(
     get: &impl Fn(&str) -> Option<String>,
     variable: &'static str,
@@ -523,8 +537,8 @@ mod tests {
     fn each_function_requires_only_what_it_uses() {
         let bare = config(&[]).unwrap();
         let missing = |f| bare.check_for(f).unwrap_err().variable;
-        assert_eq!(missing(Function::Api), "API_KEYS");
-        assert_eq!(missing(Function::Decide), "API_KEYS");
+        assert_eq!(missing(Function::Api), "DECISION_TOKEN_SECRET");
+        assert_eq!(missing(Function::Decide), "DECISION_TOKEN_SECRET");
         assert_eq!(missing(Function::Webhook), "WEBHOOK_SOURCES");
         assert_eq!(missing(Function::Dispatch), "JOBS_QUEUE_URL");
         assert_eq!(missing(Function::Executor), "JOBS_QUEUE_URL");
@@ -664,6 +678,31 @@ mod tests {
         assert_eq!(
             config(&[KEYS, TARGETS]).unwrap().stuck_execution_seconds,
             240
+        );
+    }
+
+    #[test]
+    fn the_key_cache_time_is_zero_to_five_minutes() {
+        assert_eq!(config(&[]).unwrap().key_cache_seconds, 60);
+        assert_eq!(
+            config(&[("KEY_CACHE_SECONDS", "0")])
+                .unwrap()
+                .key_cache_seconds,
+            0
+        );
+        assert_eq!(
+            config(&[("KEY_CACHE_SECONDS", "300")])
+                .unwrap()
+                .key_cache_seconds,
+            300
+        );
+        for bad in ["301", "-1", "soon"] {
+            let err = config(&[("KEY_CACHE_SECONDS", bad)]).unwrap_err();
+            assert_eq!(err.variable, "KEY_CACHE_SECONDS", "{bad}");
+        }
+        assert_eq!(
+            config(&[("KEYS_TABLE", "keys")]).unwrap().tables.api_keys,
+            "keys"
         );
     }
 

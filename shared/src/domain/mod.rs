@@ -1,6 +1,7 @@
 //! The approval domain: pure rules, no AWS. Types here can only hold valid values, so the rest of
 //! the code never re-checks them.
 
+mod api_key;
 pub(crate) mod approval;
 mod attempt;
 mod create;
@@ -10,6 +11,7 @@ mod numbers;
 mod policy;
 pub mod trail;
 
+pub use api_key::{KeyId, KeyRecord, TableKey};
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
     SlackMessage, Status, StatusCheck,

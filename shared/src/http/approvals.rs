@@ -188,7 +188,7 @@ pub async fn decide(
         let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
         return Ok(super::review::decide_form(&app, id, &bytes).await);
     }
-    let Caller(caller) = Caller::from_headers(&app, &headers)?;
+    let Caller(caller) = Caller::from_headers(&app, &headers).await?;
     if !caller.has(Role::Decider) && !caller.has(Role::Approver) {
         return Err(ApiError::Forbidden);
     }
@@ -269,7 +269,7 @@ pub async fn cancel(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let Caller(caller) = Caller::from_headers(&app, &headers)?;
+    let Caller(caller) = Caller::from_headers(&app, &headers).await?;
     let by_anyone = caller.has(Role::Operator);
     if !by_anyone && !caller.has(Role::Requester) {
         return Err(ApiError::Forbidden);

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::ApiError;
 use crate::App;
-use crate::auth::Role;
-use crate::domain::{FieldError, IdempotencyKey, TenantId};
+use crate::auth::{self, Role};
+use crate::domain::{FieldError, IdempotencyKey, TableKey, TenantId};
 
 /// Who the request's API key belongs to: its tenant, principal and roles.
 #[derive(Debug, Clone)]
@@ -25,13 +25,13 @@ impl FromRequestParts<Arc<App>> for Caller {
         parts: &mut Parts,
         app: &Arc<App>,
     ) -> Result<Self, Self::Rejection> {
-        Self::from_headers(app, &parts.headers)
+        Self::from_headers(app, &parts.headers).await
     }
 }
 
 impl Caller {
     /// The holder of the request's `Authorization: Bearer` key.
-    pub fn from_headers(app: &App, headers: &HeaderMap) -> Result<Self, ApiError> {
+    pub async fn from_headers(app: &App, headers: &HeaderMap) -> Result<Self, ApiError> {
         let header = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -40,12 +40,19 @@ impl Caller {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(ApiError::Unauthorized);
         }
-        let caller = app
+        let key = key.trim();
+        // The `API_KEYS` forms first (development, tests, break-glass), then the keys table.
+        let configured = app
             .config
             .api_keys
             .as_ref()
-            .and_then(|keys| keys.caller_for(key.trim()))
-            .ok_or(ApiError::Unauthorized)?;
+            .and_then(|keys| keys.caller_for(key));
+        let caller = match configured {
+            Some(caller) => caller,
+            None => table_key_caller(app, key)
+                .await?
+                .ok_or(ApiError::Unauthorized)?,
+        };
         // The request's log lines and metrics are the tenant's from here on.
         tracing::Span::current().record("tenant", caller.tenant.as_str());
         crate::observe::set_tenant(caller.tenant.as_str());
@@ -55,7 +62,41 @@ impl Caller {
     pub fn tenant(&self) -> &TenantId {
         &self.0.tenant
     }
+}
 
+/// The holder of a table key: refused without any I/O unless it has the table keys' shape and
+/// check; then its item from the cache or one `GetItem`, compared in constant time, with
+/// revocation and expiry checked on every request. A use an hour after the last one is written
+/// as `last_used_at` after the answer, never in the request's path.
+async fn table_key_caller(app: &App, presented: &str) -> Result<Option<auth::Caller>, ApiError> {
+    let Some(key) = TableKey::parse(presented) else {
+        return Ok(None);
+    };
+    let now = app.clock.now();
+    let record = match app.key_cache.get(key.id(), now) {
+        Some(record) => record,
+        None => match app.store.key(key.id()).await? {
+            Some(record) => {
+                app.key_cache.put(record.clone(), now);
+                record
+            }
+            None => return Ok(None),
+        },
+    };
+    let caller = auth::caller_for_record(&key, &record, now);
+    if caller.is_some() && app.key_cache.take_use(&record, now) {
+        let store = app.store.clone();
+        let id = record.id.clone();
+        tokio::spawn(async move {
+            if let Err(error) = store.touch_key(&id, now).await {
+                tracing::warn!(key_id = %id, %error, "last_used_at not written");
+            }
+        });
+    }
+    Ok(caller)
+}
+
+impl Caller {
     /// 403 `forbidden` unless the key has one of `roles`.
     pub fn require(&self, roles: &[Role]) -> Result<(), ApiError> {
         if roles.iter().any(|r| self.0.has(*r)) {

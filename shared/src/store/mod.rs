@@ -8,6 +8,7 @@
 //! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`) →
 //! `inbox`, `listing`, `size` → `ledger`.
 
+mod api_keys;
 mod approvals;
 mod attr;
 mod ballots;
@@ -32,6 +33,7 @@ mod tables;
 mod trail;
 mod votes;
 
+pub use api_keys::KeyRefusal;
 pub use approvals::{CreateOutcome, IdempotencyRecord, SavedResponse};
 pub use client::{DecideOutcome, Store};
 pub use due::Requeue;

@@ -130,6 +130,7 @@ fn physical_name<'a>(tables: &'a Tables, logical: &str) -> Option<&'a str> {
         "execution_ledger" => Some(&tables.execution_ledger),
         "events" => Some(&tables.events),
         "approval_index" => Some(&tables.approval_index),
+        "api_keys" => Some(&tables.api_keys),
         _ => None,
     }
 }
@@ -256,7 +257,8 @@ mod tests {
                 "webhook_inbox",
                 "execution_ledger",
                 "events",
-                "approval_index"
+                "approval_index",
+                "api_keys"
             ]
         );
         let tables = Tables::with_prefix("x");

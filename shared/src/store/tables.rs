@@ -10,6 +10,8 @@ pub struct Tables {
     pub execution_ledger: String,
     pub events: String,
     pub approval_index: String,
+    /// Table API keys (`KEYS_TABLE`).
+    pub api_keys: String,
 }
 
 impl Tables {
@@ -22,6 +24,7 @@ impl Tables {
             execution_ledger: format!("{prefix}-execution-ledger"),
             events: format!("{prefix}-events"),
             approval_index: format!("{prefix}-approval-index"),
+            api_keys: format!("{prefix}-api-keys"),
         }
     }
 }

@@ -5,7 +5,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::domain::{Approver, TenantId};
+use crate::domain::{Approver, KeyId, TenantId};
+
+mod table_keys;
+
+pub use table_keys::{KeyCache, LAST_USED_INTERVAL_SECONDS, caller_for_record};
 
 /// What a key may do (SPEC "Principals and roles").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +27,7 @@ pub enum Role {
 }
 
 impl Role {
-    const ALL: [Role; 5] = [
+    pub const ALL: [Role; 5] = [
         Role::Requester,
         Role::Approver,
         Role::Decider,
@@ -41,7 +45,7 @@ impl Role {
         }
     }
 
-    fn parse(raw: &str) -> Option<Self> {
+    pub fn parse(raw: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.as_str() == raw)
     }
 
@@ -60,6 +64,8 @@ pub struct Caller {
     /// A development key (the legacy `tenant=key` form): it stands for a whole team, so the key
     /// half of separation of duties does not apply to it (SPEC "Principals and roles").
     development: bool,
+    /// The table key it presented (`None` for the `API_KEYS` forms): the actor's `key_id`.
+    pub key_id: Option<KeyId>,
 }
 
 impl Caller {
@@ -69,6 +75,7 @@ impl Caller {
             principal,
             roles: roles.iter().fold(0, |bits, r| bits | r.bit()),
             development: false,
+            key_id: None,
         }
     }
 
