@@ -76,6 +76,89 @@ pub enum Command {
     /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated) and
     /// COUNTERSIGN_AGENT_WAIT (seconds, 1-55, default 50)
     Mcp,
+    /// Create, list, revoke and roll the service's API keys (the keys table, over your AWS
+    /// credentials: the SDK's default chain; AWS_ENDPOINT_URL locally). Exit 1 on a refusal
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it once (it is never shown again: store it now)
+    Create(KeyCreateArgs),
+    /// List keys: ids, holders, roles and times (never a secret or a hash)
+    List(KeyListArgs),
+    /// Revoke a key: refused from then on (within the service's KEY_CACHE_SECONDS)
+    Revoke(KeyIdArgs),
+    /// Create a key with the same tenant, principal and roles, and end the old one after
+    /// --overlap, in one transaction; the new key is printed once
+    Roll(KeyRollArgs),
+}
+
+/// The keys table.
+#[derive(Debug, Clone, Args)]
+pub struct KeysTable {
+    /// The keys table's name
+    #[arg(long, env = "KEYS_TABLE", default_value = "countersign-api-keys")]
+    pub table: String,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyCreateArgs {
+    /// The tenant the key belongs to
+    #[arg(long)]
+    pub tenant: String,
+
+    /// Who holds it (a person's identity, or a service's such as ci@acme)
+    #[arg(long)]
+    pub principal: String,
+
+    /// Its roles (repeat the flag): requester, approver, decider, operator, reader
+    #[arg(long = "role", required = true, value_delimiter = ',')]
+    pub roles: Vec<String>,
+
+    /// How long it stays valid, e.g. 90d [default: until revoked]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub expires_in: Option<Duration>,
+
+    /// What it is for (shown by `keys list`)
+    #[arg(long)]
+    pub description: Option<String>,
+
+    #[command(flatten)]
+    pub table: KeysTable,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyListArgs {
+    /// Only this tenant's keys
+    #[arg(long)]
+    pub tenant: Option<String>,
+
+    #[command(flatten)]
+    pub table: KeysTable,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyIdArgs {
+    /// The key's id (the 16 characters after csk_)
+    pub key_id: String,
+
+    #[command(flatten)]
+    pub table: KeysTable,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyRollArgs {
+    /// The key's id (the 16 characters after csk_)
+    pub key_id: String,
+
+    /// How long the old key keeps working beside the new one, e.g. 24h
+    #[arg(long, default_value = "24h", value_parser = duration::parse)]
+    pub overlap: Duration,
+
+    #[command(flatten)]
+    pub table: KeysTable,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod error;
 mod gate;
 mod input;
+pub mod keys;
 pub mod mcp;
 pub mod progress;
 pub mod render;
@@ -58,6 +59,10 @@ pub fn refused(error: &clap::Error) -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    // Key administration goes to the keys table over AWS credentials, not through the API.
+    if let Command::Keys(command) = cli.command {
+        return keys::run(command, cli.json).await;
+    }
     let api = connect(cli.url.as_deref(), cli.api_key.as_deref())?;
     let out = Output { json: cli.json };
     match cli.command {
@@ -67,6 +72,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Vote(args) => commands::vote(&api, out, args).await,
         Command::Events(args) => commands::events(&api, out, args).await,
         Command::Cancel(args) => commands::cancel(&api, out, args).await,
+        Command::Keys(_) => unreachable!("handled above"),
         Command::Mcp => {
             let agent = mcp::AgentConfig::from_lookup(|name| std::env::var(name).ok())?;
             mcp::serve(api, agent).await

@@ -18,6 +18,7 @@ mod health;
 mod helpers;
 mod indexes;
 mod jobs;
+mod keys;
 mod lifecycle;
 mod listing;
 mod metrics;

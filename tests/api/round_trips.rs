@@ -2,7 +2,8 @@
 //! conditional write or transaction, and a refusal is answered from what that write returned.
 
 use countersign_tests::{
-    ALICE, BOB, DECIDER_A, KEY_A, TestApp, decision_body, deploy_body, execute_key,
+    ALICE, BOB, DECIDER_A, KEY_A, TENANT_A, TestApp, decision_body, deploy_body, execute_key,
+    table_key,
 };
 use serde_json::json;
 
@@ -237,4 +238,57 @@ async fn an_approval_only_approval_is_approved_claimed_and_reported_in_one_round
         .json(&json!({"outcome": "succeeded"}));
     assert_eq!(t.send(report).await.status, 200);
     assert_eq!(t.calls.take(), ["UpdateItem"], "report");
+}
+
+/// Table keys change no request's round trips once warm: create, vote, claim and report are
+/// what they are with `API_KEYS` keys; a cold key adds its one `GetItem` (and its hourly
+/// `last_used_at` write, after the answer).
+#[tokio::test]
+async fn a_warm_table_key_adds_no_round_trip() {
+    let t = TestApp::start().await;
+    let store = &t.app.store;
+    let requester = table_key(
+        store,
+        TENANT_A,
+        "ci@tenant-a",
+        &["requester", "reader"],
+        None,
+    )
+    .await;
+    let decider = table_key(store, TENANT_A, "portal@tenant-a", &["decider"], None).await;
+    for key in [&requester, &decider] {
+        t.send(
+            t.http
+                .get(t.url("/approvals/nope"))
+                .bearer_auth(key.expose()),
+        )
+        .await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let warming = t.calls.take();
+    assert_eq!(
+        warming.iter().filter(|c| *c == "GetItem").count(),
+        2,
+        "one GetItem per cold key: {warming:?}"
+    );
+
+    let body = json!({"action": {"type": "agent", "payload": {"tool_name": "Bash"}}, "approvers": [ALICE, BOB]});
+    let id = t
+        .create_ok(requester.expose(), "rt-table", &body.to_string())
+        .await;
+    assert_eq!(t.calls.take(), ["TransactWriteItems"], "create");
+    let vote = t
+        .decide(decider.expose(), &id, decision_body("approve", ALICE))
+        .await;
+    assert_eq!(vote.status, 200, "{}", vote.text());
+    assert_eq!(t.calls.take(), ["UpdateItem"], "vote");
+    let claim = t
+        .http
+        .post(t.url(&format!("/approvals/{id}/execution/claim")))
+        .bearer_auth(requester.expose())
+        .header("idempotency-key", "c1");
+    assert_eq!(t.send(claim).await.status, 200);
+    assert_eq!(t.calls.take(), ["UpdateItem"], "claim");
+    assert_eq!(t.get(requester.expose(), &id).await.status, 200);
+    assert_eq!(t.calls.take(), ["GetItem"], "read: the approval's alone");
 }

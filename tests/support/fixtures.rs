@@ -163,3 +163,31 @@ pub fn decided_event(approval_id: &str, decision: &str, approver: &str) -> Strin
     })
     .to_string()
 }
+
+/// A table key written to `t`'s keys table (as `countersign keys create` writes one): the key,
+/// shown once.
+pub async fn table_key(
+    store: &countersign::Store,
+    tenant: &str,
+    principal: &str,
+    roles: &[&str],
+    expires_at: Option<i64>,
+) -> countersign::domain::TableKey {
+    use countersign::domain::{Approver, KeyId, KeyRecord, TableKey, TenantId};
+    let key = TableKey::generate(KeyId::random());
+    let record = KeyRecord {
+        id: key.id().clone(),
+        tenant: TenantId::parse(tenant).expect("tenant"),
+        principal: Approver::parse(principal).expect("principal"),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        key_hash: key.digest(),
+        created_at: 0,
+        created_by: "tests".to_owned(),
+        description: None,
+        expires_at,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    store.create_key(&record).await.expect("create the key");
+    key
+}

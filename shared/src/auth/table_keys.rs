@@ -19,14 +19,15 @@ pub const LAST_USED_INTERVAL_SECONDS: EpochSeconds = 3600;
 pub struct KeyCache {
     ttl_seconds: EpochSeconds,
     entries: Mutex<HashMap<KeyId, Cached>>,
+    /// When this process last sent a `last_used_at` write, per key (kept whatever the cache
+    /// time, so one process writes at most once an hour per key).
+    used: Mutex<HashMap<KeyId, EpochSeconds>>,
 }
 
 #[derive(Debug)]
 struct Cached {
     record: KeyRecord,
     fetched_at: EpochSeconds,
-    /// When this process last sent (or saw) a `last_used_at` write for it.
-    used_at: Option<EpochSeconds>,
 }
 
 impl KeyCache {
@@ -34,6 +35,7 @@ impl KeyCache {
         Self {
             ttl_seconds,
             entries: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -54,14 +56,11 @@ impl KeyCache {
         if self.ttl_seconds == 0 {
             return;
         }
-        let mut entries = self.entries();
-        let used_at = entries.get(&record.id).and_then(|c| c.used_at);
-        entries.insert(
+        self.entries().insert(
             record.id.clone(),
             Cached {
                 record,
                 fetched_at: now,
-                used_at,
             },
         );
     }
@@ -69,15 +68,12 @@ impl KeyCache {
     /// Whether this use of `record` should be written as its `last_used_at` (an hour since the
     /// last one this process knows of); it is then counted as written.
     pub fn take_use(&self, record: &KeyRecord, now: EpochSeconds) -> bool {
-        let mut entries = self.entries();
-        let known = entries.get(&record.id).and_then(|c| c.used_at);
-        let last = known.max(record.last_used_at);
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let last = used.get(&record.id).copied().max(record.last_used_at);
         if last.is_some_and(|at| now - at < LAST_USED_INTERVAL_SECONDS) {
             return false;
         }
-        if let Some(cached) = entries.get_mut(&record.id) {
-            cached.used_at = Some(now);
-        }
+        used.insert(record.id.clone(), now);
         true
     }
 }

@@ -20,7 +20,8 @@ const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop
 
 /// A table key's id: 16 lower-case base32 characters (80 random bits). Not secret: it is the
 /// item's key, shown by `keys list` and recorded as the actor's `key_id`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
 pub struct KeyId(String);
 
 impl KeyId {

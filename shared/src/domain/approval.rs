@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, Policy, TenantId, rfc3339};
+use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, KeyId, Policy, TenantId, rfc3339};
 
 /// The status as stored. `Expired` is never stored: a pending approval past its expiry reads as
 /// expired (see [`Approval::status_at`]), so expiry needs no writer and no timer.
@@ -121,6 +121,8 @@ pub struct Decision {
     pub channel: Channel,
     pub comment: Option<String>,
     pub webhook_event_id: Option<String>,
+    /// The table key that sent the vote (`None`: another channel, or an `API_KEYS` key).
+    pub key_id: Option<KeyId>,
 }
 
 /// Execution status is separate from approval status: approved means a human authorised the
@@ -239,6 +241,8 @@ pub struct Approval {
     pub status: Status,
     /// The principal of the key that created it (`None`: created before principals existed).
     pub requested_by: Option<Approver>,
+    /// The table key that created it (`None`: an `API_KEYS` key, or created before table keys).
+    pub requested_by_key_id: Option<KeyId>,
     pub action_type: String,
     /// Whether Countersign executes the approved action (false: an approval-only type, whose
     /// caller claims the approved execution and performs the action itself). Fixed at create.
@@ -349,6 +353,7 @@ impl Approval {
             id: &self.id,
             status: self.status_at(now),
             requested_by: self.requested_by.as_ref(),
+            requested_by_key_id: self.requested_by_key_id.as_ref(),
             action: ActionView {
                 kind: &self.action_type,
                 payload: &self.payload,
@@ -421,6 +426,8 @@ pub struct ApprovalView<'a> {
     id: &'a ApprovalId,
     status: Status,
     requested_by: Option<&'a Approver>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requested_by_key_id: Option<&'a KeyId>,
     action: ActionView<'a>,
     approvers: &'a [Approver],
     /// `null`: one approving vote decides.
@@ -522,6 +529,7 @@ pub(crate) mod tests {
             id: ApprovalId::generate(),
             status: Status::Pending,
             requested_by: None,
+            requested_by_key_id: None,
             action_type: "deploy".into(),
             executes: true,
             payload: Map::new(),

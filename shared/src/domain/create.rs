@@ -186,6 +186,7 @@ impl CreateRequest {
             id: ApprovalId::generate_hinting(rules, executes),
             status: Status::Pending,
             requested_by: Some(requested_by),
+            requested_by_key_id: None,
             action_type: self.action_type,
             executes,
             payload: self.payload,

@@ -208,6 +208,7 @@ mod tests {
             channel: Channel::Api,
             comment: None,
             webhook_event_id: None,
+            key_id: None,
         });
         approval
     }

@@ -56,6 +56,7 @@ pub async fn create(
             }
         })?;
     let Caller(caller) = caller;
+    let key_id = caller.key_id.clone();
     // Separation of duties: an approval only its requester could approve can never be approved.
     let requester = caller.principal.identity();
     if request.approvers.iter().all(|a| a.identity() == requester) {
@@ -84,6 +85,7 @@ pub async fn create(
         now,
     );
     approval.trace = Some(trace.stored());
+    approval.requested_by_key_id = key_id;
     // Refused now rather than stuck later: an item DynamoDB would not let grow (see
     // `store::size`).
     let largest = size::largest_item_bytes(&approval);
@@ -225,6 +227,7 @@ pub async fn decide(
         channel: Channel::Api,
         comment: request.comment.clone(),
         webhook_event_id: None,
+        key_id: caller.key_id.clone(),
     };
     match app
         .store

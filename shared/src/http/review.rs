@@ -227,6 +227,7 @@ pub async fn decide_form(
         channel: Channel::ReviewPage,
         comment: request.comment.clone(),
         webhook_event_id: None,
+        key_id: None,
     };
     match app
         .store

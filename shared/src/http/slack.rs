@@ -120,6 +120,7 @@ async fn vote(
         channel: Channel::Slack,
         comment: None,
         webhook_event_id: None,
+        key_id: None,
     };
     let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
         DecideOutcome::Won(_) => {

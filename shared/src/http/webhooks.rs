@@ -138,6 +138,7 @@ async fn deliver(
                         channel: Channel::Webhook,
                         comment,
                         webhook_event_id: Some(event_id.to_owned()),
+                        key_id: None,
                     };
                     app.store
                         .ingest_decision(&source.tenant, &id, &record, &decision, now)

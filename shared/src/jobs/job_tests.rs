@@ -14,6 +14,7 @@ fn decided(outcome: Outcome) -> Approval {
         channel: Channel::Api,
         comment: None,
         webhook_event_id: None,
+        key_id: None,
     });
     approval
 }
@@ -273,6 +274,7 @@ mod sqs_bodies {
                 channel: Channel::Api,
                 comment: Some(comment),
                 webhook_event_id: None,
+                key_id: None,
             };
             approved.votes = vec![vote.clone()];
             approved.decision = Some(vote);

@@ -360,6 +360,7 @@ mod tests {
             channel: Channel::Slack,
             comment: None,
             webhook_event_id: None,
+            key_id: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);

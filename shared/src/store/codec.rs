@@ -12,7 +12,7 @@ use super::indexes::Indexed;
 use super::keys::approval_key;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
-    IdempotencyKey, Outcome, Policy, Rule, SlackMessage, Status, StatusCheck, TenantId,
+    IdempotencyKey, KeyId, Outcome, Policy, Rule, SlackMessage, Status, StatusCheck, TenantId,
 };
 use crate::observe::TraceContext;
 
@@ -107,6 +107,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         // What the decision condition compares (separation of duties), in one spelling.
         item.insert("requested_by_id".to_owned(), s(requested_by.identity()));
     }
+    if let Some(key_id) = &approval.requested_by_key_id {
+        item.insert("requested_by_key_id".to_owned(), s(key_id.as_str()));
+    }
     item
 }
 
@@ -142,6 +145,9 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
     ]);
     if let Some(comment) = &decision.comment {
         map.insert("comment".to_owned(), s(comment));
+    }
+    if let Some(key_id) = &decision.key_id {
+        map.insert("key_id".to_owned(), s(key_id.as_str()));
     }
     if let Some(event) = &decision.webhook_event_id {
         map.insert("webhook_event_id".to_owned(), s(event));
@@ -344,6 +350,9 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         requested_by: opt_s(item, "requested_by")
             .map(|r| Approver::parse(&r).map_err(|_| StoreError::corrupt("requested_by")))
             .transpose()?,
+        requested_by_key_id: opt_s(item, "requested_by_key_id")
+            .map(|k| KeyId::parse(&k).ok_or(StoreError::corrupt("requested_by_key_id")))
+            .transpose()?,
         action_type: get_s(item, "action_type")?.to_owned(),
         executes: !item.contains_key(APPROVAL_ONLY),
         payload: json_object(item, "payload")?,
@@ -382,6 +391,7 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
             .ok_or(StoreError::corrupt("decision.channel"))?,
         comment: opt_s(map, "comment"),
         webhook_event_id: opt_s(map, "webhook_event_id"),
+        key_id: opt_s(map, "key_id").and_then(|k| KeyId::parse(&k)),
     })
 }
 
@@ -444,6 +454,7 @@ mod tests {
             id: ApprovalId::generate(),
             status: Status::Approved,
             requested_by: Some(Approver::parse("ci@acme").unwrap()),
+            requested_by_key_id: KeyId::parse("abcdefghijklmnop"),
             action_type: "deploy".into(),
             executes: false,
             payload: json!({"build": 1042, "big": 12345678901234567890u64, "f": 0.1, "n": null})
@@ -473,6 +484,7 @@ mod tests {
                 channel: Channel::ReviewPage,
                 comment: None,
                 webhook_event_id: None,
+                key_id: None,
             }],
             decision: Some(Decision {
                 outcome: Outcome::Approved,
@@ -481,6 +493,7 @@ mod tests {
                 channel: Channel::Webhook,
                 comment: Some("ok".into()),
                 webhook_event_id: Some("msg_1".into()),
+                key_id: None,
             }),
             cancellation: Some(Cancellation {
                 by: Approver::parse("ci@acme").unwrap(),

@@ -12,7 +12,7 @@ use super::codec::{
     approval_to_item, cancellation_to_attr, decision_to_attr, status_check_to_attr,
 };
 use crate::domain::{
-    Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, Outcome,
+    Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, KeyId, Outcome,
     StatusCheck,
 };
 
@@ -82,6 +82,7 @@ fn largest_vote(approver: &Approver) -> Decision {
         channel: Channel::ReviewPage,
         comment: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
         webhook_event_id: Some("x".repeat(MAX_WEBHOOK_ID_BYTES)),
+        key_id: KeyId::parse("abcdefghijklmnop"),
     }
 }
 

@@ -320,6 +320,7 @@ mod tests {
             channel: Channel::Api,
             comment: None,
             webhook_event_id: None,
+            key_id: None,
         }
     }
 

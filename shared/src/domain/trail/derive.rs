@@ -294,13 +294,20 @@ impl Derived<'_> {
 }
 
 fn requester_actor(approval: &Approval) -> Value {
-    json!({ "principal": approval.requested_by, "channel": "api" })
+    let mut actor = json!({ "principal": approval.requested_by, "channel": "api" });
+    if let Some(key_id) = &approval.requested_by_key_id {
+        actor["key_id"] = json!(key_id.as_str());
+    }
+    actor
 }
 
 fn vote_actor(vote: &Decision) -> Value {
     let mut actor = json!({ "approver": vote.approver, "channel": vote.channel.as_str() });
     if let Some(event) = &vote.webhook_event_id {
         actor["webhook_event_id"] = json!(event);
+    }
+    if let Some(key_id) = &vote.key_id {
+        actor["key_id"] = json!(key_id.as_str());
     }
     actor
 }

@@ -12,6 +12,7 @@ fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
         channel: Channel::Api,
         comment: None,
         webhook_event_id: None,
+        key_id: None,
     }
 }
 

@@ -155,6 +155,7 @@ pub(super) fn schemas() -> Value {
                 "id": {"$ref": "#/components/schemas/ApprovalId"},
                 "status": {"$ref": "#/components/schemas/ApprovalStatus"},
                 "requested_by": {"type": ["string", "null"]},
+                "requested_by_key_id": {"type": "string", "description": "The table API key that created it (absent for an `API_KEYS` key)."},
                 "action": {
                     "type": "object", "additionalProperties": false, "required": ["type", "payload"],
                     "properties": {
