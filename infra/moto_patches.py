@@ -139,6 +139,8 @@ from moto.sqs.exceptions import (
     TooManyEntriesInBatchRequest,
 )
 from moto.sqs.models import Message, SQSBackend
+from moto.secretsmanager.exceptions import ValidationException as SecretsValidationException
+from moto.secretsmanager.responses import SecretsManagerResponse
 from moto.sqs.responses import SQSResponse
 from moto.sqs.utils import validate_message_attributes
 
@@ -653,6 +655,42 @@ def _delayed(message: Message) -> bool:
     return time.time() * 1000 < message.delayed_until
 
 
+# Secrets Manager (AWS Secrets Manager API Reference, CreateSecret / PutSecretValue /
+# UpdateSecret: "SecretString … Length Constraints: Maximum length of 65536"; BatchGetSecretValue:
+# "SecretIdList … Array Members: Minimum number of 1 item. Maximum number of 20 items"). moto
+# 5.2.5 takes a value of any size and a list of any length.
+SECRET_STRING_MAX_CHARS = 65536
+BATCH_GET_MAX_SECRETS = 20
+
+
+def _secret_string_checked(stock: Any) -> Any:
+    def checked(self: SecretsManagerResponse) -> str:
+        value = self._get_param("SecretString")
+        if isinstance(value, str) and len(value) > SECRET_STRING_MAX_CHARS:
+            raise SecretsValidationException(
+                "1 validation error detected: Value at 'secretString' failed to satisfy "
+                f"constraint: Member must have length less than or equal to {SECRET_STRING_MAX_CHARS}"
+            )
+        return stock(self)
+
+    checked.__doc__ = f"moto's `{stock.__name__}`, refusing a SecretString over 65,536 characters."
+    return checked
+
+
+_stock_batch_get_secret_value = SecretsManagerResponse.batch_get_secret_value
+
+
+def batch_get_secret_value(self: SecretsManagerResponse) -> str:
+    """moto's `batch_get_secret_value`, refusing more than 20 secret ids, as AWS does."""
+    ids = self._get_param("SecretIdList", if_none=[])
+    if len(ids) > BATCH_GET_MAX_SECRETS:
+        raise SecretsValidationException(
+            "1 validation error detected: Value at 'secretIdList' failed to satisfy constraint: "
+            f"Member must have length less than or equal to {BATCH_GET_MAX_SECRETS}"
+        )
+    return _stock_batch_get_secret_value(self)
+
+
 _stock_backend_for_host = DomainDispatcherApplication.get_backend_for_host
 
 
@@ -686,6 +724,9 @@ def install() -> None:
     TOKEN_WINDOW_SECONDS = float(os.environ.get("MOTO_TOKEN_WINDOW_SECONDS", TOKEN_WINDOW_SECONDS))
     DynamoHandler.transact_write_items = transact_write_items_once  # type: ignore[method-assign]
     SQSResponse.send_message = send_message  # type: ignore[method-assign]
+    for name in ("create_secret", "put_secret_value", "update_secret"):
+        setattr(SecretsManagerResponse, name, _secret_string_checked(getattr(SecretsManagerResponse, name)))
+    SecretsManagerResponse.batch_get_secret_value = batch_get_secret_value  # type: ignore[method-assign]
     SQSResponse.send_message_batch = send_message_batch  # type: ignore[method-assign]
     # The default MaximumMessageSize of a new queue (moto reads it when creating one).
     moto.sqs.models.MAXIMUM_MESSAGE_LENGTH = SQS_MESSAGE_MAX_BYTES  # type: ignore[misc]

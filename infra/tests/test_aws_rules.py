@@ -501,5 +501,50 @@ class TokenWindow(Stack):
         self.assertEqual(self.counter(table, "a"), 7)
 
 
+class SecretsManagerRules(Stack):
+    """What Countersign's secret reads depend on (config/secrets.rs): one BatchGetSecretValue
+    of at most 20 ids, each failed secret named in Errors, values of at most 65,536 characters."""
+
+    def setUp(self) -> None:
+        self.sm = self.moto.client("secretsmanager")
+
+    def test_a_secret_string_is_at_most_65536_characters(self) -> None:
+        """CreateSecret, PutSecretValue, UpdateSecret: SecretString "Length Constraints: Maximum
+        length of 65536"
+        (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_CreateSecret.html)."""
+        name = self.name("secret")
+        self.refused("ValidationException", self.sm.create_secret, Name=name, SecretString="x" * 65537)
+        self.sm.create_secret(Name=name, SecretString="x" * 65536)
+        self.refused("ValidationException", self.sm.put_secret_value, SecretId=name, SecretString="y" * 65537)
+        self.refused("ValidationException", self.sm.update_secret, SecretId=name, SecretString="y" * 65537)
+        self.assertEqual(self.sm.get_secret_value(SecretId=name)["SecretString"], "x" * 65536)
+
+    def test_a_batch_get_takes_at_most_20_ids(self) -> None:
+        """BatchGetSecretValue: SecretIdList "Array Members: Minimum number of 1 item. Maximum
+        number of 20 items"
+        (https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_BatchGetSecretValue.html)."""
+        names = [self.name("batch") for _ in range(21)]
+        for name in names:
+            self.sm.create_secret(Name=name, SecretString=name)
+        self.refused("ValidationException", self.sm.batch_get_secret_value, SecretIdList=names)
+        got = self.sm.batch_get_secret_value(SecretIdList=names[:20])
+        self.assertEqual(sorted(v["SecretString"] for v in got["SecretValues"]), sorted(names[:20]))
+
+    def test_an_unknown_or_deleted_secret_is_an_error_of_its_own(self) -> None:
+        """BatchGetSecretValue: "Errors: A list of errors Secrets Manager encountered while
+        attempting to retrieve individual secrets" — the others are still returned; a secret
+        scheduled for deletion cannot be read (GetSecretValue: InvalidRequestException)."""
+        kept, deleted = self.name("kept"), self.name("deleted")
+        self.sm.create_secret(Name=kept, SecretString="k")
+        self.sm.create_secret(Name=deleted, SecretString="d")
+        self.sm.delete_secret(SecretId=deleted)
+        got = self.sm.batch_get_secret_value(SecretIdList=[kept, deleted, "never-created"])
+        self.assertEqual([v["Name"] for v in got["SecretValues"]], [kept])
+        codes = {e["SecretId"]: e["ErrorCode"] for e in got["Errors"]}
+        self.assertEqual(
+            codes, {deleted: "InvalidRequestException", "never-created": "ResourceNotFoundException"}
+        )
+
+
 if __name__ == "__main__":
     unittest.main()

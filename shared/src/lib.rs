@@ -23,7 +23,8 @@ pub mod store;
 pub mod telemetry;
 pub mod webhook;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 pub use clock::Clock;
 pub use config::{Config, ConfigError, Function};
@@ -40,6 +41,10 @@ pub struct App {
     pub metrics: observe::Emitter,
     /// Table keys' items, for `KEY_CACHE_SECONDS`.
     pub key_cache: auth::KeyCache,
+    /// The secret-bearing configuration in force (read it through [`App::secrets`]).
+    secrets: Arc<config::LiveSecrets>,
+    /// The function this process is, once known (the `Function` of a refresh's metrics).
+    function: OnceLock<&'static str>,
 }
 
 impl App {
@@ -60,7 +65,22 @@ impl App {
         clock: Clock,
         sink: observe::Sink,
     ) -> Arc<Self> {
-        if let Some(keys) = &config.api_keys {
+        Self::with_secret_source(config, None, dynamodb, sqs, clock, sink)
+    }
+
+    /// [`App::with_metrics_sink`], with secrets that `source` refreshes (see
+    /// [`config::secrets`]).
+    pub fn with_secret_source(
+        mut config: Config,
+        source: Option<config::SecretSource>,
+        dynamodb: aws_sdk_dynamodb::Client,
+        sqs: aws_sdk_sqs::Client,
+        clock: Clock,
+        sink: observe::Sink,
+    ) -> Arc<Self> {
+        // Taken out, so that nothing reads a value a refresh has replaced.
+        let secrets = std::mem::take(&mut config.secrets);
+        if let Some(keys) = &secrets.api_keys {
             for warning in keys.development_key_warnings() {
                 tracing::warn!("{warning}");
             }
@@ -68,8 +88,16 @@ impl App {
         let store = Store::new(dynamodb, config.tables.clone());
         let metrics = observe::Emitter::new(config.metrics.clone(), sink);
         let key_cache = auth::KeyCache::new(config.key_cache_seconds);
+        let secrets = Arc::new(config::LiveSecrets::new(
+            secrets,
+            source,
+            config.secrets_refresh_seconds,
+            clock.now(),
+        ));
         Arc::new(Self {
             key_cache,
+            secrets,
+            function: OnceLock::new(),
             config,
             store,
             sqs,
@@ -81,22 +109,59 @@ impl App {
     /// The Lambda start-up: configuration from the environment, AWS clients from the SDK's
     /// default chain (which honours `AWS_ENDPOINT_URL*`).
     pub async fn from_env() -> Result<Arc<Self>, ConfigError> {
-        let config = Config::from_env()?;
         let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
-        Ok(Self::new(
+        let (config, source) =
+            config::secrets::load(environment(), aws_sdk_secretsmanager::Client::new(&aws)).await?;
+        Ok(Self::with_secret_source(
             config,
+            source,
             aws_sdk_dynamodb::Client::new(&aws),
             aws_sdk_sqs::Client::new(&aws),
             Clock::system(),
+            observe::Sink::Stdout,
         ))
+    }
+
+    /// The secret-bearing configuration in force. When `SECRETS_REFRESH_SECONDS` have passed,
+    /// a refresh starts in the background (this request goes on with what is in force).
+    pub fn secrets(&self) -> Arc<config::Secrets> {
+        self.start_refresh(config::RefreshReason::Periodic);
+        self.secrets.get()
+    }
+
+    /// A signature or token failed under every known secret: the secrets may have been
+    /// rotated, so they are read again early (at most once every 30 s), in the background.
+    pub fn secret_failed(&self) {
+        self.start_refresh(config::RefreshReason::Early);
+    }
+
+    fn start_refresh(&self, reason: config::RefreshReason) {
+        let now = self.clock.now();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.secrets.claim_refresh(reason, now) {
+            return;
+        }
+        let secrets = self.secrets.clone();
+        let metrics = self.metrics.clone();
+        let function = self.function.get().copied().unwrap_or("local");
+        runtime.spawn(metrics.clone().invocation_owned(function, async move {
+            if let Err(error) = secrets.refresh(now).await {
+                // The error names the variable and the service's reason, never a value.
+                tracing::warn!(%error, ?reason, "secrets not refreshed; the last good values stay");
+                observe::count(observe::Metric::SecretRefreshFailed, &[]);
+            }
+        }));
     }
 
     /// A Lambda's start-up: [`App::from_env`], then the check that `function` has all the
     /// configuration it needs, so a missing variable fails the start, not a request.
     pub async fn for_function(function: Function) -> Result<Arc<Self>, ConfigError> {
         let app = Self::from_env().await?;
+        let _ = app.function.set(function.as_str());
         app.config.check_for(function)?;
         Ok(app)
     }
@@ -115,6 +180,13 @@ impl App {
         }
         Ok(())
     }
+}
+
+/// The process's environment variables (those whose name and value are Unicode).
+fn environment() -> HashMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
 }
 
 /// Failpoints (the `failpoints` feature): configured from `FAILPOINTS` in the fail crate's

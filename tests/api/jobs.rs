@@ -508,7 +508,7 @@ async fn a_callbacks_delivery_outdoes_its_failure_and_nothing_outdoes_its_delive
     let job = &countersign::jobs::callback_jobs(
         &approval,
         &events,
-        t.app.config.event_subscriptions.get(&tenant),
+        t.app.secrets().event_subscriptions.get(&tenant),
     )[0];
     let failed = job
         .ended_event(&Completion::Failed("HTTP 410".into()), 1)

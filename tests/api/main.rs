@@ -28,6 +28,7 @@ mod quorum;
 mod review;
 mod round_trips;
 mod scheduled;
+mod secrets;
 mod slack;
 mod smoke;
 mod status_checks;

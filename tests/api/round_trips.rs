@@ -123,7 +123,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
     let callback = &countersign::jobs::callback_jobs(
         &pending,
         &created,
-        t.app.config.event_subscriptions.get(&tenant),
+        t.app.secrets().event_subscriptions.get(&tenant),
     )[0];
     // A notification's begin is one item alone (a conditional update: a transaction of one
     // item costs twice as much); an execution's begins with the approval's `execution`; a

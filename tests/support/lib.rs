@@ -29,7 +29,7 @@ use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use countersign::store::Tables;
 use countersign::webhook::WebhookSecret;
-use countersign::{App, Clock, Config};
+use countersign::{App, Clock};
 use serde_json::Value;
 
 /// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
@@ -88,6 +88,10 @@ pub struct TestApp {
     pub requests: RequestLog,
     /// The EMF documents the app wrote (to standard output, in Lambda and the runner).
     pub metrics: MetricLines,
+    /// The app's Secrets Manager calls.
+    pub secret_calls: CallCounter,
+    /// The secrets [`TestApp::start_with_secrets`] made, by variable.
+    pub secret_arns: HashMap<String, String>,
 }
 
 /// EMF documents, one JSON text each, as written.
@@ -127,9 +131,48 @@ impl TestApp {
     /// (a fault-injecting proxy's endpoint) instead of the local AWS's; the test's own clients
     /// still reach the local AWS directly.
     pub async fn build_via(overrides: &[(&str, &str)], via: Option<aws_config::SdkConfig>) -> Self {
+        Self::build_inner(overrides, via, &[]).await
+    }
+
+    /// [`TestApp::start_with`], with each of `secrets` (variable → value) put in a Secrets
+    /// Manager secret of its own and given as `<NAME>_SECRET_ARN` instead of the variable. The
+    /// secrets' ARNs are in [`TestApp::secret_arns`].
+    pub async fn start_with_secrets(overrides: &[(&str, &str)], secrets: &[(&str, &str)]) -> Self {
+        let app = Self::build_inner(overrides, None, secrets).await;
+        app.app
+            .store
+            .ensure_tables()
+            .await
+            .expect("create the test tables");
+        app.calls.take();
+        app
+    }
+
+    /// A Secrets Manager client of the local AWS (uncounted).
+    pub fn secretsmanager(&self) -> aws_sdk_secretsmanager::Client {
+        aws_sdk_secretsmanager::Client::new(&self.sdk)
+    }
+
+    /// Puts a new value in the secret of `variable` (as `aws secretsmanager put-secret-value`).
+    pub async fn rotate_secret(&self, variable: &str, value: &str) {
+        self.secretsmanager()
+            .put_secret_value()
+            .secret_id(&self.secret_arns[variable])
+            .secret_string(value)
+            .send()
+            .await
+            .expect("put the secret's new value");
+    }
+
+    async fn build_inner(
+        overrides: &[(&str, &str)],
+        via: Option<aws_config::SdkConfig>,
+        secrets: &[(&str, &str)],
+    ) -> Self {
         let direct = sdk_config().await;
         let sdk = via.unwrap_or_else(|| direct.clone());
         let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
+        let secret_calls = CallCounter::default();
         let tables = Tables::with_prefix(&prefix);
         let mut vars: HashMap<String, String> = HashMap::from([
             ("API_KEYS".into(), test_api_keys()),
@@ -157,8 +200,30 @@ impl TestApp {
         for (k, v) in overrides {
             vars.insert((*k).to_owned(), (*v).to_owned());
         }
-        let config =
-            Config::from_lookup(|name| vars.get(name).cloned()).expect("test configuration");
+        let secretsmanager = aws_sdk_secretsmanager::Client::from_conf(
+            aws_sdk_secretsmanager::config::Builder::from(&sdk)
+                .interceptor(secret_calls.clone())
+                .build(),
+        );
+        let mut secret_arns = HashMap::new();
+        let uncounted = aws_sdk_secretsmanager::Client::new(&direct);
+        for (variable, value) in secrets {
+            let created = uncounted
+                .create_secret()
+                .name(format!("{prefix}/{}", variable.to_lowercase()))
+                .secret_string(*value)
+                .send()
+                .await
+                .expect("create the test secret");
+            let arn = created.arn().expect("the secret's ARN").to_owned();
+            vars.remove(*variable);
+            vars.insert(format!("{variable}_SECRET_ARN"), arn.clone());
+            secret_arns.insert((*variable).to_owned(), arn);
+        }
+        // The start's read is left in `secret_calls`, for the tests that count it.
+        let (config, secret_source) = countersign::config::secrets::load(vars, secretsmanager)
+            .await
+            .expect("test configuration");
 
         let calls = CallCounter::default();
         let meter = meter::Meter::default();
@@ -175,8 +240,9 @@ impl TestApp {
                 .build(),
         );
         let metrics = MetricLines::default();
-        let app = App::with_metrics_sink(
+        let app = App::with_secret_source(
             config,
+            secret_source,
             counted,
             sqs,
             clock.clone(),
@@ -209,6 +275,8 @@ impl TestApp {
             jobs: None,
             requests,
             metrics,
+            secret_calls,
+            secret_arns,
         }
     }
 

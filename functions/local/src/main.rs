@@ -6,6 +6,7 @@
 //! delivery instead of serving; `countersign-local openapi` prints the API's OpenAPI document
 //! (`docs/openapi.json` is its output).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 mod demo;
@@ -63,15 +64,45 @@ fn port() -> Result<u16, String> {
     }
 }
 
-/// Without `API_KEYS` the runner is a demo and fills in the demo values; with it, the
-/// configuration is the user's alone, and what is missing fails the start.
+/// Without `API_KEYS` (or `API_KEYS_SECRET_ARN`) the runner is a demo.
+fn is_demo() -> bool {
+    std::env::var("API_KEYS").is_err() && std::env::var("API_KEYS_SECRET_ARN").is_err()
+}
+
+/// The variables: the environment, and in a demo the demo's values for what it leaves out
+/// (not for a variable whose secret is named instead); with `API_KEYS` the configuration is the
+/// user's alone, and what is missing fails the start.
+fn variables(port: u16) -> HashMap<String, String> {
+    let mut variables: HashMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    if is_demo() {
+        for name in DEMO_VARIABLES {
+            if !variables.contains_key(name)
+                && !variables.contains_key(&format!("{name}_SECRET_ARN"))
+            {
+                if let Some(value) = demo_default(name, port) {
+                    variables.insert(name.to_owned(), value);
+                }
+            }
+        }
+    }
+    variables
+}
+
+const DEMO_VARIABLES: [&str; 7] = [
+    "API_KEYS",
+    "ACTION_TARGETS",
+    "WEBHOOK_SOURCES",
+    "NOTIFIER_URL",
+    "PUBLIC_BASE_URL",
+    "DECISION_TOKEN_SECRET",
+    "EVENT_SUBSCRIPTIONS",
+];
+
 fn config(port: u16) -> Result<Config, countersign::ConfigError> {
-    let demo = std::env::var("API_KEYS").is_err();
-    Config::from_lookup(|name| {
-        std::env::var(name)
-            .ok()
-            .or_else(|| demo.then(|| demo_default(name, port)).flatten())
-    })
+    let variables = variables(port);
+    Config::from_lookup(|name| variables.get(name).cloned())
 }
 
 #[tokio::main]
@@ -92,12 +123,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     countersign::telemetry::init();
     let _failpoints = countersign::failpoints();
     let port = port()?;
-    let demo = std::env::var("API_KEYS").is_err();
-    let mut config = config(port)?;
-
+    let demo = is_demo();
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
+    // Secrets named by `<NAME>_SECRET_ARN` come from the local AWS's Secrets Manager (moto).
+    let (mut config, secret_source) = countersign::config::secrets::load(
+        variables(port),
+        aws_sdk_secretsmanager::Client::new(&aws),
+    )
+    .await?;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     if config.jobs_queue_url.is_none() {
         let queues = ensure_queues(
@@ -119,11 +154,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         config.check_for(function)?;
     }
-    let app = App::new(
+    let app = App::with_secret_source(
         config,
+        secret_source,
         aws_sdk_dynamodb::Client::new(&aws),
         sqs.clone(),
         Clock::system(),
+        countersign::observe::Sink::Stdout,
     );
     app.store.ensure_tables().await?;
     let executor = Arc::new(Executor::new(app.clone())?);
@@ -167,6 +204,7 @@ fn sign_webhook(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let port = port()?;
     let config = config(port)?;
     let source = config
+        .secrets
         .webhook_sources
         .get(&source_name)
         .ok_or_else(|| format!("no webhook source {source_name:?} in WEBHOOK_SOURCES"))?;
@@ -190,9 +228,9 @@ fn print_banner(port: u16, demo: bool, app: &App) {
     println!(
         "action types: {:?}; webhook sources: {:?}",
         app.config.action_targets.keys().collect::<Vec<_>>(),
-        app.config.webhook_sources.keys().collect::<Vec<_>>()
+        app.secrets().webhook_sources.keys().collect::<Vec<_>>()
     );
-    for (tenant, slack) in &app.config.slack {
+    for (tenant, slack) in &app.secrets().slack {
         println!(
             "Slack: tenant {tenant} posts to channel {} ({} mapped users); its app's interactivity \
              request URL is {base}/slack/interactions/{tenant} (behind a public HTTPS tunnel)",

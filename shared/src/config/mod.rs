@@ -5,17 +5,16 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::auth::ApiKeys;
 use crate::domain::TenantId;
 use crate::domain::trail::EventType;
 use crate::observe::MetricsConfig;
-use crate::review_token::TokenSecret;
-use crate::slack::{SlackApp, parse_slack};
 use crate::store::Tables;
 use crate::webhook::WebhookSecret;
 
+pub mod secrets;
 mod targets;
 
+pub use secrets::{LiveSecrets, RefreshReason, SecretSource, Secrets};
 use targets::parse_action_targets;
 pub use targets::{ActionTarget, KEY_PLACEHOLDER};
 
@@ -53,30 +52,26 @@ struct RawWebhookSource {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub tables: Tables,
-    /// API keys → tenants (the HTTP API's functions).
-    pub api_keys: Option<ApiKeys>,
+    /// The secret-bearing variables, as read at start. A running function reads them through
+    /// `App::secrets` (refreshed from Secrets Manager); `App::new` takes them out of here.
+    pub secrets: Secrets,
+    /// `SECRETS_REFRESH_SECONDS` (1–3600).
+    pub secrets_refresh_seconds: i64,
     pub action_targets: BTreeMap<String, ActionTarget>,
-    /// By source name (the `{source}` of `POST /webhooks/{source}`).
-    pub webhook_sources: BTreeMap<String, WebhookSource>,
     /// The jobs queue (dispatch sends to it; the executor changes its messages' visibility).
     pub jobs_queue_url: Option<String>,
     /// Where notify jobs are POSTed.
     pub notifier_url: Option<String>,
-    pub decision_token_secret: Option<TokenSecret>,
     /// Base of review links, e.g. `https://approvals.example.com`.
     pub public_base_url: Option<String>,
     pub idempotency_ttl_seconds: i64,
     pub inbox_ttl_seconds: i64,
     pub job_visibility_timeout_seconds: i64,
     pub job_max_attempts: u32,
-    /// Where each tenant's lifecycle events are delivered.
-    pub event_subscriptions: BTreeMap<TenantId, Subscription>,
     /// How often the expiry sweeper and the execution reconciler run.
     pub sweep_interval_seconds: i64,
     /// How long an execution may sit queued or running before the reconciler acts.
     pub stuck_execution_seconds: i64,
-    /// Each tenant's Slack app, for the tenants that decide in Slack.
-    pub slack: BTreeMap<TenantId, SlackApp>,
     /// `METRICS_NAMESPACE`, `METRICS_TENANT_DIMENSION`.
     pub metrics: MetricsConfig,
     /// How long a warm function keeps a table key's item (`KEY_CACHE_SECONDS`, 0–300).
@@ -156,19 +151,12 @@ impl Config {
             api_keys: get("KEYS_TABLE").unwrap_or(defaults.api_keys),
         };
 
-        let api_keys = get("API_KEYS")
-            .map(|raw| ApiKeys::parse(&raw).map_err(|e| ConfigError::new("API_KEYS", e)))
-            .transpose()?;
+        // Both forms of one secret-bearing variable: refused before anything else is read.
+        secrets::secret_arns(&get)?;
+        let secrets = Secrets::from_lookup(&get)?;
 
         let action_targets = match get("ACTION_TARGETS") {
             Some(raw) => parse_action_targets(&raw)?,
-            None => BTreeMap::new(),
-        };
-
-        let webhook_sources = match get("WEBHOOK_SOURCES") {
-            Some(raw) => {
-                parse_webhook_sources(&raw).map_err(|e| ConfigError::new("WEBHOOK_SOURCES", e))?
-            }
             None => BTreeMap::new(),
         };
 
@@ -179,22 +167,6 @@ impl Config {
             .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("PUBLIC_BASE_URL", e)))
             .transpose()?
             .map(|url| url.trim_end_matches('/').to_owned());
-        let decision_token_secret = get("DECISION_TOKEN_SECRET")
-            .map(|raw| {
-                TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
-            })
-            .transpose()?;
-
-        let event_subscriptions = match get("EVENT_SUBSCRIPTIONS") {
-            Some(raw) => {
-                parse_subscriptions(&raw).map_err(|e| ConfigError::new("EVENT_SUBSCRIPTIONS", e))?
-            }
-            None => BTreeMap::new(),
-        };
-        let slack = match get("SLACK") {
-            Some(raw) => parse_slack(&raw).map_err(|e| ConfigError::new("SLACK", e))?,
-            None => BTreeMap::new(),
-        };
         let job_visibility_timeout_seconds = number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
         let job_max_attempts = number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?;
         // The job's whole retry budget: every receive the redrive policy allows, each a
@@ -203,12 +175,15 @@ impl Config {
 
         Ok(Self {
             tables,
-            api_keys,
+            secrets,
+            secrets_refresh_seconds: at_most(
+                number(&get, "SECRETS_REFRESH_SECONDS", 300, 1)?,
+                3600,
+                "SECRETS_REFRESH_SECONDS",
+            )?,
             action_targets,
-            webhook_sources,
             jobs_queue_url: get("JOBS_QUEUE_URL"),
             notifier_url,
-            decision_token_secret,
             public_base_url,
             // The contract keeps keys at least 24 h, and event ids longer than providers
             // redeliver automatically (3 days).
@@ -216,7 +191,6 @@ impl Config {
             inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 259_200)?,
             job_visibility_timeout_seconds,
             job_max_attempts,
-            event_subscriptions,
             sweep_interval_seconds: number(&get, "SWEEP_INTERVAL_SECONDS", 60, 1)?,
             stuck_execution_seconds: number(
                 &get,
@@ -224,7 +198,6 @@ impl Config {
                 retry_budget,
                 retry_budget,
             )?,
-            slack,
             key_cache_seconds: at_most(
                 number(&get, "KEY_CACHE_SECONDS", 60, 0)?,
                 300,
@@ -279,18 +252,18 @@ impl Config {
             Function::Api => {
                 // Page cursors are signed with a key derived from it.
                 require(
-                    self.decision_token_secret.is_some(),
+                    self.secrets.decision_token_secret.is_some(),
                     "DECISION_TOKEN_SECRET",
                 )?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
             Function::Decide => require(
-                self.decision_token_secret.is_some(),
+                self.secrets.decision_token_secret.is_some(),
                 "DECISION_TOKEN_SECRET",
             ),
             // Provider webhooks, Slack's clicks, or both.
             Function::Webhook => require(
-                !self.webhook_sources.is_empty() || !self.slack.is_empty(),
+                !self.secrets.webhook_sources.is_empty() || !self.secrets.slack.is_empty(),
                 "WEBHOOK_SOURCES",
             ),
             Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
@@ -318,9 +291,12 @@ impl Config {
                 .notifier_url
                 .as_deref()
                 .ok_or_else(|| missing("NOTIFIER_URL"))?,
+            // Present at start; read through `App::secrets` when used (it may be rotated).
             token_secret: self
+                .secrets
                 .decision_token_secret
                 .as_ref()
+                .map(|_| ())
                 .ok_or_else(|| missing("DECISION_TOKEN_SECRET"))?,
             public_base_url: self
                 .public_base_url
@@ -374,7 +350,8 @@ impl Function {
 pub struct JobsConfig<'a> {
     pub queue_url: &'a str,
     pub notifier_url: &'a str,
-    pub token_secret: &'a TokenSecret,
+    /// `DECISION_TOKEN_SECRET` is set (its value is read through `App::secrets`).
+    pub token_secret: (),
     pub public_base_url: &'a str,
 }
 
@@ -519,8 +496,17 @@ mod tests {
             r#"{"github": {"tenant": "acme", "secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]}}"#,
         );
         let parsed = config(&[KEYS, TARGETS, sources]).unwrap();
-        assert_eq!(parsed.webhook_sources["github"].tenant.as_str(), "acme");
-        assert!(config(&[KEYS, TARGETS]).unwrap().webhook_sources.is_empty());
+        assert_eq!(
+            parsed.secrets.webhook_sources["github"].tenant.as_str(),
+            "acme"
+        );
+        assert!(
+            config(&[KEYS, TARGETS])
+                .unwrap()
+                .secrets
+                .webhook_sources
+                .is_empty()
+        );
         for bad in [
             r#"{"github": {"tenant": "acme", "secrets": []}}"#,
             r#"{"github": {"tenant": "acme", "secrets": ["whsec_"]}}"#,
@@ -648,14 +634,14 @@ mod tests {
         };
         let (name, all) = sub("");
         let parsed = config(&[KEYS, TARGETS, (name, &all)]).unwrap();
-        let acme = &parsed.event_subscriptions[&TenantId::parse("acme").unwrap()];
+        let acme = &parsed.secrets.event_subscriptions[&TenantId::parse("acme").unwrap()];
         assert!(acme.wants(EventType::Approved) && acme.wants(EventType::Expired));
         assert!(
             !acme.wants(EventType::CallbackDelivered) && !acme.wants(EventType::NotificationSent)
         );
         let (name, some) = sub(r#", "types": ["approval.approved"]"#);
         let parsed = config(&[KEYS, TARGETS, (name, &some)]).unwrap();
-        let acme = &parsed.event_subscriptions[&TenantId::parse("acme").unwrap()];
+        let acme = &parsed.secrets.event_subscriptions[&TenantId::parse("acme").unwrap()];
         assert!(acme.wants(EventType::Approved) && !acme.wants(EventType::Succeeded));
         for bad in [
             r#", "types": ["approval.aproved"]"#,

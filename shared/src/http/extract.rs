@@ -42,16 +42,23 @@ impl Caller {
         }
         let key = key.trim();
         // The `API_KEYS` forms first (development, tests, break-glass), then the keys table.
-        let configured = app
-            .config
+        let secrets = app.secrets();
+        let configured = secrets
             .api_keys
             .as_ref()
             .and_then(|keys| keys.caller_for(key));
         let caller = match configured {
             Some(caller) => caller,
-            None => table_key_caller(app, key)
-                .await?
-                .ok_or(ApiError::Unauthorized)?,
+            None => match table_key_caller(app, key).await? {
+                Some(caller) => caller,
+                None => {
+                    if secrets.api_keys.is_some() && TableKey::parse(key).is_none() {
+                        // Perhaps a key added to API_KEYS' secret this function has not read yet.
+                        app.secret_failed();
+                    }
+                    return Err(ApiError::Unauthorized);
+                }
+            },
         };
         // The request's log lines and metrics are the tenant's from here on.
         tracing::Span::current().record("tenant", caller.tenant.as_str());

@@ -45,7 +45,7 @@ pub(super) fn page_limit(params: &HashMap<String, String>) -> Result<i32, ApiErr
 
 pub(super) fn cursor_key(app: &App) -> Result<CursorKey, ApiError> {
     // Required at start by every function that serves a list (`Config::check_for`).
-    app.config
+    app.secrets()
         .decision_token_secret
         .as_ref()
         .map(CursorKey::new)

@@ -20,7 +20,7 @@ use crate::domain::{
     Approval, ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, ExecutionStatus,
     FieldError, Outcome, Status, classify_refusal, rfc3339,
 };
-use crate::review_token::ReviewGrant;
+use crate::review_token::{ReviewGrant, TokenError};
 use crate::store::DecideOutcome;
 
 const STYLE: &str = r#"
@@ -137,13 +137,21 @@ fn authorise(
     id: Result<ApprovalId, ()>,
     token: Option<&str>,
 ) -> Option<(ApprovalId, ReviewGrant)> {
-    let (Ok(id), Some(token), Some(secret)) =
-        (id, token, app.config.decision_token_secret.as_ref())
+    let secrets = app.secrets();
+    let (Ok(id), Some(token), Some(secret)) = (id, token, secrets.decision_token_secret.as_ref())
     else {
         return None;
     };
-    let grant = secret.verify(token, &id, app.clock.now()).ok()?;
-    Some((id, grant))
+    match secret.verify(token, &id, app.clock.now()) {
+        Ok(grant) => Some((id, grant)),
+        Err(error) => {
+            if error == TokenError::BadSignature {
+                // Perhaps minted with a rotated secret this function has not read yet.
+                app.secret_failed();
+            }
+            None
+        }
+    }
 }
 
 fn path_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ()> {

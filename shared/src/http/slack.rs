@@ -21,7 +21,7 @@ use crate::domain::{
     classify_refusal,
 };
 use crate::slack::api::SlackApi;
-use crate::slack::signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, verify};
+use crate::slack::signature::{SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER, verify};
 use crate::slack::{Click, SlackApp, parse_click};
 use crate::store::{DecideOutcome, StoreError};
 
@@ -63,8 +63,8 @@ pub async fn interactions(
         .ok()
         .and_then(|Path(tenant)| TenantId::parse(&tenant).ok())
         .ok_or(ApiError::InvalidSignature)?;
-    let slack = app
-        .config
+    let secrets = app.secrets();
+    let slack = secrets
         .slack
         .get(&tenant)
         .ok_or(ApiError::InvalidSignature)?;
@@ -79,6 +79,10 @@ pub async fn interactions(
     )
     .map_err(|reason| {
         tracing::info!(tenant = %tenant, %reason, "Slack request refused");
+        if reason == SignatureError::Mismatch {
+            // Perhaps signed with a rotated secret this function has not read yet.
+            app.secret_failed();
+        }
         ApiError::InvalidSignature
     })?;
     let Some(click) = parse_click(&body) else {

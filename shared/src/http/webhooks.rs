@@ -62,8 +62,8 @@ async fn deliver(
     let Ok(Path(source_name)) = source_name else {
         return Err(ApiError::UnknownSource);
     };
-    let source = app
-        .config
+    let secrets = app.secrets();
+    let source = secrets
         .webhook_sources
         .get(&source_name)
         .ok_or(ApiError::UnknownSource)?;
@@ -83,6 +83,10 @@ async fn deliver(
     .map_err(|reason| {
         tracing::info!(source = source_name, %reason, "webhook refused");
         *signature_refused = Some(reason.reason());
+        if reason.reason() == "signature" {
+            // Perhaps signed with a rotated secret this function has not read yet.
+            app.secret_failed();
+        }
         ApiError::InvalidSignature
     })?;
     // verify() checked both headers are present and the timestamp is integer seconds.

@@ -184,9 +184,10 @@ impl Dispatcher {
                         .map_or("", |e| e.order.as_str());
                     jobs.extend(jobs_for_change(old.as_ref(), new.as_ref(), created));
                     if let Some(new) = &new {
-                        let subscription = self.app.config.event_subscriptions.get(&new.tenant);
+                        let secrets = self.app.secrets();
+                        let subscription = secrets.event_subscriptions.get(&new.tenant);
                         jobs.extend(callback_jobs(new, &derived, subscription));
-                        if self.app.config.slack.contains_key(&new.tenant) {
+                        if secrets.slack.contains_key(&new.tenant) {
                             jobs.extend(slack_job(old.as_ref(), Some(new), &position));
                         }
                     }

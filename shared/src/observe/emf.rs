@@ -106,6 +106,11 @@ impl Emitter {
         output
     }
 
+    /// [`Emitter::invocation`] for work that outlives its caller (a background task).
+    pub async fn invocation_owned<F: Future>(self, function: FunctionName, work: F) -> F::Output {
+        self.invocation(function, work).await
+    }
+
     fn flush(&self, recorder: &Recorder) {
         let entries = std::mem::take(&mut *lock(&recorder.entries));
         if entries.is_empty() {

@@ -117,4 +117,7 @@ metrics! {
     SweepItems: Count [];
     /// Items a scheduled run failed to act on (it will try them again on its next run).
     SweepFailures: Count [];
+    /// Secrets could not be read again from Secrets Manager (or no longer parsed): the last
+    /// good values stay in force.
+    SecretRefreshFailed: Count [];
 }

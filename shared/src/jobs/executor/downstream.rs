@@ -8,11 +8,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::policy::{CallOutcome, StatusAnswer, classify};
-use crate::config::{Config, KEY_PLACEHOLDER};
+use crate::config::{Config, KEY_PLACEHOLDER, Secrets};
 use crate::domain::rfc3339;
 use crate::jobs::job::{CallbackJob, Job, NotifyJob};
 use crate::observe::trace::TRACEPARENT;
-use crate::review_token::TokenSecret;
 use crate::{App, ConfigError};
 
 /// How long a review link outlives its approval's expiry: long enough to show the approver
@@ -40,8 +39,8 @@ pub(super) struct StatusQuery {
 }
 
 impl Target {
-    /// Where `job`'s call goes under `config`.
-    pub fn of(job: &Job, config: &Config, notifier_url: &str) -> Self {
+    /// Where `job`'s call goes under `config` and the secrets in force.
+    pub fn of(job: &Job, config: &Config, secrets: &Secrets, notifier_url: &str) -> Self {
         match job {
             Job::Notify(_) => Self {
                 url: Some(notifier_url.to_owned()),
@@ -50,7 +49,7 @@ impl Target {
             },
             // Receivers dedupe by `webhook-id` (the event id), as Standard Webhooks asks.
             Job::Callback(j) => Self {
-                url: config
+                url: secrets
                     .event_subscriptions
                     .get(&j.tenant)
                     .map(|s| s.url.clone()),
@@ -88,7 +87,6 @@ pub(super) struct Downstream {
     app: Arc<App>,
     http: reqwest::Client,
     public_base_url: String,
-    token_secret: TokenSecret,
 }
 
 impl Downstream {
@@ -97,7 +95,6 @@ impl Downstream {
         app: Arc<App>,
         call_timeout: Duration,
         public_base_url: &str,
-        token_secret: TokenSecret,
     ) -> Result<Self, ConfigError> {
         let http = reqwest::Client::builder()
             .connect_timeout(call_timeout.min(Duration::from_secs(2)))
@@ -113,7 +110,6 @@ impl Downstream {
             app,
             http,
             public_base_url: public_base_url.to_owned(),
-            token_secret,
         })
     }
 
@@ -138,7 +134,12 @@ impl Downstream {
                 "context": j.context,
                 "decision": j.decision,
             })),
-            Job::Notify(j) => self.http.post(url).json(&self.notification(j)),
+            // Required at start (`Config::jobs`), and a refresh that no longer parses keeps the
+            // last values: never absent in practice.
+            Job::Notify(j) => match self.notification(j) {
+                Some(body) => self.http.post(url).json(&body),
+                None => return CallOutcome::Refused("no DECISION_TOKEN_SECRET".to_owned()),
+            },
             Job::Slack(_) => return CallOutcome::Refused("a Slack job has no target URL".into()),
         };
         let request = match job {
@@ -165,28 +166,30 @@ impl Downstream {
 
     /// A notification: the approver's review link (minted here, never stored), and what to
     /// review.
-    fn notification(&self, job: &NotifyJob) -> serde_json::Value {
-        let token = self.token_secret.mint(
+    fn notification(&self, job: &NotifyJob) -> Option<serde_json::Value> {
+        let secrets = self.app.secrets();
+        let token = secrets.decision_token_secret.as_ref()?.mint(
             &job.tenant,
             &job.approval_id,
             &job.approver,
             job.expires_at + REVIEW_LINK_GRACE_SECONDS,
         );
-        json!({
+        Some(json!({
             "approval_id": job.approval_id,
             "approver": job.approver,
             "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, job.approval_id),
             "action": job.action,
             "context": job.context,
             "expires_at": rfc3339(job.expires_at),
-        })
+        }))
     }
 
     /// One event for its tenant's subscription, signed per Standard Webhooks: the same
     /// `webhook-id` (the event id) and body on every attempt, a fresh timestamp and signature.
     /// `None` when the tenant has no subscription.
     fn signed_delivery(&self, job: &CallbackJob, url: &str) -> Option<reqwest::RequestBuilder> {
-        let secret = &self.app.config.event_subscriptions.get(&job.tenant)?.secret;
+        let secrets = self.app.secrets();
+        let secret = &secrets.event_subscriptions.get(&job.tenant)?.secret;
         let body = job.body.to_string();
         let timestamp = self.app.clock.now();
         Some(

@@ -81,12 +81,7 @@ impl Executor {
         // The call must end well inside the lease, so that a target that never answers cannot
         // hold a job past it.
         let call_timeout = Duration::from_millis((visibility as u64 * 1000 / 3).max(500));
-        let downstream = Downstream::new(
-            app.clone(),
-            call_timeout,
-            jobs.public_base_url,
-            jobs.token_secret.clone(),
-        )?;
+        let downstream = Downstream::new(app.clone(), call_timeout, jobs.public_base_url)?;
         let slack_api =
             crate::slack::api::SlackApi::new(call_timeout).map_err(|e| ConfigError {
                 variable: "SLACK",
@@ -189,7 +184,12 @@ impl Executor {
         let receipt = Receipt {
             message,
             ledger: job.ledger(),
-            target: Target::of(&job, &self.app.config, &self.notifier_url),
+            target: Target::of(
+                &job,
+                &self.app.config,
+                &self.app.secrets(),
+                &self.notifier_url,
+            ),
             job,
             deadline,
         };

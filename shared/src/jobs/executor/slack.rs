@@ -109,7 +109,8 @@ impl Executor {
         deadline: Option<Instant>,
     ) -> Result<Disposition, StoreError> {
         let state = &job.message;
-        let Some(slack) = self.app.config.slack.get(&state.tenant) else {
+        let secrets = self.app.secrets();
+        let Some(slack) = secrets.slack.get(&state.tenant) else {
             tracing::warn!(tenant = %state.tenant, "the tenant has no Slack app any more: message not drawn");
             return Ok(Disposition::Ack);
         };

@@ -1,0 +1,362 @@
+//! The secret-bearing variables (SPEC "Keys and secrets"): `API_KEYS`, `WEBHOOK_SOURCES`,
+//! `EVENT_SUBSCRIPTIONS`, `SLACK`, `DECISION_TOKEN_SECRET`. Each may come from the variable or
+//! from a Secrets Manager secret named by `<NAME>_SECRET_ARN` (never both). Secrets are read at
+//! start in one `BatchGetSecretValue`, kept in memory, and refreshed every
+//! `SECRETS_REFRESH_SECONDS` — and early, at most once every 30 s, when a signature or token
+//! fails under every known secret — so a rotation reaches every warm function without a deploy.
+//! A failed refresh keeps the last good values.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+
+use aws_sdk_secretsmanager::error::DisplayErrorContext;
+
+use super::{ConfigError, Subscription, WebhookSource, parse_subscriptions, parse_webhook_sources};
+use crate::auth::ApiKeys;
+use crate::domain::{EpochSeconds, TenantId};
+use crate::review_token::TokenSecret;
+use crate::slack::{SlackApp, parse_slack};
+
+/// Every variable that may hold a secret, and so may come from Secrets Manager instead.
+pub const SECRET_VARIABLES: [&str; 5] = [
+    "API_KEYS",
+    "WEBHOOK_SOURCES",
+    "EVENT_SUBSCRIPTIONS",
+    "SLACK",
+    "DECISION_TOKEN_SECRET",
+];
+
+/// The shortest time between two early refreshes.
+pub const EARLY_REFRESH_SECONDS: EpochSeconds = 30;
+
+/// `BatchGetSecretValue` takes at most 20 secret ids per call.
+const MAX_SECRETS_PER_CALL: usize = 20;
+
+/// The configuration that holds secrets, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    /// API keys → tenants (the `API_KEYS` forms; the keys table holds the rest).
+    pub api_keys: Option<ApiKeys>,
+    /// By source name (the `{source}` of `POST /webhooks/{source}`).
+    pub webhook_sources: BTreeMap<String, WebhookSource>,
+    /// Where each tenant's lifecycle events are delivered.
+    pub event_subscriptions: BTreeMap<TenantId, Subscription>,
+    /// Each tenant's Slack app, for the tenants that decide in Slack.
+    pub slack: BTreeMap<TenantId, SlackApp>,
+    pub decision_token_secret: Option<TokenSecret>,
+}
+
+impl Secrets {
+    /// Parses the secret-bearing variables through `get` (blank counts as unset).
+    pub fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let api_keys = get("API_KEYS")
+            .map(|raw| ApiKeys::parse(&raw).map_err(|e| ConfigError::new("API_KEYS", e)))
+            .transpose()?;
+        let webhook_sources = match get("WEBHOOK_SOURCES") {
+            Some(raw) => {
+                parse_webhook_sources(&raw).map_err(|e| ConfigError::new("WEBHOOK_SOURCES", e))?
+            }
+            None => BTreeMap::new(),
+        };
+        let event_subscriptions = match get("EVENT_SUBSCRIPTIONS") {
+            Some(raw) => {
+                parse_subscriptions(&raw).map_err(|e| ConfigError::new("EVENT_SUBSCRIPTIONS", e))?
+            }
+            None => BTreeMap::new(),
+        };
+        let slack = match get("SLACK") {
+            Some(raw) => parse_slack(&raw).map_err(|e| ConfigError::new("SLACK", e))?,
+            None => BTreeMap::new(),
+        };
+        let decision_token_secret = get("DECISION_TOKEN_SECRET")
+            .map(|raw| {
+                TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
+            })
+            .transpose()?;
+        Ok(Self {
+            api_keys,
+            webhook_sources,
+            event_subscriptions,
+            slack,
+            decision_token_secret,
+        })
+    }
+}
+
+/// The `<NAME>_SECRET_ARN` variables set, by variable; both forms of one variable set is a
+/// start-up error naming it.
+pub fn secret_arns(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(&'static str, String)>, ConfigError> {
+    let mut arns = Vec::new();
+    for variable in SECRET_VARIABLES {
+        let Some(arn) = get(&format!("{variable}_SECRET_ARN")) else {
+            continue;
+        };
+        if get(variable).is_some() {
+            return Err(ConfigError::new(
+                variable,
+                format!("set either {variable} or {variable}_SECRET_ARN, not both"),
+            ));
+        }
+        arns.push((variable, arn.trim().to_owned()));
+    }
+    Ok(arns)
+}
+
+/// Where a function's secrets come from: its variables, and Secrets Manager for those named by
+/// `<NAME>_SECRET_ARN`.
+#[derive(Debug, Clone)]
+pub struct SecretSource {
+    client: aws_sdk_secretsmanager::Client,
+    arns: Vec<(&'static str, String)>,
+    /// The process's variables as read at start (the secrets' values are laid over them).
+    variables: HashMap<String, String>,
+}
+
+impl SecretSource {
+    /// `None` when no variable names a secret (nothing to read, nothing to refresh).
+    pub fn new(
+        client: aws_sdk_secretsmanager::Client,
+        variables: HashMap<String, String>,
+    ) -> Result<Option<Self>, ConfigError> {
+        let get = |name: &str| {
+            variables
+                .get(name)
+                .filter(|v| !v.trim().is_empty())
+                .cloned()
+        };
+        let arns = secret_arns(&get)?;
+        Ok((!arns.is_empty()).then_some(Self {
+            client,
+            arns,
+            variables,
+        }))
+    }
+
+    /// The variables with every secret's current value laid over them: one
+    /// `BatchGetSecretValue` (for up to 20 secrets). Any secret that cannot be read — unknown,
+    /// deleted or scheduled for deletion, not a string, not allowed — fails the whole read,
+    /// naming its variable and never its value.
+    pub async fn read(&self) -> Result<HashMap<String, String>, ConfigError> {
+        let mut values = self.variables.clone();
+        for chunk in self.arns.chunks(MAX_SECRETS_PER_CALL) {
+            let answer = self
+                .client
+                .batch_get_secret_value()
+                .set_secret_id_list(Some(chunk.iter().map(|(_, arn)| arn.clone()).collect()))
+                .send()
+                .await
+                .map_err(|e| {
+                    ConfigError::new(
+                        chunk[0].0,
+                        format!(
+                            "Secrets Manager BatchGetSecretValue: {}",
+                            DisplayErrorContext(&e)
+                        ),
+                    )
+                })?;
+            // The answer names secrets by ARN and name; a variable may give either.
+            let names = |arn: &str| {
+                chunk
+                    .iter()
+                    .find(|(_, given)| given == arn || arn_names(arn, given))
+                    .map(|(variable, _)| *variable)
+            };
+            if let Some(error) = answer.errors().first() {
+                let variable = error.secret_id().and_then(names).unwrap_or(chunk[0].0);
+                return Err(ConfigError::new(
+                    variable,
+                    format!(
+                        "the secret cannot be read: {} {}",
+                        error.error_code().unwrap_or("error"),
+                        error.message().unwrap_or_default()
+                    ),
+                ));
+            }
+            for (variable, _) in chunk {
+                let value = answer.secret_values().iter().find(|v| {
+                    v.arn().and_then(names) == Some(*variable)
+                        || v.name().and_then(names) == Some(*variable)
+                });
+                let Some(value) = value else {
+                    return Err(ConfigError::new(
+                        variable,
+                        "Secrets Manager did not return the secret",
+                    ));
+                };
+                let text = value.secret_string().ok_or_else(|| {
+                    ConfigError::new(variable, "the secret holds no SecretString")
+                })?;
+                // The value stands for the variable now: as if it had been set itself.
+                values.remove(&format!("{variable}_SECRET_ARN"));
+                values.insert((*variable).to_owned(), text.to_owned());
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// Whether the secret `arn` is the one a variable gave as `given`: its ARN, or its name (an
+/// ARN's last part is `secret:<name>-<6 random characters>`).
+fn arn_names(arn: &str, given: &str) -> bool {
+    arn.rsplit_once(":secret:")
+        .map(|(_, name)| name)
+        .and_then(|name| name.rsplit_once('-'))
+        .is_some_and(|(name, suffix)| name == given && suffix.len() == 6)
+}
+
+/// The configuration of a function's start: `variables`, with every secret that a
+/// `<NAME>_SECRET_ARN` names read from Secrets Manager first (one call), and where they came
+/// from, for refreshes.
+pub async fn load(
+    variables: HashMap<String, String>,
+    secretsmanager: aws_sdk_secretsmanager::Client,
+) -> Result<(super::Config, Option<SecretSource>), ConfigError> {
+    let source = SecretSource::new(secretsmanager, variables.clone())?;
+    let values = match &source {
+        Some(source) => source.read().await?,
+        None => variables,
+    };
+    let config = super::Config::from_lookup(|name| values.get(name).cloned())?;
+    Ok((config, source))
+}
+
+/// The secrets in force, swapped whole by a refresh.
+#[derive(Debug)]
+pub struct LiveSecrets {
+    current: RwLock<Arc<Secrets>>,
+    source: Option<SecretSource>,
+    refresh_seconds: EpochSeconds,
+    state: Mutex<RefreshState>,
+}
+
+#[derive(Debug, Default)]
+struct RefreshState {
+    refreshed_at: EpochSeconds,
+    early_at: Option<EpochSeconds>,
+    in_flight: bool,
+}
+
+/// Why [`LiveSecrets::claim_refresh`] was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshReason {
+    /// `SECRETS_REFRESH_SECONDS` have passed.
+    Periodic,
+    /// A signature or token failed under every known secret.
+    Early,
+}
+
+impl LiveSecrets {
+    pub fn new(
+        secrets: Secrets,
+        source: Option<SecretSource>,
+        refresh_seconds: EpochSeconds,
+        now: EpochSeconds,
+    ) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(secrets)),
+            source,
+            refresh_seconds,
+            state: Mutex::new(RefreshState {
+                refreshed_at: now,
+                ..RefreshState::default()
+            }),
+        }
+    }
+
+    /// The secrets in force now.
+    pub fn get(&self) -> Arc<Secrets> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether a refresh is due for `reason` at `now`; if so it is claimed (no other starts
+    /// until [`LiveSecrets::refresh`] ends it). Never for secrets that come from variables.
+    pub fn claim_refresh(&self, reason: RefreshReason, now: EpochSeconds) -> bool {
+        if self.source.is_none() {
+            return false;
+        }
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.in_flight {
+            return false;
+        }
+        let due = match reason {
+            RefreshReason::Periodic => now >= state.refreshed_at + self.refresh_seconds,
+            RefreshReason::Early => state
+                .early_at
+                .is_none_or(|at| now >= at + EARLY_REFRESH_SECONDS),
+        };
+        if due {
+            state.in_flight = true;
+            if reason == RefreshReason::Early {
+                state.early_at = Some(now);
+            }
+        }
+        due
+    }
+
+    /// Reads and parses the secrets again and puts them in force; on any failure the last
+    /// good values stay. Ends the claim either way.
+    pub async fn refresh(&self, now: EpochSeconds) -> Result<(), ConfigError> {
+        let result = match &self.source {
+            Some(source) => source.read().await.and_then(|values| {
+                let get = |name: &str| values.get(name).filter(|v| !v.trim().is_empty()).cloned();
+                Secrets::from_lookup(&get)
+            }),
+            None => Ok(self.get().as_ref().clone()),
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.in_flight = false;
+        state.refreshed_at = now;
+        drop(state);
+        let secrets = result?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(secrets);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn both_forms_of_one_variable_are_refused_naming_it() {
+        let get = lookup(&[
+            ("SLACK", "{}"),
+            ("SLACK_SECRET_ARN", "arn:aws:secretsmanager:x"),
+        ]);
+        let error = secret_arns(&get).unwrap_err();
+        assert_eq!(error.variable, "SLACK");
+        let get = lookup(&[("SLACK_SECRET_ARN", "a"), ("API_KEYS_SECRET_ARN", "b")]);
+        assert_eq!(
+            secret_arns(&get).unwrap(),
+            [("API_KEYS", "b".to_owned()), ("SLACK", "a".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_arn_names_its_secret_by_name_too() {
+        let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:countersign/slack-AbC123";
+        assert!(arn_names(arn, "countersign/slack"));
+        assert!(!arn_names(arn, "countersign/sla"));
+        assert!(!arn_names(arn, "countersign/slack-AbC123"));
+    }
+
+    #[test]
+    fn without_a_source_nothing_is_ever_refreshed() {
+        let live = LiveSecrets::new(Secrets::default(), None, 1, 0);
+        assert!(!live.claim_refresh(RefreshReason::Periodic, 1_000));
+        assert!(!live.claim_refresh(RefreshReason::Early, 1_000));
+    }
+}

@@ -1,0 +1,317 @@
+//! Secrets in Secrets Manager (SPEC "Keys and secrets"): every secret-bearing variable read
+//! from a secret in one call at start; a rotation reaching a running stack without a restart
+//! (periodically, and early after a signature fails under every known secret, at most once
+//! every 30 s); a failed refresh keeping the last good values; 100 Slack tenants in one secret.
+
+use std::time::Duration;
+
+use countersign_tests::slack::{FakeSlack, slack_headers};
+use countersign_tests::{
+    ACME_SECRET, ALICE, KEY_A, OTHER_SECRET, TENANT_A, TOKEN_SECRET, TestApp, deploy_body,
+    eventually, test_api_keys,
+};
+use serde_json::json;
+
+fn sources(secret: &str) -> String {
+    json!({"acme": {"tenant": TENANT_A, "secrets": [secret]}}).to_string()
+}
+
+const EVENT: &str = r#"{"type": "ping", "data": {}}"#;
+
+async fn deliver(t: &TestApp, secret: &str) -> u16 {
+    let id = format!("msg_{}", ulid::Ulid::new());
+    t.deliver("acme", secret, &id, EVENT).await.status
+}
+
+fn refresh_failures(t: &TestApp) -> usize {
+    t.metrics
+        .take()
+        .iter()
+        .filter(|doc| doc.contains("\"SecretRefreshFailed\""))
+        .count()
+}
+
+#[tokio::test]
+async fn every_secret_bearing_variable_is_read_from_its_secret_in_one_call() {
+    let slack = FakeSlack::start().await;
+    let subscriptions =
+        json!({TENANT_A: {"url": "http://127.0.0.1:9/cb", "secret": OTHER_SECRET}}).to_string();
+    let keys = test_api_keys();
+    let webhook_sources = sources(ACME_SECRET);
+    let slack_config = slack.config();
+    let t = TestApp::start_with_secrets(
+        &[],
+        &[
+            ("API_KEYS", &keys),
+            ("WEBHOOK_SOURCES", &webhook_sources),
+            ("EVENT_SUBSCRIPTIONS", &subscriptions),
+            ("SLACK", &slack_config),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
+        ],
+    )
+    .await;
+    assert_eq!(
+        t.secret_calls.take(),
+        ["BatchGetSecretValue"],
+        "one call for all five"
+    );
+    let id = t
+        .create_ok(KEY_A, "from-secrets", &deploy_body(1, &[ALICE]))
+        .await;
+    assert_eq!(
+        deliver(&t, ACME_SECRET).await,
+        200,
+        "the webhook source's secret"
+    );
+    let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
+    assert_eq!(page.status, 200, "the review token's secret");
+    let secrets = t.app.secrets();
+    assert_eq!(secrets.slack.len(), 1);
+    assert_eq!(secrets.event_subscriptions.len(), 1);
+    let click = slack.click_body("UALICE001", "countersign.approve", &id);
+    let headers = slack_headers(
+        countersign_tests::slack::SLACK_SIGNING_SECRET,
+        t.clock.now(),
+        &click,
+    );
+    assert_eq!(
+        t.slack_interaction(TENANT_A, &headers, &click).await.status,
+        200,
+        "Slack's"
+    );
+    assert!(t.secret_calls.take().is_empty(), "no call per request");
+}
+
+#[tokio::test]
+async fn a_rotation_reaches_a_running_stack_at_the_next_periodic_refresh() {
+    let old = countersign_tests::ApiKeys::new()
+        .key_in(
+            TENANT_A,
+            "ci@tenant-a",
+            &["requester", "reader"],
+            "old-key-0123456789abcdef",
+        )
+        .to_string();
+    let new = countersign_tests::ApiKeys::new()
+        .key_in(
+            TENANT_A,
+            "ci@tenant-a",
+            &["requester", "reader"],
+            "new-key-0123456789abcdef",
+        )
+        .to_string();
+    let t =
+        TestApp::start_with_secrets(&[("SECRETS_REFRESH_SECONDS", "60")], &[("API_KEYS", &old)])
+            .await;
+    let status = |key: &'static str| {
+        let t = &t;
+        async move {
+            t.send(t.http.get(t.url("/approvals/nope")).bearer_auth(key))
+                .await
+                .status
+        }
+    };
+    assert_eq!(status("old-key-0123456789abcdef").await, 404);
+    t.rotate_secret("API_KEYS", &new).await;
+    assert_eq!(
+        status("old-key-0123456789abcdef").await,
+        404,
+        "in force until the refresh"
+    );
+    t.secret_calls.take();
+    t.clock.advance(60);
+    // The request that finds the refresh due starts it, and is answered with what is in force.
+    status("old-key-0123456789abcdef").await;
+    // Watched from inside: a refused key would itself start an early read.
+    eventually("the rotated keys in force", || async {
+        t.app
+            .secrets()
+            .api_keys
+            .as_ref()
+            .is_some_and(|keys| keys.caller_for("new-key-0123456789abcdef").is_some())
+    })
+    .await;
+    assert_eq!(
+        t.secret_calls.take(),
+        ["BatchGetSecretValue"],
+        "one read per refresh"
+    );
+    assert_eq!(
+        status("new-key-0123456789abcdef").await,
+        404,
+        "the added key"
+    );
+    assert_eq!(
+        status("old-key-0123456789abcdef").await,
+        401,
+        "the removed key"
+    );
+}
+
+#[tokio::test]
+async fn a_signature_failing_under_every_secret_refreshes_early_at_most_every_30_seconds() {
+    let rotated = "whsec_cm90YXRlZC13ZWJob29rLXNlY3JldC0wMTIzNDU2Nzg5YWI=";
+    let again = "whsec_YWdhaW4tcm90YXRlZC1zZWNyZXQtMDEyMzQ1Njc4OWFiY2Q=";
+    let t = TestApp::start_with_secrets(&[], &[("WEBHOOK_SOURCES", &sources(ACME_SECRET))]).await;
+    t.secret_calls.take();
+    t.rotate_secret("WEBHOOK_SOURCES", &sources(rotated)).await;
+    assert_eq!(
+        deliver(&t, rotated).await,
+        401,
+        "not read yet: refused, and read early"
+    );
+    eventually("the rotated secret in force", || async {
+        deliver(&t, rotated).await == 200
+    })
+    .await;
+    assert_eq!(
+        deliver(&t, ACME_SECRET).await,
+        401,
+        "the old secret is gone"
+    );
+    assert_eq!(
+        t.secret_calls.take(),
+        ["BatchGetSecretValue"],
+        "one early read"
+    );
+
+    // Within 30 s of that read, failures read nothing more.
+    t.rotate_secret("WEBHOOK_SOURCES", &sources(again)).await;
+    for _ in 0..5 {
+        assert_eq!(deliver(&t, again).await, 401);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        t.secret_calls.take().is_empty(),
+        "at most one early read per 30 s"
+    );
+    t.clock.advance(30);
+    assert_eq!(deliver(&t, again).await, 401);
+    eventually("the second rotation in force", || async {
+        deliver(&t, again).await == 200
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_failed_refresh_keeps_the_last_good_values() {
+    let t = TestApp::start_with_secrets(
+        &[("SECRETS_REFRESH_SECONDS", "60")],
+        &[("WEBHOOK_SOURCES", &sources(ACME_SECRET))],
+    )
+    .await;
+    t.metrics.take();
+    // A value that no longer parses: refused whole, the last good one stays.
+    t.rotate_secret(
+        "WEBHOOK_SOURCES",
+        r#"{"acme": {"tenant": "a#b", "secrets": []}}"#,
+    )
+    .await;
+    t.clock.advance(60);
+    assert_eq!(deliver(&t, ACME_SECRET).await, 200);
+    eventually("the failed refresh counted", || async {
+        refresh_failures(&t) == 1
+    })
+    .await;
+    assert_eq!(
+        deliver(&t, ACME_SECRET).await,
+        200,
+        "still the last good value"
+    );
+
+    // A secret deleted under the running stack: the same.
+    t.secretsmanager()
+        .delete_secret()
+        .secret_id(&t.secret_arns["WEBHOOK_SOURCES"])
+        .force_delete_without_recovery(true)
+        .send()
+        .await
+        .expect("delete the secret");
+    t.clock.advance(60);
+    assert_eq!(deliver(&t, ACME_SECRET).await, 200);
+    eventually("the failed refresh counted", || async {
+        refresh_failures(&t) == 1
+    })
+    .await;
+    assert_eq!(
+        deliver(&t, ACME_SECRET).await,
+        200,
+        "still the last good value"
+    );
+    for line in t.metrics.take() {
+        assert!(
+            !line.contains("MfKQ") && !line.contains(ACME_SECRET),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_hundred_slack_tenants_fit_in_one_secret() {
+    let tenants: serde_json::Map<String, serde_json::Value> = (0..100)
+        .map(|i| {
+            (
+                format!("tenant-{i}"),
+                json!({
+                    "bot_token": format!("xoxb-{i:04}-0123456789-abcdefghij"),
+                    "signing_secret": format!("signing-secret-{i:04}-0123456789abcdef"),
+                    "channel": format!("C{i:08}"),
+                    "users": {format!("U{i:08}"): format!("person{i}@example.com")},
+                    "api_base_url": "http://127.0.0.1:9/api",
+                }),
+            )
+        })
+        .collect();
+    let slack = serde_json::Value::Object(tenants).to_string();
+    println!(
+        "secrets: SLACK for 100 tenants is {} bytes (a secret holds 65,536)",
+        slack.len()
+    );
+    let t = TestApp::start_with_secrets(&[], &[("SLACK", &slack)]).await;
+    assert_eq!(t.app.secrets().slack.len(), 100);
+    let body = "payload=%7B%7D";
+    let signed = slack_headers("signing-secret-0057-0123456789abcdef", t.clock.now(), body);
+    assert_eq!(
+        t.slack_interaction("tenant-57", &signed, body).await.status,
+        200
+    );
+    let other = slack_headers("signing-secret-0058-0123456789abcdef", t.clock.now(), body);
+    assert_eq!(
+        t.slack_interaction("tenant-57", &other, body).await.status,
+        401
+    );
+}
+
+#[tokio::test]
+async fn both_forms_of_a_variable_fail_the_start_naming_it() {
+    let error = countersign::config::secrets::load(
+        [
+            ("SLACK".to_owned(), "{}".to_owned()),
+            (
+                "SLACK_SECRET_ARN".to_owned(),
+                "arn:aws:secretsmanager:x".to_owned(),
+            ),
+        ]
+        .into(),
+        aws_sdk_secretsmanager::Client::new(&countersign_tests::sdk_config().await),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.variable, "SLACK");
+    let unknown = countersign::config::secrets::load(
+        [(
+            "SLACK_SECRET_ARN".to_owned(),
+            "never-created-secret".to_owned(),
+        )]
+        .into(),
+        aws_sdk_secretsmanager::Client::new(&countersign_tests::sdk_config().await),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(unknown.variable, "SLACK");
+    assert!(
+        unknown.problem.contains("ResourceNotFoundException"),
+        "{}",
+        unknown.problem
+    );
+}
