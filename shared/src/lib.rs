@@ -71,15 +71,16 @@ impl App {
     /// [`App::with_metrics_sink`], with secrets that `source` refreshes (see
     /// [`config::secrets`]).
     pub fn with_secret_source(
-        mut config: Config,
+        config: Config,
         source: Option<config::SecretSource>,
         dynamodb: aws_sdk_dynamodb::Client,
         sqs: aws_sdk_sqs::Client,
         clock: Clock,
         sink: observe::Sink,
     ) -> Arc<Self> {
-        // Taken out, so that nothing reads a value a refresh has replaced.
-        let secrets = std::mem::take(&mut config.secrets);
+        // `config.secrets` stays as read at start (what `check_for` checks); requests read the
+        // live copy through `App::secrets`.
+        let secrets = config.secrets.clone();
         if let Some(keys) = &secrets.api_keys {
             for warning in keys.development_key_warnings() {
                 tracing::warn!("{warning}");

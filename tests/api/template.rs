@@ -382,7 +382,7 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
                 }
                 // X-Ray's two write actions (Tracing) have no resource-level permissions: AWS
                 // documents "*" as their only resource. Exactly these two, nothing else on "*".
-                if is_xray_write(statement) {
+                if is_xray_write(statement) || is_batch_secret_read(statement) {
                     continue;
                 }
                 let resources = match &statement["Resource"] {
@@ -418,6 +418,93 @@ pub(crate) fn is_xray_write(statement: &Value) -> bool {
     statement["Effect"].as_str() == Some("Allow")
         && actions == BTreeSet::from(["xray:PutTraceSegments", "xray:PutTelemetryRecords"])
         && statement["Resource"].as_str() == Some("*")
+}
+
+/// `secretsmanager:BatchGetSecretValue` alone on `"*"`: the action takes no resource-level
+/// permission and grants nothing by itself (each secret read needs `GetSecretValue` on it).
+pub(crate) fn is_batch_secret_read(statement: &Value) -> bool {
+    statement["Effect"].as_str() == Some("Allow")
+        && statement["Action"].as_sequence().is_some_and(|a| {
+            a.len() == 1 && a[0].as_str() == Some("secretsmanager:BatchGetSecretValue")
+        })
+        && statement["Resource"].as_str() == Some("*")
+}
+
+/// No secret value in any function's environment: every secret-bearing variable is a
+/// `<NAME>_SECRET_ARN` naming one of the template's secrets, and each function may read
+/// (`GetSecretValue`) exactly the secrets its variables name.
+#[test]
+fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
+    let template = template();
+    let secret_parameters = [
+        "ApiKeys",
+        "WebhookSources",
+        "DecisionTokenSecret",
+        "EventSubscriptions",
+        "Slack",
+    ];
+    let secrets: BTreeSet<String> = of_type(&template, "AWS::SecretsManager::Secret")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(
+        secrets.len(),
+        secret_parameters.len(),
+        "one secret per secret parameter"
+    );
+    let mut functions = 0;
+    for (id, function) in of_type(&template, "AWS::Serverless::Function") {
+        functions += 1;
+        let variables = function["Properties"]["Environment"]["Variables"]
+            .as_mapping()
+            .cloned()
+            .unwrap_or_default();
+        let mut named = BTreeSet::new();
+        for (name, value) in &variables {
+            let name = name.as_str().unwrap_or_default();
+            let shown = text(value);
+            for parameter in secret_parameters {
+                assert_ne!(
+                    shown,
+                    format!("!Ref {parameter}"),
+                    "{id}: {name} is the secret parameter {parameter} itself"
+                );
+            }
+            for variable in countersign::config::secrets::SECRET_VARIABLES {
+                assert_ne!(name, variable, "{id}: {variable} in the environment");
+            }
+            if name.ends_with("_SECRET_ARN") {
+                let secret = secrets
+                    .iter()
+                    .find(|s| shown.contains(s.as_str()))
+                    .unwrap_or_else(|| panic!("{id}: {name} names none of the secrets: {shown}"));
+                named.insert(secret.clone());
+            }
+        }
+        let role_id = role_of(function);
+        let role = resources(&template)
+            .into_iter()
+            .find(|(r, _)| *r == role_id)
+            .map(|(_, r)| r)
+            .expect("the function's role");
+        let mut readable = BTreeSet::new();
+        for statement in statements(role) {
+            let actions = text(&statement["Action"]);
+            if actions.contains("secretsmanager:GetSecretValue") {
+                let resources = text(&statement["Resource"]);
+                for secret in &secrets {
+                    if resources.contains(secret.as_str()) {
+                        readable.insert(secret.clone());
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            readable, named,
+            "{id}: GetSecretValue on exactly the secrets it names"
+        );
+    }
+    assert_eq!(functions, 7);
 }
 
 #[test]

@@ -157,6 +157,7 @@ impl Schema {
             "execution_ledger" => tables.execution_ledger.clone(),
             "events" => tables.events.clone(),
             "approval_index" => tables.approval_index.clone(),
+            "api_keys" => tables.api_keys.clone(),
             other => panic!("tables.json names a table the app does not know: {other}"),
         };
         let tables = spec["tables"]

@@ -52,8 +52,9 @@ struct RawWebhookSource {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub tables: Tables,
-    /// The secret-bearing variables, as read at start. A running function reads them through
-    /// `App::secrets` (refreshed from Secrets Manager); `App::new` takes them out of here.
+    /// The secret-bearing variables, as read at start (checked by [`Config::check_for`]). A
+    /// running function reads them through `App::secrets`, which a refresh keeps current:
+    /// nothing serving a request reads them here.
     pub secrets: Secrets,
     /// `SECRETS_REFRESH_SECONDS` (1–3600).
     pub secrets_refresh_seconds: i64,
