@@ -439,3 +439,33 @@ async fn a_stream_batch_with_an_insert_and_its_decision_is_dispatched_and_indexe
         "indexed with its latest status"
     );
 }
+
+/// A subscription's secret rotated without a cutover: while `secret` lists the new and the old
+/// one, each delivery carries a signature per secret (Standard Webhooks' space-separated
+/// `v1,…`), so a receiver still on the old secret and one already on the new verify alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn during_a_rotation_a_callback_verifies_under_the_old_and_the_new_secret() {
+    let new = "whsec_bmV3LWNhbGxiYWNrLXNlY3JldC0wMTIzNDU2Nzg5YWJjZGVm";
+    for receiver_knows in [CALLBACK_SECRET, new] {
+        let receiver = CallbackReceiver::start(receiver_knows, 0);
+        let subscriptions = json!({"tenant-a": {
+            "url": receiver.url, "secret": [new, CALLBACK_SECRET], "types": ["approval.created"],
+        }})
+        .to_string();
+        let t = TestApp::start_jobs(&[("EVENT_SUBSCRIPTIONS", &subscriptions)]).await;
+        let id = t.create_ok(KEY_A, "rotating", &deploy(&[ALICE])).await;
+        eventually("the callback delivered", || async {
+            event_types(&t.trail(KEY_A, &id, 100).await).contains(&"callback.delivered".to_owned())
+        })
+        .await;
+        let verified = receiver
+            .lines()
+            .iter()
+            .filter(|l| l["verified"] == json!(true))
+            .count();
+        assert_eq!(
+            verified, 1,
+            "the receiver on {receiver_knows:.12}… verified it"
+        );
+    }
+}

@@ -315,3 +315,41 @@ async fn both_forms_of_a_variable_fail_the_start_naming_it() {
         unknown.problem
     );
 }
+
+/// A Slack app's signing secret rotated without a cutover: while `signing_secret` lists the new
+/// and the old one, a request signed with either verifies; any other is 401.
+#[tokio::test]
+async fn during_a_rotation_slack_requests_verify_under_either_signing_secret() {
+    let slack = json!({TENANT_A: {
+        "bot_token": "xoxb-0001-0123456789-abcdefghij",
+        "signing_secret": ["new-signing-secret-0123456789abcdef", "old-signing-secret-0123456789abcdef"],
+        "channel": "C00000001",
+        "users": {"U00000001": ALICE},
+        "api_base_url": "http://127.0.0.1:9/api",
+    }})
+    .to_string();
+    let t = TestApp::start_with(&[("SLACK", &slack)]).await;
+    let body = "payload=%7B%7D";
+    for (secret, status) in [
+        ("new-signing-secret-0123456789abcdef", 200),
+        ("old-signing-secret-0123456789abcdef", 200),
+        ("another-signing-secret-0123456789ab", 401),
+    ] {
+        let headers = slack_headers(secret, t.clock.now(), body);
+        assert_eq!(
+            t.slack_interaction(TENANT_A, &headers, body).await.status,
+            status,
+            "{secret}"
+        );
+    }
+    let stale = slack_headers(
+        "old-signing-secret-0123456789abcdef",
+        t.clock.now() - 301,
+        body,
+    );
+    assert_eq!(
+        t.slack_interaction(TENANT_A, &stale, body).await.status,
+        401,
+        "stale"
+    );
+}

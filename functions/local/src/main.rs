@@ -78,12 +78,10 @@ fn variables(port: u16) -> HashMap<String, String> {
         .collect();
     if is_demo() {
         for name in DEMO_VARIABLES {
-            if !variables.contains_key(name)
-                && !variables.contains_key(&format!("{name}_SECRET_ARN"))
-            {
-                if let Some(value) = demo_default(name, port) {
-                    variables.insert(name.to_owned(), value);
-                }
+            let unset = !variables.contains_key(name)
+                && !variables.contains_key(&format!("{name}_SECRET_ARN"));
+            if unset && let Some(value) = demo_default(name, port) {
+                variables.insert(name.to_owned(), value);
             }
         }
     }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::domain::TenantId;
 use crate::domain::trail::EventType;
+use crate::domain::{OneOrMany, TenantId};
 use crate::observe::MetricsConfig;
 use crate::store::Tables;
 use crate::webhook::WebhookSecret;
@@ -83,7 +83,9 @@ pub struct Config {
 #[derive(Debug, Clone)]
 pub struct Subscription {
     pub url: String,
-    pub secret: WebhookSecret,
+    /// Its signing secrets: one, or several while it is rotated (each delivery is signed with
+    /// every one of them, Standard Webhooks' space-separated signatures).
+    pub secrets: Vec<WebhookSecret>,
     /// `None`: every type.
     pub types: Option<Vec<EventType>>,
 }
@@ -98,7 +100,7 @@ impl Subscription {
 #[serde(deny_unknown_fields)]
 struct RawSubscription {
     url: String,
-    secret: String,
+    secret: OneOrMany,
     types: Option<Vec<String>>,
 }
 
@@ -109,8 +111,18 @@ fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, St
     for (tenant, sub) in raw {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
         let url = http_url(&sub.url).map_err(|e| format!("{tenant}: url: {e}"))?;
-        let secret =
-            WebhookSecret::parse(&sub.secret).map_err(|e| format!("{tenant}: secret: {e}"))?;
+        let secrets = sub
+            .secret
+            .into_vec()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                WebhookSecret::parse(s).map_err(|e| format!("{tenant}: secret[{i}]: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if secrets.is_empty() {
+            return Err(format!("{tenant}: secret: at least one"));
+        }
         let types = sub
             .types
             .map(|types| {
@@ -126,7 +138,14 @@ fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, St
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()?;
-        parsed.insert(tenant_id, Subscription { url, secret, types });
+        parsed.insert(
+            tenant_id,
+            Subscription {
+                url,
+                secrets,
+                types,
+            },
+        );
     }
     Ok(parsed)
 }

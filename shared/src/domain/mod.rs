@@ -23,6 +23,24 @@ pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 pub use numbers::inexact_numbers;
 pub use policy::{Policy, PolicyRefusal, Rule, VoteEffect};
 
+/// A configuration value given as one string or as a list of them (a secret during its rotation:
+/// the first is the current one).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(one) => vec![one],
+            Self::Many(many) => many,
+        }
+    }
+}
+
 /// Seconds since the Unix epoch: the unit of every time the store compares in a condition.
 pub type EpochSeconds = i64;
 

@@ -70,14 +70,32 @@ pub async fn interactions(
         .ok_or(ApiError::InvalidSignature)?;
     let body = read_body(body, &headers, SLACK_BODY_LIMIT).await?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    verify(
-        &slack.signing_secret,
-        header(TIMESTAMP_HEADER),
-        header(SIGNATURE_HEADER),
-        &body,
-        app.clock.now(),
-    )
-    .map_err(|reason| {
+    // Under each secret (several while one is rotated): verified if one does; otherwise the
+    // reason a matching signature was refused (stale), or that none matched.
+    let now = app.clock.now();
+    let results: Vec<_> = slack
+        .signing_secrets
+        .iter()
+        .map(|secret| {
+            verify(
+                secret,
+                header(TIMESTAMP_HEADER),
+                header(SIGNATURE_HEADER),
+                &body,
+                now,
+            )
+        })
+        .collect();
+    let verdict = if results.iter().any(Result::is_ok) {
+        Ok(())
+    } else {
+        Err(results
+            .into_iter()
+            .filter_map(Result::err)
+            .find(|e| *e != SignatureError::Mismatch)
+            .unwrap_or(SignatureError::Mismatch))
+    };
+    verdict.map_err(|reason| {
         tracing::info!(tenant = %tenant, %reason, "Slack request refused");
         if reason == SignatureError::Mismatch {
             // Perhaps signed with a rotated secret this function has not read yet.

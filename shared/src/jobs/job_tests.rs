@@ -26,7 +26,7 @@ fn a_callbacks_two_outcomes_share_one_id_so_only_one_is_ever_stored() {
     let events = events_for_change(None, Some(&approval), "p");
     let subscription = crate::config::Subscription {
         url: "http://x".into(),
-        secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+        secrets: vec![crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap()],
         types: None,
     };
     let jobs = callback_jobs(&approval, &events, Some(&subscription));
@@ -185,7 +185,7 @@ fn a_callback_too_large_for_one_message_leaves_out_payload_and_context() {
     let events = events_for_change(None, Some(&big), "p");
     let subscription = Subscription {
         url: "http://x".into(),
-        secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+        secrets: vec![crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap()],
         types: None,
     };
     let jobs = callback_jobs(&big, &events, Some(&subscription));
@@ -238,7 +238,7 @@ mod sqs_bodies {
     fn subscription() -> Subscription {
         Subscription {
             url: "http://x".into(),
-            secret: crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap(),
+            secrets: vec![crate::webhook::WebhookSecret::parse("whsec_c2VjcmV0").unwrap()],
             types: None,
         }
     }

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 
-use crate::domain::{Approver, TenantId};
+use crate::domain::{Approver, OneOrMany, TenantId};
 
 /// Where Slack's Web API is, unless a tenant says otherwise (tests point it at a fake).
 pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
@@ -38,7 +38,8 @@ impl fmt::Debug for SlackSecret {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlackApp {
     pub bot_token: SlackSecret,
-    pub signing_secret: SlackSecret,
+    /// The app's signing secrets: one, or the new and the old while it is rotated.
+    pub signing_secrets: Vec<SlackSecret>,
     /// The channel's id (`C…`, `G…`): `conversations.history` takes no name.
     pub channel: String,
     /// Slack user id → the approver it decides as. Nobody else decides from Slack.
@@ -58,7 +59,7 @@ impl SlackApp {
 #[serde(deny_unknown_fields)]
 struct RawSlackApp {
     bot_token: String,
-    signing_secret: String,
+    signing_secret: OneOrMany,
     channel: String,
     users: Entries<String>,
     api_base_url: Option<String>,
@@ -115,7 +116,15 @@ fn parse_app(raw: RawSlackApp) -> Result<SlackApp, String> {
         }
     };
     let bot_token = secret(raw.bot_token, "bot_token")?;
-    let signing_secret = secret(raw.signing_secret, "signing_secret")?;
+    let signing_secrets = raw
+        .signing_secret
+        .into_vec()
+        .into_iter()
+        .map(|s| secret(s, "signing_secret"))
+        .collect::<Result<Vec<_>, _>>()?;
+    if signing_secrets.is_empty() {
+        return Err("signing_secret is required: at least one".to_owned());
+    }
     if !is_slack_id(&raw.channel, &['C', 'G']) {
         return Err(format!(
             "channel: {:?} is not a channel id (C… or G…; conversations.history takes no name)",
@@ -151,7 +160,7 @@ fn parse_app(raw: RawSlackApp) -> Result<SlackApp, String> {
     }
     Ok(SlackApp {
         bot_token,
-        signing_secret,
+        signing_secrets,
         channel: raw.channel,
         users,
         api_base_url: api_base_url.trim_end_matches('/').to_owned(),

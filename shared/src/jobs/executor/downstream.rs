@@ -189,7 +189,7 @@ impl Downstream {
     /// `None` when the tenant has no subscription.
     fn signed_delivery(&self, job: &CallbackJob, url: &str) -> Option<reqwest::RequestBuilder> {
         let secrets = self.app.secrets();
-        let secret = &secrets.event_subscriptions.get(&job.tenant)?.secret;
+        let signers = &secrets.event_subscriptions.get(&job.tenant)?.secrets;
         let body = job.body.to_string();
         let timestamp = self.app.clock.now();
         Some(
@@ -200,7 +200,13 @@ impl Downstream {
                 .header("webhook-timestamp", timestamp.to_string())
                 .header(
                     "webhook-signature",
-                    secret.sign(&job.event_id, timestamp, body.as_bytes()),
+                    // During a rotation, one signature per secret: a receiver that knows either
+                    // verifies (Standard Webhooks' space-separated signatures).
+                    signers
+                        .iter()
+                        .map(|secret| secret.sign(&job.event_id, timestamp, body.as_bytes()))
+                        .collect::<Vec<_>>()
+                        .join(" "),
                 )
                 .body(body),
         )
