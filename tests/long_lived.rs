@@ -253,11 +253,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let target = downstream.serve().await;
     // Tenant A decides in Slack too: every approval gets its message, some are decided there.
     let slack = FakeSlack::start().await;
-    let mut env = isolated_env(&format!(
-        "ll-{}",
-        ulid::Ulid::new().to_string().to_lowercase()
-    ))
-    .await;
+    let prefix = format!("ll-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let mut env = isolated_env(&prefix).await;
     env.extend(
         [
             ("API_KEYS", test_api_keys()),
@@ -278,10 +275,21 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 "https://approvals.example.com".to_owned(),
             ),
             ("SLACK", slack.config()),
+            // A revoked table key stops within a second.
+            ("KEY_CACHE_SECONDS", "1".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
     let runner = LocalRunner::start(&env).await;
+    // A third of the creates use a table key of the same holder, rolled half-way through.
+    let store = countersign::Store::new(
+        aws_sdk_dynamodb::Client::new(&countersign_tests::sdk_config().await),
+        countersign::store::Tables::with_prefix(&prefix),
+    );
+    let first_table_key =
+        countersign_tests::table_key(&store, TENANT_A, TENANT_A, &["requester", "reader"], None)
+            .await;
+    let table_key = std::sync::Mutex::new(first_table_key.expose().to_owned());
     // Two posts whose answers are lost along the way: found in the channel, not posted again.
     slack.fault_next(
         "chat.postMessage",
@@ -294,7 +302,36 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let created: Vec<(usize, String)> = futures::stream::iter(0..APPROVALS)
         .map(|i| {
             let (runner, secret, tally, slack) = (&runner, &secret, &tally, &slack);
+            let (store, table_key, first_table_key) = (&store, &table_key, &first_table_key);
             async move {
+                if i == APPROVALS / 2 {
+                    // Rolled mid-run with an hour's overlap: the old key goes on working.
+                    let new = countersign::domain::TableKey::generate(
+                        countersign::domain::KeyId::random(),
+                    );
+                    let old = store
+                        .key(first_table_key.id())
+                        .await
+                        .expect("read")
+                        .expect("key");
+                    let successor = countersign::domain::KeyRecord {
+                        id: new.id().clone(),
+                        key_hash: new.digest(),
+                        ..old
+                    };
+                    let ends = countersign::Clock::system().now() + 3600;
+                    store
+                        .roll_key(first_table_key.id(), &successor, ends)
+                        .await
+                        .expect("roll");
+                    *table_key.lock().expect("key lock") = new.expose().to_owned();
+                }
+                let requester = if i % 3 == 0 {
+                    table_key.lock().expect("key lock").clone()
+                } else {
+                    KEY_A.to_owned()
+                };
+                let requester = requester.as_str();
                 let key = format!("ll-{i}");
                 let body = json!({
                     "action": {"type": "deploy", "payload": {"build": i}},
@@ -303,7 +340,7 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 })
                 .to_string();
                 let (a, b) = futures::join!(
-                    send(create(runner, KEY_A, &key, &body)),
+                    send(create(runner, requester, &key, &body)),
                     send(create(runner, KEY_A, &key, &body))
                 );
                 tally.requests.fetch_add(2, Ordering::Relaxed);
@@ -394,6 +431,21 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     // flake on a slower one. The bound only keeps a stalled pipeline from hanging the run.
     let budget = Duration::from_secs(240).saturating_sub(load);
     let done = wait_until_executed(&runner, KEY_A, &ids, budget).await;
+    // The rolled key still works in its overlap until revoked; then only its successor does.
+    let old_key = first_table_key.expose().to_owned();
+    let new_key = table_key.lock().expect("key lock").clone();
+    assert_ne!(old_key, new_key, "rolled mid-run");
+    assert_eq!(send(get(&runner, &old_key, &ids[0])).await.status, 200);
+    store
+        .revoke_key(first_table_key.id(), countersign::Clock::system().now())
+        .await
+        .expect("revoke");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while send(get(&runner, &old_key, &ids[0])).await.status != 401 {
+        assert!(Instant::now() < deadline, "the revoked key still works");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(send(get(&runner, &new_key, &ids[0])).await.status, 200);
     let executed = started.elapsed();
     for approval in &done {
         assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");

@@ -76,6 +76,13 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
         .map(|(k, v)| (k.to_owned(), v)),
     );
     let runner = LocalRunner::start(&env).await;
+    // A table key decides one of the two: neither it nor its hash may appear in any line.
+    let store = countersign::Store::new(
+        aws_sdk_dynamodb::Client::new(&countersign_tests::sdk_config().await),
+        countersign::store::Tables::with_prefix(&prefix),
+    );
+    let table_decider =
+        countersign_tests::table_key(&store, TENANT_A, "portal@tenant-a", &["decider"], None).await;
     let http = reqwest::Client::new();
     let body = CreateBody::new("deploy", &[ALICE, APPROVER_MARKER])
         .payload(json!({"note": MARKER}))
@@ -100,12 +107,12 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
     };
     let traced = create("trace-1", Some(GIVEN)).await;
     let fresh = create("trace-2", None).await;
-    for id in [&traced, &fresh] {
+    for (id, decider) in [(&traced, DECIDER_A), (&fresh, table_decider.expose())] {
         let mut vote = decision_body("approve", APPROVER_MARKER);
         vote["comment"] = json!(MARKER);
         let reply = http
             .post(runner.url(&format!("/approvals/{id}/decision")))
-            .bearer_auth(DECIDER_A)
+            .bearer_auth(decider)
             .json(&vote)
             .send()
             .await
@@ -193,7 +200,21 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
         assert!(!line.contains(TENANT_A), "no tenant unless asked: {line}");
     }
     for line in stdout.iter().chain(&stderr) {
-        for secret in [MARKER, KEY_A, DECIDER_A, CALLBACK_SECRET, TOKEN_SECRET] {
+        let key_hash: String = table_decider
+            .digest()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        for secret in [
+            MARKER,
+            KEY_A,
+            DECIDER_A,
+            CALLBACK_SECRET,
+            TOKEN_SECRET,
+            ACME_SECRET,
+            table_decider.expose(),
+            &key_hash,
+        ] {
             assert!(!line.contains(secret), "{secret} in {line}");
         }
     }

@@ -41,6 +41,22 @@ const CONCURRENCY: [usize; 3] = [1, 8, 32];
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
 
+/// The keys the timed requests present: table keys (the requester's and the decider's), warm
+/// in the app's cache after their first request, as a deployment's are.
+static TABLE_KEYS: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+fn requester_key() -> &'static str {
+    TABLE_KEYS
+        .get()
+        .map_or(KEY_A, |(requester, _)| requester.as_str())
+}
+
+fn decider_key() -> &'static str {
+    TABLE_KEYS
+        .get()
+        .map_or(DECIDER_A, |(_, decider)| decider.as_str())
+}
+
 /// One cell's view of the shared store: `tag` keeps its keys apart from every other cell's.
 struct Bench<'a> {
     t: &'a TestApp,
@@ -85,7 +101,7 @@ impl Bench<'_> {
 
     fn create_request(key: &str, body: &str) -> Request<Body> {
         Request::post("/approvals")
-            .header("authorization", format!("Bearer {KEY_A}"))
+            .header("authorization", format!("Bearer {}", requester_key()))
             .header("content-type", "application/json")
             .header("idempotency-key", key)
             .body(Body::from(body.to_owned()))
@@ -94,7 +110,7 @@ impl Bench<'_> {
 
     fn decide_request(id: &str, decision: &str, approver: &str) -> Request<Body> {
         Request::post(format!("/approvals/{id}/decision"))
-            .header("authorization", format!("Bearer {DECIDER_A}"))
+            .header("authorization", format!("Bearer {}", decider_key()))
             .header("content-type", "application/json")
             .body(Body::from(
                 json!({"decision": decision, "approver": approver}).to_string(),
@@ -395,7 +411,33 @@ async fn measure(
 
 pub async fn run(ops: usize) -> Ratios {
     // One set of tables for the whole run, as a deployment has.
-    let t = TestApp::start().await;
+    // Table keys kept for the whole run (a deployment's default is 60 s: one GetItem a minute).
+    let t = TestApp::start_with(&[("KEY_CACHE_SECONDS", "300")]).await;
+    let requester = countersign_tests::table_key(
+        &t.app.store,
+        countersign_tests::TENANT_A,
+        countersign_tests::TENANT_A,
+        &["requester", "reader"],
+        None,
+    )
+    .await;
+    let decider = countersign_tests::table_key(
+        &t.app.store,
+        countersign_tests::TENANT_A,
+        "portal@tenant-a",
+        &["decider"],
+        None,
+    )
+    .await;
+    for key in [&requester, &decider] {
+        t.send(
+            t.http
+                .get(t.url("/approvals/nope"))
+                .bearer_auth(key.expose()),
+        )
+        .await;
+    }
+    let _ = TABLE_KEYS.set((requester.expose().to_owned(), decider.expose().to_owned()));
     let raw = Client::new(&countersign_tests::sdk_config().await);
     let mut cells = 0;
     let mut rows = Vec::new();

@@ -66,6 +66,7 @@ pub async fn isolated_env(prefix: &str) -> Vec<(String, String)> {
         ("LEDGER_TABLE".into(), tables.execution_ledger),
         ("EVENTS_TABLE".into(), tables.events),
         ("APPROVAL_INDEX_TABLE".into(), tables.approval_index),
+        ("KEYS_TABLE".into(), tables.api_keys),
         ("JOBS_QUEUE_URL".into(), queues.queue_url),
     ]
 }
