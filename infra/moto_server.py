@@ -1,4 +1,4 @@
-"""Serve moto (DynamoDB, DynamoDB Streams, SQS) on one port, one request at a time.
+"""Serve moto (DynamoDB, DynamoDB Streams, SQS, Secrets Manager) on one port, one request at a time.
 
 moto's own threaded server does not apply a conditional write atomically under concurrent
 requests; DynamoDB does. Here every request runs under one global lock, so each is applied

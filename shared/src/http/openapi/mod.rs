@@ -49,7 +49,7 @@ pub fn document() -> Value {
                 "apiKey": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "An API key (`API_KEYS`): its tenant, principal and roles (requester, approver, decider, operator, reader)."
+                    "description": "An API key — a table key (`csk_…`, created with `countersign keys create`) or an `API_KEYS` key: its tenant, principal and roles (requester, approver, decider, operator, reader)."
                 },
                 "reviewToken": {
                     "type": "apiKey",
