@@ -11,9 +11,10 @@ use subtle::ConstantTimeEq;
 
 use crate::review_token::TokenSecret;
 
-/// The key cursors are signed with (derived from `DECISION_TOKEN_SECRET`).
+/// The keys cursors are signed with (derived from each of `DECISION_TOKEN_SECRET`'s, by id: the
+/// first signs).
 #[derive(Clone)]
-pub struct CursorKey(Vec<u8>);
+pub struct CursorKey(Vec<(String, Vec<u8>)>);
 
 impl std::fmt::Debug for CursorKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -26,9 +27,9 @@ impl CursorKey {
         Self(secret.derive("countersign page cursor v1"))
     }
 
-    fn tag(&self, scope: &str, payload: &str) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
-            .expect("HMAC takes keys of any length");
+    fn tag(key: &[u8], scope: &str, payload: &str) -> [u8; 32] {
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
         mac.update(scope.as_bytes());
         mac.update(b"\n");
         mac.update(payload.as_bytes());
@@ -36,18 +37,41 @@ impl CursorKey {
     }
 
     /// The cursor for `position` (where the next page starts) in the query `scope`.
+    /// `{key id}.{payload}.{tag}`.
     pub fn seal(&self, scope: &str, position: &Value) -> String {
+        let (id, key) = &self.0[0];
         let payload = URL_SAFE_NO_PAD.encode(position.to_string());
-        let tag = URL_SAFE_NO_PAD.encode(self.tag(scope, &payload));
-        format!("{payload}.{tag}")
+        let tag = URL_SAFE_NO_PAD.encode(Self::tag(key, scope, &payload));
+        format!("{id}.{payload}.{tag}")
     }
 
     /// The position in a cursor made by [`CursorKey::seal`] for the same `scope`; `None` for
     /// anything else.
     pub fn open(&self, scope: &str, cursor: &str) -> Option<Value> {
-        let (payload, tag) = cursor.split_once('.')?;
+        let parts: Vec<&str> = cursor.split('.').collect();
+        // A cursor from before key ids (two parts) is tried under every key.
+        let (keys, payload, tag): (Vec<&[u8]>, _, _) = match parts[..] {
+            [id, payload, tag] => (
+                self.0
+                    .iter()
+                    .filter(|(k, _)| k == id)
+                    .map(|(_, key)| key.as_slice())
+                    .collect(),
+                payload,
+                tag,
+            ),
+            [payload, tag] => (
+                self.0.iter().map(|(_, k)| k.as_slice()).collect(),
+                payload,
+                tag,
+            ),
+            _ => return None,
+        };
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        if !bool::from(self.tag(scope, payload).as_slice().ct_eq(&tag)) {
+        let verified = keys
+            .iter()
+            .any(|key| bool::from(Self::tag(key, scope, payload).as_slice().ct_eq(&tag)));
+        if !verified {
             return None;
         }
         let json = URL_SAFE_NO_PAD.decode(payload).ok()?;
@@ -60,6 +84,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn during_a_rotation_a_cursor_of_either_key_opens() {
+        let old = TokenSecret::parse(&"o".repeat(32)).unwrap();
+        let both = TokenSecret::parse(&format!(r#"["{}", "{}"]"#, "n".repeat(32), "o".repeat(32)))
+            .unwrap();
+        let new = TokenSecret::parse(&"n".repeat(32)).unwrap();
+        let position = json!({"id": "apr_1"});
+        let sealed_before = CursorKey::new(&old).seal("q", &position);
+        let sealed_during = CursorKey::new(&both).seal("q", &position);
+        assert_eq!(
+            CursorKey::new(&both).open("q", &sealed_before),
+            Some(position.clone())
+        );
+        assert_eq!(
+            CursorKey::new(&new).open("q", &sealed_during),
+            Some(position.clone())
+        );
+        assert_eq!(CursorKey::new(&old).open("q", &sealed_during), None);
+        let legacy = sealed_before.split_once('.').unwrap().1;
+        assert_eq!(CursorKey::new(&both).open("q", legacy), Some(position));
+    }
 
     #[test]
     fn a_cursor_opens_only_in_its_own_query_and_unaltered() {

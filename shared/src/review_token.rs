@@ -10,9 +10,29 @@ use sha2::Sha256;
 
 use crate::domain::{ApprovalId, Approver, EpochSeconds, TenantId};
 
-/// The token key. Its Debug output never shows it.
+/// The token keys: one, or several while the secret is rotated (`DECISION_TOKEN_SECRET` as a
+/// JSON list, the first signing). Tokens and cursors carry the id of the key that signed them
+/// and verify under that listed key; a token minted before key ids existed verifies under any.
+/// Its Debug output never shows a key.
 #[derive(Clone)]
-pub struct TokenSecret(Vec<u8>);
+pub struct TokenSecret(Vec<SigningKey>);
+
+#[derive(Clone)]
+pub(crate) struct SigningKey {
+    /// Not secret: 8 characters of an HMAC of the key, naming it in tokens and cursors.
+    pub(crate) id: String,
+    pub(crate) key: Vec<u8>,
+}
+
+impl SigningKey {
+    fn new(key: Vec<u8>) -> Self {
+        let mut mac =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&key).expect("HMAC takes keys of any length");
+        mac.update(b"countersign key id v1");
+        let id = URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..6]);
+        Self { id, key }
+    }
+}
 
 impl std::fmt::Debug for TokenSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,30 +61,63 @@ pub enum TokenError {
 impl TokenSecret {
     pub const MIN_BYTES: usize = 32;
 
+    /// One secret, or a JSON list of them (`["new…", "old…"]`: the first signs, every one
+    /// verifies). Each at least 32 characters.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        if raw.len() < Self::MIN_BYTES {
-            return Err(format!("must be at least {} characters", Self::MIN_BYTES));
+        let secrets: Vec<String> = if raw.trim_start().starts_with('[') {
+            // serde's message could quote a value: only where.
+            serde_json::from_str(raw).map_err(|e| {
+                format!(
+                    "a list must be a JSON array of strings: error at column {}",
+                    e.column()
+                )
+            })?
+        } else {
+            vec![raw.to_owned()]
+        };
+        if secrets.is_empty() {
+            return Err("the list is empty".to_owned());
         }
-        Ok(Self(raw.as_bytes().to_vec()))
+        let mut keys: Vec<SigningKey> = Vec::new();
+        for (i, secret) in secrets.into_iter().enumerate() {
+            if secret.len() < Self::MIN_BYTES {
+                return Err(format!(
+                    "secret {i} must be at least {} characters",
+                    Self::MIN_BYTES
+                ));
+            }
+            let key = SigningKey::new(secret.into_bytes());
+            if keys.iter().any(|k| k.id == key.id) {
+                return Err(format!("secret {i} is listed twice"));
+            }
+            keys.push(key);
+        }
+        Ok(Self(keys))
     }
 
-    /// A key for another purpose, derived from this one (HMAC of the purpose's label), so one
-    /// configured secret serves both without one purpose's MAC ever verifying for the other.
-    pub(crate) fn derive(&self, label: &str) -> Vec<u8> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
-            .expect("HMAC takes keys of any length");
-        mac.update(label.as_bytes());
-        mac.finalize().into_bytes().to_vec()
+    /// Each key for another purpose, derived from it (HMAC of the purpose's label), so one
+    /// configured secret serves both without one purpose's MAC ever verifying for the other;
+    /// with the id of the key it came from.
+    pub(crate) fn derive(&self, label: &str) -> Vec<(String, Vec<u8>)> {
+        self.0
+            .iter()
+            .map(|k| {
+                let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&k.key)
+                    .expect("HMAC takes keys of any length");
+                mac.update(label.as_bytes());
+                (k.id.clone(), mac.finalize().into_bytes().to_vec())
+            })
+            .collect()
     }
 
     fn mac(
-        &self,
+        key: &SigningKey,
         tenant: &str,
         approval: &ApprovalId,
         approver: &str,
         expires_at: EpochSeconds,
     ) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key.key)
             .expect("HMAC takes keys of any length");
         // Newline-separated: no field can contain one (tenant and approval ids are restricted,
         // approvers have no control characters), so the fields cannot shift.
@@ -75,7 +128,8 @@ impl TokenSecret {
         mac
     }
 
-    /// `{expiry}.{base64url(tenant)}.{base64url(approver)}.{base64url(mac)}`.
+    /// `{key id}.{expiry}.{base64url(tenant)}.{base64url(approver)}.{base64url(mac)}`, signed
+    /// with the first key.
     pub fn mint(
         &self,
         tenant: &TenantId,
@@ -83,12 +137,19 @@ impl TokenSecret {
         approver: &Approver,
         expires_at: EpochSeconds,
     ) -> String {
-        let tag = self
-            .mac(tenant.as_str(), approval, approver.as_str(), expires_at)
-            .finalize()
-            .into_bytes();
+        let key = &self.0[0];
+        let tag = Self::mac(
+            key,
+            tenant.as_str(),
+            approval,
+            approver.as_str(),
+            expires_at,
+        )
+        .finalize()
+        .into_bytes();
         format!(
-            "{expires_at}.{}.{}.{}",
+            "{}.{expires_at}.{}.{}.{}",
+            key.id,
             URL_SAFE_NO_PAD.encode(tenant.as_str()),
             URL_SAFE_NO_PAD.encode(approver.as_str()),
             URL_SAFE_NO_PAD.encode(tag)
@@ -104,8 +165,21 @@ impl TokenSecret {
         now: EpochSeconds,
     ) -> Result<ReviewGrant, TokenError> {
         let parts: Vec<&str> = token.split('.').collect();
-        let [expiry, tenant, approver, tag] = parts[..] else {
-            return Err(TokenError::Malformed);
+        // The signing key's id first; a token from before key ids (four parts) is tried under
+        // every listed key.
+        let (keys, expiry, tenant, approver, tag): (Vec<&SigningKey>, _, _, _, _) = match parts[..]
+        {
+            [id, expiry, tenant, approver, tag] => (
+                self.0.iter().filter(|k| k.id == id).collect(),
+                expiry,
+                tenant,
+                approver,
+                tag,
+            ),
+            [expiry, tenant, approver, tag] => {
+                (self.0.iter().collect(), expiry, tenant, approver, tag)
+            }
+            _ => return Err(TokenError::Malformed),
         };
         // One spelling per expiry: no sign, no leading zeros.
         if expiry.is_empty()
@@ -127,9 +201,14 @@ impl TokenSecret {
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
             .map_err(|_| TokenError::Malformed)?;
-        self.mac(&tenant, approval, &approver, expires_at)
-            .verify_slice(&tag)
-            .map_err(|_| TokenError::BadSignature)?;
+        let verified = keys.iter().any(|key| {
+            Self::mac(key, &tenant, approval, &approver, expires_at)
+                .verify_slice(&tag)
+                .is_ok()
+        });
+        if !verified {
+            return Err(TokenError::BadSignature);
+        }
         if now >= expires_at {
             return Err(TokenError::Expired);
         }
@@ -176,6 +255,52 @@ mod tests {
     }
 
     #[test]
+    fn during_a_rotation_tokens_of_either_key_verify_and_carry_their_key_id() {
+        let id = ApprovalId::generate();
+        let alice = Approver::parse("alice@example.com").unwrap();
+        let old = "an-old-secret-of-at-least-32-bytes!!";
+        let new = "a-new-secret-of-at-least-32-bytes!!!";
+        let before = TokenSecret::parse(old).unwrap();
+        let rotating = TokenSecret::parse(&format!(r#"["{new}", "{old}"]"#)).unwrap();
+        let after = TokenSecret::parse(new).unwrap();
+        let minted_before = before.mint(&acme(), &id, &alice, 1_000);
+        let minted_during = rotating.mint(&acme(), &id, &alice, 1_000);
+        assert!(
+            rotating.verify(&minted_before, &id, 0).is_ok(),
+            "the old key's token"
+        );
+        assert!(rotating.verify(&minted_during, &id, 0).is_ok());
+        assert!(
+            after.verify(&minted_during, &id, 0).is_ok(),
+            "signed with the first, new"
+        );
+        assert_eq!(
+            before.verify(&minted_during, &id, 0),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(
+            after.verify(&minted_before, &id, 0),
+            Err(TokenError::BadSignature)
+        );
+        assert_ne!(
+            minted_before.split('.').next(),
+            minted_during.split('.').next(),
+            "each key has its own id"
+        );
+        // A token minted before key ids: four parts, tried under every listed key.
+        let legacy = minted_before.split_once('.').unwrap().1;
+        assert!(rotating.verify(legacy, &id, 0).is_ok());
+        for bad in [
+            "[]",
+            r#"["short"]"#,
+            "[1]",
+            r#"["a-secret-of-at-least-32-bytes!!!!!", "a-secret-of-at-least-32-bytes!!!!!"]"#,
+        ] {
+            assert!(TokenSecret::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn tampered_or_foreign_tokens_are_refused() {
         let id = ApprovalId::generate();
         let alice = Approver::parse("alice@example.com").unwrap();
@@ -189,20 +314,22 @@ mod tests {
             other_key.verify(&token, &id, 0),
             Err(TokenError::BadSignature)
         );
-        let parts: Vec<_> = token.split('.').collect();
-        let later = format!("2000.{}.{}.{}", parts[1], parts[2], parts[3]);
+        // The key id, then expiry, tenant, approver and MAC.
+        let parts: Vec<_> = token.split('.').skip(1).collect();
+        let kid = token.split('.').next().unwrap();
+        let later = format!("{kid}.2000.{}.{}.{}", parts[1], parts[2], parts[3]);
         assert_eq!(
             secret().verify(&later, &id, 0),
             Err(TokenError::BadSignature)
         );
         let bob = URL_SAFE_NO_PAD.encode("bob@example.com");
-        let swapped = format!("{}.{}.{bob}.{}", parts[0], parts[1], parts[3]);
+        let swapped = format!("{kid}.{}.{}.{bob}.{}", parts[0], parts[1], parts[3]);
         assert_eq!(
             secret().verify(&swapped, &id, 0),
             Err(TokenError::BadSignature)
         );
         let globex = URL_SAFE_NO_PAD.encode("globex");
-        let moved = format!("{}.{globex}.{}.{}", parts[0], parts[2], parts[3]);
+        let moved = format!("{kid}.{}.{globex}.{}.{}", parts[0], parts[2], parts[3]);
         assert_eq!(
             secret().verify(&moved, &id, 0),
             Err(TokenError::BadSignature)
@@ -214,7 +341,7 @@ mod tests {
             "abc.def.ghi.jkl",
             "-1.YQ.YQ.YQ",
             "1.YQ.YQ",
-            "1.YQ.YQ.YQ.YQ",
+            "k.1.YQ.YQ.YQ.YQ",
             "01.YQ.YQ.YQ",
         ] {
             assert_eq!(

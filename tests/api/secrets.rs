@@ -345,3 +345,41 @@ async fn during_a_rotation_slack_requests_verify_under_either_signing_secret() {
         "stale"
     );
 }
+
+/// `DECISION_TOKEN_SECRET` rotated without a cutover: while it lists the new key and the old,
+/// review links of either verify; a link of a key this function has not read yet is refused
+/// once and read early, then verifies.
+#[tokio::test]
+async fn review_links_of_the_old_and_the_new_token_key_verify_during_a_rotation() {
+    let new = "a-new-review-token-secret-0123456789";
+    let t = TestApp::start_with_secrets(&[], &[("DECISION_TOKEN_SECRET", TOKEN_SECRET)]).await;
+    let id = t
+        .create_ok(KEY_A, "token-rotation", &deploy_body(3, &[ALICE]))
+        .await;
+    t.rotate_secret(
+        "DECISION_TOKEN_SECRET",
+        &serde_json::to_string(&[new, TOKEN_SECRET]).unwrap(),
+    )
+    .await;
+    let approval = countersign::domain::ApprovalId::parse(&id).unwrap();
+    let token = countersign::review_token::TokenSecret::parse(new)
+        .unwrap()
+        .mint(
+            &countersign::domain::TenantId::parse(TENANT_A).unwrap(),
+            &approval,
+            &countersign::domain::Approver::parse(ALICE).unwrap(),
+            t.clock.now() + 3600,
+        );
+    let new_link = t.url(&format!("/approvals/{id}/review?token={token}"));
+    let first = t.send(t.http.get(&new_link)).await;
+    assert_eq!(first.status, 403, "not read yet");
+    eventually("the new key read early", || async {
+        t.send(t.http.get(&new_link)).await.status == 200
+    })
+    .await;
+    let old_link = t.send(t.http.get(t.review_link(&id, ALICE))).await;
+    assert_eq!(
+        old_link.status, 200,
+        "the old key's link during the rotation"
+    );
+}
