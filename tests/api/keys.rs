@@ -297,7 +297,9 @@ async fn a_thousand_keys_cost_one_get_item_each_cold_and_none_warm() {
                 .await
         }
     };
+    let started = std::time::Instant::now();
     let cold = authenticate(keys.clone()).await;
+    let cold_time = started.elapsed();
     assert!(cold.iter().all(|s| *s == 404), "every key accepted");
     // The last_used_at writes land after the answers: gather the calls until they have.
     let mut calls = Vec::new();
@@ -313,14 +315,23 @@ async fn a_thousand_keys_cost_one_get_item_each_cold_and_none_warm() {
     assert_eq!(count("GetItem"), 1000, "one GetItem per key, cold");
     assert_eq!(count("UpdateItem"), 1000, "last_used_at once per key");
     assert_eq!(calls.len(), 2000, "nothing else: {:?}", &calls[..10]);
+    let started = std::time::Instant::now();
     let warm = authenticate(keys).await;
+    let warm_time = started.elapsed();
     assert!(warm.iter().all(|s| *s == 404));
     assert_eq!(
         settled(&t).await,
         Vec::<String>::new(),
         "no DynamoDB call on a warm cache"
     );
-    println!("keys: 1000 keys, 100 tenants: 1000 GetItem cold, 0 warm");
+    // Figures, not pass marks: the cold pass pays one GetItem per key (and sends the
+    // last_used_at writes beside it), the warm pass none. Seconds for 1000 requests
+    // read as milliseconds of wall time per request.
+    println!(
+        "keys: 1000 keys, 100 tenants, 8 at a time: cold {:.2} ms wall per request (1000 GetItem), warm {:.2} ms (0)",
+        cold_time.as_secs_f64(),
+        warm_time.as_secs_f64()
+    );
 }
 
 #[tokio::test]
