@@ -16,6 +16,7 @@ mod faults;
 mod governance;
 mod health;
 mod helpers;
+mod identity;
 mod indexes;
 mod jobs;
 mod keys;

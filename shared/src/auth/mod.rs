@@ -242,6 +242,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_principal_has_one_spelling_or_the_start_fails() {
+        for principal in ["ci@acme\\u200b", "\\u2060ops", "\\uff43i@acme"] {
+            let raw = format!(
+                r#"[{{"tenant": "acme", "principal": "{principal}", "roles": ["requester"], "key": "k-0123456789abcdef"}}]"#
+            );
+            let refused = ApiKeys::parse(&raw).expect_err(principal);
+            assert!(refused.starts_with("key 0: principal must"), "{refused}");
+        }
+    }
+
+    #[test]
     fn plain_and_hashed_keys_map_to_their_tenants() {
         let hashed = hex::encode(Sha256::digest(b"beta-key-0123456789"));
         let keys =

@@ -297,8 +297,15 @@ impl Approval {
         now >= self.expires_at
     }
 
+    /// Whether `approver` is listed, by identity (not by spelling).
     pub fn is_approver(&self, approver: &Approver) -> bool {
-        self.approvers.contains(approver)
+        self.listed_as(approver).is_some()
+    }
+
+    /// How the approval lists `approver` (the one listed with its identity).
+    pub fn listed_as(&self, approver: &Approver) -> Option<&Approver> {
+        let identity = approver.identity();
+        self.approvers.iter().find(|a| a.identity() == identity)
     }
 
     /// The votes so far; an approval decided before votes were recorded shows its decision.

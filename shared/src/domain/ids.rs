@@ -3,6 +3,8 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use unicode_general_category::{GeneralCategory, get_general_category};
+use unicode_normalization::{UnicodeNormalization, is_nfkc};
 
 /// Why a value was refused; the message is safe to show to the caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -146,7 +148,34 @@ pub struct Approver(String);
 impl Approver {
     pub const MAX_CHARS: usize = 320;
 
+    /// An identity as a caller, a request or the configuration spells it. Beside the bounds,
+    /// it must have one spelling: no format (Cf: zero-width, word joiner, BOM, bidi controls),
+    /// private-use or unassigned character, and already in NFKC (no full-width Latin, no
+    /// Kelvin sign, no decomposed accents). Nothing is removed silently: what could make two
+    /// spellings of one person, or make a name read as another, is refused.
     pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        let approver = Self::from_stored(raw)?;
+        if raw.chars().any(|c| {
+            matches!(
+                get_general_category(c),
+                GeneralCategory::Format | GeneralCategory::PrivateUse | GeneralCategory::Unassigned
+            )
+        }) {
+            return Err(InvalidValue(
+                "must not contain format, private-use or unassigned characters",
+            ));
+        }
+        if !is_nfkc(raw) {
+            return Err(InvalidValue(
+                "must be in Unicode NFKC form (no full-width, compatibility or decomposed characters)",
+            ));
+        }
+        Ok(approver)
+    }
+
+    /// An identity read back from the store: the bounds only. Items written before the
+    /// one-spelling rule stay readable (their votes were counted by `identity()` then too).
+    pub fn from_stored(raw: &str) -> Result<Self, InvalidValue> {
         if raw.trim().is_empty() {
             return Err(InvalidValue("must be a non-empty string"));
         }
@@ -163,10 +192,18 @@ impl Approver {
         &self.0
     }
 
-    /// Who this names, for separation of duties: trimmed and lower-cased, so that a requester
-    /// cannot list itself in another spelling (`Alice@Example.com `) and approve its own request.
+    /// Who this names, for separation of duties, quorum and every "is this the listed
+    /// approver" check: trimmed, NFKC and fully case-folded (`ß` and `ss`, `Σ` and `ς` are one),
+    /// so that a requester cannot list itself in another spelling (`Alice@Example.com `) and
+    /// approve its own request, nor one person meet a 2-of-n rule twice.
     pub fn identity(&self) -> String {
-        self.0.trim().to_lowercase()
+        let composed: String = self.0.trim().nfkc().collect();
+        caseless::default_case_fold_str(&composed).nfkc().collect()
+    }
+
+    /// Whether two names are one identity.
+    pub fn same_identity(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
     }
 }
 
@@ -183,7 +220,17 @@ macro_rules! parsed_from_strings {
     )+};
 }
 
-parsed_from_strings!(ApprovalId, TenantId, IdempotencyKey, Approver);
+parsed_from_strings!(ApprovalId, TenantId, IdempotencyKey);
+
+/// Jobs and events carry approvers read from the store: the stored bounds, not the stricter
+/// spelling rule a request meets (see `Approver::from_stored`).
+impl TryFrom<String> for Approver {
+    type Error = InvalidValue;
+
+    fn try_from(raw: String) -> Result<Self, Self::Error> {
+        Self::from_stored(&raw)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -258,6 +305,73 @@ mod tests {
         assert!(Approver::parse("alice@example.com").is_ok());
         for raw in ["", "   ", "a\nb", &"a".repeat(321)] {
             assert!(Approver::parse(raw).is_err(), "{raw:?} accepted");
+        }
+    }
+
+    /// Every spelling trick of issue 36: refused, or one identity with the plain spelling.
+    #[test]
+    fn an_identity_has_one_spelling() {
+        for (raw, why) in [
+            ("ci@acme\u{200B}", "zero-width space"),
+            ("bob@x\u{2060}", "word joiner"),
+            ("\u{FEFF}alice", "byte order mark"),
+            ("alice\u{202E}moc.evil", "right-to-left override"),
+            ("al\u{200D}ice", "zero-width joiner"),
+            ("alice\u{E000}", "private use"),
+            ("alice\u{0378}", "unassigned"),
+            ("Jose\u{0301}", "decomposed accent (NFD)"),
+            ("\u{FF41}lice", "full-width Latin"),
+            ("\u{212A}elvin", "Kelvin sign"),
+            ("\u{FB01}nance", "ligature fi"),
+        ] {
+            let refused = Approver::parse(raw);
+            assert!(refused.is_err(), "{why}: {raw:?} accepted");
+            // Still readable from the store (an item written before the rule).
+            assert!(Approver::from_stored(raw).is_ok(), "{why}");
+        }
+        let one = |a: &str, b: &str| {
+            Approver::parse(a).unwrap().identity() == Approver::parse(b).unwrap().identity()
+        };
+        assert!(
+            one("Alice@Example.COM ", "alice@example.com"),
+            "case and trim"
+        );
+        assert!(one("Jos\u{E9}", "JOS\u{C9}"), "composed accents, any case");
+        assert!(
+            one("stra\u{DF}e", "STRASSE"),
+            "full case folding: \u{DF} is ss"
+        );
+        assert!(
+            one("\u{3A3}\u{3C3}\u{3C2}", "\u{3C3}\u{3C3}\u{3C3}"),
+            "sigma and final sigma"
+        );
+        assert!(!one("alice", "alicia"));
+        assert!(Approver::parse("Jos\u{E9} M\u{FC}ller <jm@example.com>").is_ok());
+        assert!(
+            Approver::parse("\u{674E}\u{96F7}").is_ok(),
+            "CJK is letters"
+        );
+    }
+
+    proptest::proptest! {
+        /// No two accepted spellings of one identity differ as anything but case and the
+        /// surrounding blanks: whatever `parse` accepts, equal identities are equal folded text.
+        #[test]
+        fn accepted_spellings_of_one_identity_differ_only_in_case(
+            a in "[ a-zA-Z\u{C0}-\u{17F}\u{200B}-\u{200F}\u{2060}\u{FEFF}\u{FF21}-\u{FF3A}\u{212A}\u{301}]{1,8}",
+            b in "[ a-zA-Z\u{C0}-\u{17F}\u{200B}-\u{200F}\u{2060}\u{FEFF}\u{FF21}-\u{FF3A}\u{212A}\u{301}]{1,8}",
+        ) {
+            if let (Ok(x), Ok(y)) = (Approver::parse(&a), Approver::parse(&b))
+                && x.identity() == y.identity()
+            {
+                // No hidden character in either, and one text up to case and blanks.
+                let hidden = a.chars().chain(b.chars()).any(|c| {
+                    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{FF21}'..='\u{FF3A}' | '\u{212A}' | '\u{301}')
+                });
+                proptest::prop_assert!(!hidden, "{:?} and {:?}", a, b);
+                let fold = |s: &str| caseless::default_case_fold_str(s.trim());
+                proptest::prop_assert_eq!(fold(&a), fold(&b));
+            }
         }
     }
 

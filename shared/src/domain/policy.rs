@@ -119,17 +119,26 @@ impl Policy {
             match fields.get("approvers").and_then(Value::as_array) {
                 Some(list) if !list.is_empty() => {
                     for (j, a) in list.iter().enumerate() {
-                        match a.as_str().map(Approver::parse) {
-                            Some(Ok(a)) if !approvers.contains(&a) => errors.push(invalid(
+                        // By identity, kept in the spelling `approvers` lists it in (the
+                        // one a vote is written as).
+                        let parsed = a.as_str().map(Approver::parse);
+                        let listed = match &parsed {
+                            Some(Ok(a)) => approvers.iter().find(|l| l.same_identity(a)),
+                            _ => None,
+                        };
+                        match (parsed, listed) {
+                            (Some(Ok(_)), None) => errors.push(invalid(
                                 format!("policy.rules[{i}].approvers[{j}]"),
                                 "must be listed in `approvers`",
                             )),
-                            Some(Ok(a)) if members.contains(&a) => errors.push(invalid(
+                            (Some(Ok(_)), Some(l)) if members.contains(l) => errors.push(invalid(
                                 format!("policy.rules[{i}].approvers[{j}]"),
                                 "is listed twice",
                             )),
-                            Some(Ok(a)) => members.push(a),
-                            _ => errors.push(invalid(
+                            (Some(Ok(_)), Some(l)) => members.push(l.clone()),
+                            (Some(Err(e)), _) => errors
+                                .push(invalid(format!("policy.rules[{i}].approvers[{j}]"), e.0)),
+                            (None, _) => errors.push(invalid(
                                 format!("policy.rules[{i}].approvers[{j}]"),
                                 "must be a non-empty string",
                             )),

@@ -307,7 +307,7 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
         }
         div.card {
             h2 { "Approvers" }
-            ul { @for approver in &approval.approvers { li { (approver.as_str()) @if approver == &grant.approver { " (you)" } } } }
+            ul { @for approver in &approval.approvers { li { (approver.as_str()) @if approver.same_identity(&grant.approver) { " (you)" } } } }
         }
         @if let Some(policy) = &approval.policy {
             div.card #policy {

@@ -263,6 +263,15 @@ mod tests {
                 "unknown field `colour`",
             ),
             (app("", "{}"), "at least one"),
+            // One spelling per identity (issue 36): a hidden or compatibility character.
+            (
+                app("", r#"{"U01ALICE": "alice\u200b"}"#),
+                "users: U01ALICE: must not contain format",
+            ),
+            (
+                app("", r#"{"U01ALICE": "\uff41lice"}"#),
+                "users: U01ALICE: must be in Unicode NFKC",
+            ),
             (app("", r#"{"alice": "alice"}"#), "not a Slack user id"),
             (
                 app(r#", "api_base_url": "ftp://x""#, r#"{"U01ALICE": "alice"}"#),

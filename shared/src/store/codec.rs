@@ -199,7 +199,9 @@ fn approvers_from(
         Some(AttributeValue::L(list)) => list
             .iter()
             .map(|a| match a {
-                AttributeValue::S(a) => Approver::parse(a).map_err(|_| StoreError::corrupt(field)),
+                AttributeValue::S(a) => {
+                    Approver::from_stored(a).map_err(|_| StoreError::corrupt(field))
+                }
                 _ => Err(StoreError::corrupt(field)),
             })
             .collect(),
@@ -220,7 +222,7 @@ pub(crate) fn cancellation_to_attr(cancellation: &Cancellation) -> AttributeValu
 
 fn cancellation_from_map(map: &Item) -> Result<Cancellation, StoreError> {
     Ok(Cancellation {
-        by: Approver::parse(get_s(map, "by")?)
+        by: Approver::from_stored(get_s(map, "by")?)
             .map_err(|_| StoreError::corrupt("cancellation.by"))?,
         at: get_n(map, "at")?,
         reason: opt_s(map, "reason"),
@@ -348,7 +350,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         id: ApprovalId::parse(get_s(item, "id")?).map_err(|_| StoreError::corrupt("id"))?,
         status: Status::parse(get_s(item, "status")?).ok_or(StoreError::corrupt("status"))?,
         requested_by: opt_s(item, "requested_by")
-            .map(|r| Approver::parse(&r).map_err(|_| StoreError::corrupt("requested_by")))
+            .map(|r| Approver::from_stored(&r).map_err(|_| StoreError::corrupt("requested_by")))
             .transpose()?,
         requested_by_key_id: opt_s(item, "requested_by_key_id")
             .map(|k| KeyId::parse(&k).ok_or(StoreError::corrupt("requested_by_key_id")))
@@ -384,7 +386,7 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
     Ok(Decision {
         outcome: Outcome::parse(get_s(map, "outcome")?)
             .ok_or(StoreError::corrupt("decision.outcome"))?,
-        approver: Approver::parse(get_s(map, "approver")?)
+        approver: Approver::from_stored(get_s(map, "approver")?)
             .map_err(|_| StoreError::corrupt("decision.approver"))?,
         decided_at: get_n(map, "decided_at")?,
         channel: Channel::parse(get_s(map, "channel")?)
@@ -406,7 +408,9 @@ fn execution_from_map(map: &Item) -> Result<Execution, StoreError> {
         note: opt_s(map, "note"),
         claimed_by: opt_s(map, "claimed_by"),
         claimant: opt_s(map, "claimant")
-            .map(|c| Approver::parse(&c).map_err(|_| StoreError::corrupt("execution.claimant")))
+            .map(|c| {
+                Approver::from_stored(&c).map_err(|_| StoreError::corrupt("execution.claimant"))
+            })
             .transpose()?,
         reported_at: get_n(map, "reported_at").ok(),
         retry_key: opt_s(map, "retry_key"),

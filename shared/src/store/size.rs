@@ -103,7 +103,9 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         .max()
         .unwrap_or(0);
     // A cancel is the requester's or any operator's: a principal of the longest name.
-    let cancellation = Approver::parse(&widest(Approver::MAX_CHARS)).map_or(0, |by| {
+    // Read back as stored: the widest character is one a request may no longer spell, but an
+    // item may hold it.
+    let cancellation = Approver::from_stored(&widest(Approver::MAX_CHARS)).map_or(0, |by| {
         value_bytes(&cancellation_to_attr(&Cancellation {
             by,
             at: 0,

@@ -151,7 +151,9 @@ impl Store {
         sent_by: Option<&Approver>,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
-        let mut write = first(id, vote, sent_by, now);
+        let mut vote = std::borrow::Cow::Borrowed(vote);
+        let mut write = first(id, &vote, sent_by, now);
+        let mut respelled = false;
         loop {
             let outcome = self
                 .update_approval(
@@ -169,15 +171,33 @@ impl Store {
             };
             // The vote that completes a quorum is written again as the completing write (and a
             // wrong hint gets the right kind); each kind once, so this ends.
-            match next(
+            if let Some(next) = next(
                 (write.kind, write.executes),
                 old.as_ref(),
-                vote,
+                &vote,
                 sent_by,
                 now,
             ) {
-                Some(next) => write = next,
-                None => return Ok(DecideOutcome::Refused(old.map(Box::new))),
+                write = next;
+                continue;
+            }
+            // Listed is by identity: a voter spelled otherwise than its listing
+            // (`Alice@Example.com`, listed `alice@example.com`) votes as listed, once. Only
+            // this case costs the second round trip; the condition still checks the item.
+            let listed = old
+                .as_ref()
+                .and_then(|a| a.listed_as(&vote.approver))
+                .filter(|listed| listed.as_str() != vote.approver.as_str())
+                .cloned();
+            match listed {
+                Some(listed) if !respelled => {
+                    respelled = true;
+                    let mut respelled_vote = vote.into_owned();
+                    respelled_vote.approver = listed;
+                    vote = std::borrow::Cow::Owned(respelled_vote);
+                    write = first(id, &vote, sent_by, now);
+                }
+                _ => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
         }
     }

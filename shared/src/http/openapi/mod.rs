@@ -494,7 +494,8 @@ fn approval_response(description: &str, replayable: bool) -> Value {
 }
 
 fn approver_schema() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": Approver::MAX_CHARS, "pattern": PRINTABLE_PATTERN})
+    json!({"type": "string", "minLength": 1, "maxLength": Approver::MAX_CHARS, "pattern": PRINTABLE_PATTERN,
+        "description": "One spelling per identity: in Unicode NFKC, with no format (zero-width, word joiner, BOM, bidi control), private-use or unassigned character (400 `invalid_request` naming the field). Compared by identity: trimmed, NFKC and fully case-folded, so `Alice@Example.com` is the listed `alice@example.com` and votes as it is listed."})
 }
 
 fn nullable(schema: Value) -> Value {
