@@ -674,3 +674,24 @@ async fn all_three_must_approve(
     slack.wait_for_message(&id, WAIT, Message::pending).await;
     id
 }
+
+/// Listed is by identity (issue 36): a `SLACK.users` entry spelled `Alice@Example.com` votes on
+/// an approval listing `alice@example.com`, recorded as listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mixed_case_user_mapping_votes_as_the_listed_approver() {
+    let slack = countersign_tests::slack::FakeSlack::start().await;
+    let mut config: Value = serde_json::from_str(&slack.config()).unwrap();
+    config[TENANT_A]["users"][U_ALICE] = json!(ALICE.to_uppercase());
+    let config = config.to_string();
+    let t = TestApp::start_jobs(&[("SLACK", &config)]).await;
+    let id = t
+        .create_ok(KEY_A, "slack-case", &deploy(7, &[ALICE, BOB]))
+        .await;
+    slack.wait_for_message(&id, WAIT, Message::pending).await;
+    let reply = t.click(&slack, U_ALICE, APPROVE, &id, false).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(done["status"], "approved");
+    assert_eq!(done["votes"][0]["approver"], ALICE, "recorded as listed");
+    assert_eq!(done["votes"][0]["channel"], "slack");
+}
