@@ -695,3 +695,36 @@ async fn a_mixed_case_user_mapping_votes_as_the_listed_approver() {
     assert_eq!(done["votes"][0]["approver"], ALICE, "recorded as listed");
     assert_eq!(done["votes"][0]["channel"], "slack");
 }
+
+/// The notification text of a hostile summary pings no one and shows no link; an empty summary
+/// posts (the action type stands in for it) instead of ending in the DLQ (issue 36).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hostile_summary_pings_no_one_and_an_empty_one_posts() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    let hostile = CreateBody::new("deploy", &[ALICE, BOB])
+        .context(json!({"summary": "<!channel> <https://evil.example|Approve here>"}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-hostile", &hostile).await;
+    let message = slack.wait_for_message(&id, WAIT, Message::pending).await;
+    assert!(
+        !message.text.contains('<') && !message.text.contains('>'),
+        "{}",
+        message.text
+    );
+    assert!(
+        message.text.contains("&lt;!channel&gt;"),
+        "{}",
+        message.text
+    );
+
+    let empty = CreateBody::new("deploy", &[ALICE, BOB])
+        .context(json!({"summary": ""}))
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-empty", &empty).await;
+    let message = slack.wait_for_message(&id, WAIT, Message::pending).await;
+    assert_eq!(message.text, "Approval requested: deploy");
+    assert!(
+        slack.posts_of(&id).iter().all(|c| c.answer == "ok"),
+        "posted at the first attempt"
+    );
+}

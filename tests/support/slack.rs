@@ -301,7 +301,14 @@ fn valid_message(body: &Value) -> Result<(), String> {
     }
     for block in blocks {
         match block["type"].as_str() {
-            Some("header") => text(&block["text"]["text"], 150, "a header")?,
+            Some("header") => {
+                // A text object's text is at least one character (an empty header is
+                // `invalid_blocks`).
+                if chars(&block["text"]["text"]) == 0 {
+                    return Err("an empty header".to_owned());
+                }
+                text(&block["text"]["text"], 150, "a header")?
+            }
             Some("section") => {
                 text(&block["text"]["text"], 3_000, "a section")?;
                 let fields = block["fields"]

@@ -110,6 +110,9 @@ impl MessageState {
                 .context
                 .get("summary")
                 .and_then(|s| s.as_str())
+                // A blank summary would be an empty header, which Slack refuses: the action
+                // type stands in for it.
+                .filter(|s| !s.trim().is_empty())
                 .map(|s| cut(s, SECTION_CHARS)),
             action_type: approval.action_type.clone(),
             payload_digest: digest[..12].to_owned(),
@@ -139,7 +142,9 @@ impl MessageState {
 
     /// The notification text (and what a client without Block Kit shows).
     pub fn text(&self) -> String {
-        let what = self.summary.as_deref().unwrap_or(&self.action_type);
+        // Slack parses the notification text as mrkdwn: escaped like the blocks, a summary
+        // neither pings the channel nor shows a forged link in the push notification.
+        let what = escape(self.summary.as_deref().unwrap_or(&self.action_type));
         let text = match (self.is_pending(), self.status == Status::Approved.as_str()) {
             (true, _) => format!("Approval requested: {what}"),
             (false, true) => format!("Approved: {what} (execution {})", self.execution),
@@ -312,6 +317,28 @@ mod tests {
     }
 
     #[test]
+    fn a_hostile_summary_has_no_mention_or_link_and_a_blank_one_falls_back() {
+        let mut approval = pending(1_700_000_000);
+        approval.context.insert(
+            "summary".into(),
+            json!("<https://evil.example|Approve here> <!here> <@U1>"),
+        );
+        let text = MessageState::of(&approval).text();
+        assert!(!text.contains('<') && !text.contains('>'), "{text}");
+        for blank in ["", "   ", "\n\t"] {
+            approval.context.insert("summary".into(), json!(blank));
+            let state = MessageState::of(&approval);
+            let blocks = rendered(&state);
+            let title = blocks[0]["text"]["text"].as_str().unwrap();
+            assert_eq!(
+                title,
+                format!("Approval requested: {}", approval.action_type)
+            );
+            assert_eq!(state.text(), title);
+        }
+    }
+
+    #[test]
     fn a_pending_approval_shows_what_is_asked_and_two_buttons() {
         let mut approval = pending(1_700_000_000);
         approval
@@ -324,6 +351,11 @@ mod tests {
         let blocks = rendered(&state);
         assert_eq!(blocks[0]["type"], "header");
         assert_eq!(blocks[0]["text"]["text"], "Deploy <!channel> & more");
+        // The notification text is mrkdwn: escaped, no mention and no link.
+        assert_eq!(
+            state.text(),
+            "Approval requested: Deploy &lt;!channel&gt; &amp; more"
+        );
         let text = blocks.to_string();
         assert!(
             text.contains("sha256:") && text.contains("*Requested by*\\nci"),
@@ -382,7 +414,7 @@ mod tests {
         assert!(text.contains("execution: *not_started*"), "{text}");
         assert_eq!(
             state.text(),
-            "Approved: Say <@U1> hi (execution not_started)"
+            "Approved: Say &lt;@U1&gt; hi (execution not_started)"
         );
         assert_ne!(state, MessageState::of(&pending(1_700_000_000)));
         // An approval-only type: whether its requester claimed it.
