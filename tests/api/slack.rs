@@ -728,3 +728,44 @@ async fn a_hostile_summary_pings_no_one_and_an_empty_one_posts() {
         "posted at the first attempt"
     );
 }
+
+/// After a post in doubt, another app's message carrying Countersign's metadata (newer, so
+/// first in the history) is not adopted: the lookup finds this app's own message, which then
+/// follows the approval to its end (issue 36).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_impostor_message_in_the_history_is_not_adopted() {
+    let (t, slack) = TestApp::start_slack(&[]).await;
+    slack.fault_next(
+        "chat.postMessage",
+        Fault::LoseAnswer(Duration::from_secs(3)),
+    );
+    let id = t
+        .create_ok(KEY_A, "slack-impostor", &deploy(9, &[ALICE, BOB]))
+        .await;
+    wait_for_arrival(&slack, "chat.postMessage").await;
+    let impostor = slack.plant_impostor(countersign_tests::slack::SLACK_CHANNEL, &id);
+    let approval = posted(&t, &id).await;
+    let ours = slack.messages_of(&id);
+    assert_eq!(ours.len(), 1, "found, not posted again");
+    assert_eq!(approval["slack"]["ts"], ours[0].ts.as_str());
+    assert_ne!(approval["slack"]["ts"], impostor.as_str());
+    assert_eq!(slack.calls("auth.test").len(), 1, "asked once");
+
+    assert_eq!(
+        t.click(&slack, U_ALICE, APPROVE, &id, false).await.status,
+        200
+    );
+    let done = slack
+        .wait_for_message(&id, WAIT, |m| !m.has_buttons())
+        .await;
+    assert_eq!(
+        done.ts, ours[0].ts,
+        "this app's message follows the approval"
+    );
+    let planted = slack.messages().into_iter().find(|m| m.ts == impostor);
+    assert_eq!(
+        planted.map(|m| m.updates),
+        Some(0),
+        "the impostor is never drawn over"
+    );
+}

@@ -26,6 +26,8 @@ pub const SLACK_CHANNEL: &str = "C0TESTAPPROVALS";
 /// Slack users: alice, bob and carol decide as themselves; the requester's user is mapped to
 /// tenant A's requester principal; erin is mapped but approves nothing the tests create;
 /// `UNOBODY01` is not mapped at all.
+/// The `bot_id` of the fake's Countersign app (what `auth.test` answers).
+pub const BOT_ID: &str = "B0COUNTERSIGN";
 pub const U_ALICE: &str = "UALICE001";
 pub const U_BOB: &str = "UBOB00001";
 pub const U_CAROL: &str = "UCAROL001";
@@ -56,6 +58,8 @@ pub struct Message {
     pub text: String,
     pub blocks: Value,
     pub metadata: Value,
+    /// The app that posted it: [`BOT_ID`] for Countersign's, another for an impostor.
+    pub bot_id: String,
     /// How many `chat.update`s applied to it.
     pub updates: u32,
 }
@@ -120,6 +124,7 @@ impl FakeSlack {
             .route("/api/chat.postMessage", post(post_message))
             .route("/api/chat.update", post(update))
             .route("/api/conversations.history", get(history))
+            .route("/api/auth.test", post(auth_test))
             .route("/respond/{user}", post(respond))
             .route("/messages/{ts}", get(page))
             .with_state(slack.clone());
@@ -167,12 +172,31 @@ impl FakeSlack {
         self.inner.lock().expect("fake Slack lock").messages.clone()
     }
 
-    /// The approval's messages (one, if all is well).
+    /// The approval's messages posted by Countersign (one, if all is well).
     pub fn messages_of(&self, approval_id: &str) -> Vec<Message> {
         self.messages()
             .into_iter()
-            .filter(|m| m.approval_id() == approval_id)
+            .filter(|m| m.approval_id() == approval_id && m.bot_id == BOT_ID)
             .collect()
+    }
+
+    /// Another app's message in `channel` carrying Countersign's metadata for `approval_id`
+    /// (newer than every message so far); returns its `ts`.
+    pub fn plant_impostor(&self, channel: &str, approval_id: &str) -> String {
+        let mut inner = self.inner.lock().expect("fake Slack lock");
+        inner.next_ts += 1;
+        let ts = format!("{}.{:06}", 1_800_000_000 + inner.next_ts, inner.next_ts);
+        inner.messages.push(Message {
+            ts: ts.clone(),
+            channel: channel.to_owned(),
+            text: "Approve here".to_owned(),
+            blocks: json!([]),
+            metadata: json!({"event_type": countersign::slack::message::EVENT_TYPE,
+                             "event_payload": {"approval_id": approval_id, "tenant": TENANT_A}}),
+            bot_id: "B0IMPOSTOR".to_owned(),
+            updates: 0,
+        });
+        ts
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -430,6 +454,7 @@ async fn post_message(
             text: body["text"].as_str().unwrap_or_default().to_owned(),
             blocks: body["blocks"].clone(),
             metadata: body["metadata"].clone(),
+            bot_id: BOT_ID.to_owned(),
             updates: 0,
         });
         ts
@@ -495,6 +520,19 @@ async fn update(
     Json(json!({"ok": true, "channel": body["channel"], "ts": body["ts"]})).into_response()
 }
 
+/// `auth.test` as Slack answers it for a bot token (its `bot_id` among the rest).
+async fn auth_test(State(slack): State<FakeSlack>, headers: HeaderMap) -> Response {
+    if !authorised(&headers) {
+        return slack_error("invalid_auth");
+    }
+    slack.record("auth.test", json!({}), "ok");
+    Json(json!({
+        "ok": true, "url": "https://acme.slack.com/", "team": "Acme", "user": "countersign",
+        "team_id": "T0ACME", "user_id": "U0COUNTERSIGN", "bot_id": BOT_ID,
+    }))
+    .into_response()
+}
+
 async fn history(
     State(slack): State<FakeSlack>,
     headers: HeaderMap,
@@ -536,7 +574,7 @@ async fn history(
         .take(limit)
         .map(|m| {
             let mut shown =
-                json!({"type": "message", "ts": m.ts, "text": m.text, "blocks": m.blocks});
+                json!({"type": "message", "ts": m.ts, "text": m.text, "blocks": m.blocks, "bot_id": m.bot_id});
             if with_metadata {
                 shown["metadata"] = m.metadata.clone();
             }

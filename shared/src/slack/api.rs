@@ -46,6 +46,10 @@ const HISTORY_SLACK_SECONDS: i64 = 300;
 
 pub struct SlackApi {
     http: reqwest::Client,
+    /// Each bot token's own `bot_id` (`auth.test`), by the token's SHA-256: a history lookup
+    /// adopts only this app's messages. Asked once per token and process, and only when a
+    /// lookup happens (a post in doubt), so no other path pays for it.
+    bot_ids: std::sync::Mutex<std::collections::HashMap<[u8; 32], String>>,
 }
 
 impl SlackApi {
@@ -56,7 +60,10 @@ impl SlackApi {
             .timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Self { http })
+        Ok(Self {
+            http,
+            bot_ids: Default::default(),
+        })
     }
 
     fn content(state: &MessageState) -> SlackMessageContent {
@@ -110,6 +117,11 @@ impl SlackApi {
         since: EpochSeconds,
         may_call: &(dyn Fn() -> bool + Sync),
     ) -> Found {
+        let bot_id = match self.bot_id(app).await {
+            Ok(bot_id) => bot_id,
+            Err(Sent::RateLimited(seconds)) => return Found::RateLimited(seconds),
+            Err(other) => return Found::CouldNotTell(format!("auth.test: {other:?}")),
+        };
         let mut cursor: Option<String> = None;
         for page in 0..HISTORY_PAGES {
             if page > 0 && !may_call() {
@@ -143,8 +155,10 @@ impl SlackApi {
                 .as_array()
                 .map(Vec::as_slice)
                 .unwrap_or_default();
+            // Another app's message may carry the same metadata: only this bot's counts.
             let ours = messages.iter().find(|m| {
-                m["metadata"]["event_type"] == EVENT_TYPE
+                m["bot_id"] == bot_id.as_str()
+                    && m["metadata"]["event_type"] == EVENT_TYPE
                     && m["metadata"]["event_payload"]["approval_id"] == state.approval_id.as_str()
             });
             if let Some(ts) = ours.and_then(|m| m["ts"].as_str()) {
@@ -165,6 +179,30 @@ impl SlackApi {
             "more than {} messages since the approval: the lookup stops there",
             HISTORY_PAGES * usize::from(HISTORY_PAGE_SIZE)
         ))
+    }
+
+    /// This bot token's `bot_id`, from `auth.test` the first time.
+    async fn bot_id(&self, app: &SlackApp) -> Result<String, Sent> {
+        use sha2::{Digest, Sha256};
+        let token: [u8; 32] = Sha256::digest(app.bot_token.expose().as_bytes()).into();
+        let known = self
+            .bot_ids
+            .lock()
+            .ok()
+            .and_then(|ids| ids.get(&token).cloned());
+        if let Some(bot_id) = known {
+            return Ok(bot_id);
+        }
+        let answer = self.call(app, "auth.test", &serde_json::json!({})).await?;
+        let bot_id = answer["bot_id"]
+            .as_str()
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| Sent::Refused("auth.test names no bot_id: not a bot token".into()))?
+            .to_owned();
+        if let Ok(mut ids) = self.bot_ids.lock() {
+            ids.insert(token, bot_id.clone());
+        }
+        Ok(bot_id)
     }
 
     /// Answers the clicking user alone (an ephemeral message through the click's
