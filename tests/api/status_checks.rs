@@ -193,3 +193,43 @@ async fn a_504_whose_backend_acts_3_s_later_is_asked_after_the_delay_one_effect(
         "asked before the delay: {waited:?}"
     );
 }
+
+/// An operator's retry after `needs_reconciliation` asks first, as every automatic retry does
+/// (issue 36): a target whose status now says it acted records `succeeded` without a call; one
+/// that says it never took the key (`not_found`) is called, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_retry_asks_the_target_before_it_calls_again() {
+    let t = TestApp::start_jobs(&[("JOB_MAX_ATTEMPTS", "2")]).await;
+    let acted = approved(&t, "s-op-acted", "unsafe_acted_status_later").await;
+    let not_acted = approved(&t, "s-op-not-acted", "unsafe_not_acted_status_later").await;
+    for id in [&acted, &not_acted] {
+        let done = wait_until_ended(&t, id).await;
+        assert_eq!(done["status"], "needs_reconciliation", "{done}");
+    }
+    let acted_key = &execute_key("s-op-acted", &acted);
+    let not_acted_key = &execute_key("s-op-not-acted", &not_acted);
+    assert_eq!(t.downstream().calls(acted_key), 1);
+    assert_eq!(t.downstream().effects(acted_key), 1, "it acted");
+    assert_eq!(t.downstream().calls(not_acted_key), 1);
+    assert_eq!(t.downstream().effects(not_acted_key), 0, "it did not");
+    let asked_before = t.downstream().status_queries(acted_key);
+
+    t.downstream().bring_status_up();
+    for id in [&acted, &not_acted] {
+        let retried = t.send(t.retry_request(id, None)).await;
+        assert_eq!(retried.status, 202, "{}", retried.text());
+    }
+    let done = wait_until_ended(&t, &acted).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(t.downstream().calls(acted_key), 1, "not called again");
+    assert_eq!(t.downstream().effects(acted_key), 1, "one effect");
+    assert_eq!(
+        t.downstream().status_queries(acted_key),
+        asked_before + 1,
+        "asked once"
+    );
+    let done = wait_until_ended(&t, &not_acted).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(t.downstream().calls(not_acted_key), 2, "called once more");
+    assert_eq!(t.downstream().effects(not_acted_key), 1, "one effect");
+}

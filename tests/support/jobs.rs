@@ -32,6 +32,8 @@ struct Recorded {
     notify_status: Option<StatusCode>,
     /// (path, `traceparent` header) of every call and status query, in arrival order.
     traceparents: Vec<(String, String)>,
+    /// Whether the `down-until-up` status URL answers (see [`Downstream::bring_status_up`]).
+    status_up: bool,
 }
 
 /// The downstream: `/{behaviour}` answers
@@ -50,7 +52,8 @@ struct Recorded {
 /// `GET /status/{mode}/{key}` is the targets' status URL (never counted as a call):
 /// - `truth`: `succeeded` once the key's effect happened, `not_found` before;
 /// - `pending-twice`: `pending` to the first two queries of a key, then as `truth`;
-/// - `down`: 503, always.
+/// - `down`: 503, always;
+/// - `down-until-up`: 503 until the test calls [`Downstream::bring_status_up`], then as `truth`.
 #[derive(Clone, Default)]
 pub struct Downstream {
     recorded: Arc<Mutex<Recorded>>,
@@ -82,6 +85,11 @@ impl Downstream {
             .iter()
             .filter(|(_, k, _)| k == key)
             .count()
+    }
+
+    /// The `down-until-up` status URL answers from now on (as `truth`).
+    pub fn bring_status_up(&self) {
+        self.lock().status_up = true;
     }
 
     /// Status queries received for this key.
@@ -238,8 +246,9 @@ async fn status(
     } else {
         "not_found"
     };
+    let up = recorded.status_up;
     match mode.as_str() {
-        "down" => (
+        "down" | "down-until-up" if mode == "down" || !up => (
             StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(serde_json::json!({})),
         ),
@@ -330,6 +339,11 @@ impl TestApp {
                                "status_url": format!("{base}/status/pending-twice/{{idempotency_key}}"), "status_delay_seconds": 1},
             "unsafe_status_down": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
                                    "status_url": format!("{base}/status/down/{{idempotency_key}}"), "status_delay_seconds": 1},
+            // Acted (then 502) / did not act (502): the status URL down until a test brings it up.
+            "unsafe_acted_status_later": {"url": format!("{base}/bad-gateway-after"), "idempotent": false,
+                                          "status_url": format!("{base}/status/down-until-up/{{idempotency_key}}"), "status_delay_seconds": 1},
+            "unsafe_not_acted_status_later": {"url": format!("{base}/bad-gateway-before"), "idempotent": false,
+                                              "status_url": format!("{base}/status/down-until-up/{{idempotency_key}}"), "status_delay_seconds": 1},
             // A gateway that answers 504 at once while the backend acts (and records the key)
             // 3 s later: asked after 5 s, never before.
             "unsafe_504_acts_later": {"url": format!("{base}/gateway-timeout-acts-later"), "idempotent": false,

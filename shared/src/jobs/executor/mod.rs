@@ -27,7 +27,7 @@ use downstream::{Downstream, Target};
 use message::{Disposition, JobQueue};
 use policy::{
     ANSWER_MARGIN, CallOutcome, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE, SHORTEST_END_WRITE,
-    call_budget, comes_back, seconds_from_ms,
+    StatusAnswer, call_budget, comes_back, seconds_from_ms,
 };
 
 pub use message::JobMessage;
@@ -247,6 +247,40 @@ impl Executor {
         // before the invocation and the lease do, or the attempt's end could not be written.
         let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
         let budget = call_budget(self.call_timeout, r.remaining(), until_lease_end);
+        // An operator's retry (a generation after the first) follows an execution whose
+        // outcome may be unknown: a target that can say what became of the key is asked before
+        // it is called again, as every automatic retry does. A target that says it acted records
+        // `succeeded` and nothing is sent; one that says it never took the key (`not_found`) or
+        // that it failed (it did not act: what the operator asks to do again) is called; one
+        // that cannot tell yet is asked again later, never called blind.
+        if let (Job::Execute(j), Some(status), Some(_), Some(budget)) =
+            (&r.job, &r.target.status, &r.target.url, budget)
+            && j.generation > 0
+        {
+            let answer = self.downstream.ask(&r.job, &status.url, Some(budget)).await;
+            let check = answer.check(self.app.clock.now());
+            observe::count(Metric::StatusQuery, &[check.answer.as_str()]);
+            if !matches!(answer, StatusAnswer::NotFound | StatusAnswer::Failed(_)) {
+                let (completion, disposition) = policy::after_status(
+                    &answer,
+                    "an operator's retry asked the target before calling it again",
+                    r.target.idempotent,
+                    self.last_attempt(r),
+                    true,
+                );
+                tracing::info!(job = r.job.id(), answer = ?answer, attempt_outcome = ?completion, "operator retry settled by the target's status, not called");
+                let end = AttemptEnd {
+                    check: Some(&check),
+                    ..AttemptEnd::by_owner(&completion, &attempt.token)
+                };
+                let back = comes_back(&completion, disposition, r.message.receive_count);
+                return self.finish(r, &attempt, end, disposition, back).await;
+            }
+        }
+        // The budget left after the status query, if one was asked.
+        let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
+        let budget =
+            budget.and_then(|_| call_budget(self.call_timeout, r.remaining(), until_lease_end));
         let outcome = match (&r.target.url, budget) {
             (Some(_), None) => CallOutcome::Retryable(
                 "not sent: too little of the invocation or the lease was left after the begin"
