@@ -414,6 +414,7 @@ async fn an_older_state_never_overwrites_a_newer_one_and_ratelimited_is_honoured
         version: "0".repeat(40),
         created_at: pending.created_at,
         message: MessageState::of(&pending),
+        trace: None,
     });
     let sqs = aws_sdk_sqs::Client::new(&t.sdk);
     sqs.send_message()

@@ -242,3 +242,90 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
     let jobs = lines.iter().filter(|l| l.get("kind").is_some()).count();
     assert!(jobs >= 3, "the jobs' lines: {lines:#?}");
 }
+
+/// Every line about a Slack-decided approval names it and its tenant, and its Slack jobs carry
+/// the approval's own trace (issue 36): the post, the click, the update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lines_of_a_slack_decided_approval_name_it_and_its_trace() {
+    use countersign_tests::slack::{FakeSlack, SLACK_SIGNING_SECRET, U_ALICE, slack_headers};
+    let downstream = Downstream::default();
+    let base = downstream.serve().await;
+    let slack = FakeSlack::start().await;
+    let prefix = format!("trs-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let mut env = isolated_env(&prefix).await;
+    env.extend(
+        [
+            ("API_KEYS", test_api_keys()),
+            (
+                "ACTION_TARGETS",
+                json!({"deploy": {"url": format!("{base}/ok"), "idempotent": true}}).to_string(),
+            ),
+            ("SLACK", slack.config()),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET.to_owned()),
+            (
+                "PUBLIC_BASE_URL",
+                "https://approvals.example.com".to_owned(),
+            ),
+            ("NOTIFIER_URL", format!("{base}/notify")),
+            ("RUST_LOG", "info".to_owned()),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    let runner = LocalRunner::start(&env).await;
+    let http = reqwest::Client::new();
+    let reply = http
+        .post(runner.url("/approvals"))
+        .bearer_auth(KEY_A)
+        .header("content-type", "application/json")
+        .header("idempotency-key", "trace-slack-1")
+        .header("traceparent", GIVEN)
+        .body(CreateBody::new("deploy", &[ALICE]).to_string())
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(reply.status(), 201);
+    let created: Value = reply.json().await.expect("json");
+    let id = created["id"].as_str().expect("id").to_owned();
+    let wait = std::time::Duration::from_secs(60);
+    slack.wait_for_message(&id, wait, |m| m.has_buttons()).await;
+    let body = slack.click_body(U_ALICE, "countersign.approve", &id);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
+    let mut click = http
+        .post(runner.url(&format!("/slack/interactions/{TENANT_A}")))
+        .body(body.clone());
+    for (name, value) in slack_headers(SLACK_SIGNING_SECRET, now, &body) {
+        click = click.header(name, value);
+    }
+    assert_eq!(click.send().await.expect("click").status(), 200);
+    slack
+        .wait_for_message(&id, wait, |m| m.shown().contains("execution: *succeeded*"))
+        .await;
+
+    let lines: Vec<Value> = runner
+        .stdout_lines_with(&id)
+        .iter()
+        .filter(|l| !l.contains("\"_aws\""))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for line in &lines {
+        assert_eq!(field(line, "approval_id"), Some(id.as_str()), "{line}");
+        assert_eq!(field(line, "tenant"), Some(TENANT_A), "{line}");
+        assert!(field(line, "trace_id").is_some(), "{line}");
+        if line.get("kind").is_some() {
+            assert_eq!(field(line, "trace_id"), Some(GIVEN_TRACE), "{line}");
+        }
+    }
+    let slack_jobs = lines
+        .iter()
+        .filter(|l| field(l, "kind") == Some("slack"))
+        .count();
+    assert!(slack_jobs >= 2, "the post and the update: {lines:#?}");
+    let clicks = lines
+        .iter()
+        .filter(|l| field(l, "route") == Some("/slack/interactions/{tenant}"))
+        .count();
+    assert_eq!(clicks, 1, "the click's line names the approval: {lines:#?}");
+}

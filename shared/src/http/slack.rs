@@ -106,6 +106,12 @@ pub async fn interactions(
     let Some(click) = parse_click(&body) else {
         return Ok(StatusCode::OK.into_response());
     };
+    // Every line about the approval names it (the request's span; the path's id is a tenant's).
+    let span = tracing::Span::current();
+    span.record("tenant", tenant.as_str());
+    if let Ok(id) = ApprovalId::parse(&click.approval_id) {
+        span.record("approval_id", id.as_str());
+    }
     let retried = headers.contains_key(RETRY_HEADER);
     if let Some(reason) = vote(&app, &tenant, slack, &click, retried).await? {
         tracing::info!(tenant = %tenant, slack_user = click.user, reason, "Slack click refused");

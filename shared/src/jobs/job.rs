@@ -32,6 +32,10 @@ pub struct SlackJob {
     /// When the approval was created: a lookup for its message starts there.
     pub created_at: EpochSeconds,
     pub message: MessageState,
+    /// The approval's trace: the job's log lines carry it, as every line about the approval
+    /// does (a job queued before it existed starts its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -326,13 +330,13 @@ impl Job {
     }
 
     /// The approval's trace, continued by the job's calls; a job without one (queued before
-    /// traces were kept, or a Slack job) starts its own.
+    /// traces were kept) starts its own.
     pub fn trace(&self) -> crate::observe::TraceContext {
         let stored = match self {
             Self::Notify(j) => j.trace.as_deref(),
             Self::Execute(j) => j.trace.as_deref(),
             Self::Callback(j) => j.trace.as_deref(),
-            Self::Slack(_) => None,
+            Self::Slack(j) => j.trace.as_deref(),
         };
         stored
             .and_then(crate::observe::TraceContext::from_stored)
@@ -347,6 +351,7 @@ impl Job {
             Self::Notify(j) if j.trace.is_none() => j.trace = trace,
             Self::Execute(j) if j.trace.is_none() => j.trace = trace,
             Self::Callback(j) if j.trace.is_none() => j.trace = trace,
+            Self::Slack(j) if j.trace.is_none() => j.trace = trace,
             _ => {}
         }
         self
@@ -418,6 +423,7 @@ pub fn slack_job(old: Option<&Approval>, new: Option<&Approval>, position: &str)
         version: position.to_owned(),
         created_at: new.created_at,
         message,
+        trace: new.trace.clone(),
     }))
 }
 
