@@ -107,6 +107,17 @@ struct Inner {
     history_page: Option<usize>,
 }
 
+impl Inner {
+    /// Adds `message` as the channel's newest, with the next `ts`; returns it.
+    fn push(&mut self, mut message: Message) -> String {
+        self.next_ts += 1;
+        message.ts = format!("{}.{:06}", 1_800_000_000 + self.next_ts, self.next_ts);
+        let ts = message.ts.clone();
+        self.messages.push(message);
+        ts
+    }
+}
+
 #[derive(Clone, Default)]
 pub struct FakeSlack {
     inner: Arc<Mutex<Inner>>,
@@ -184,10 +195,8 @@ impl FakeSlack {
     /// (newer than every message so far); returns its `ts`.
     pub fn plant_impostor(&self, channel: &str, approval_id: &str) -> String {
         let mut inner = self.inner.lock().expect("fake Slack lock");
-        inner.next_ts += 1;
-        let ts = format!("{}.{:06}", 1_800_000_000 + inner.next_ts, inner.next_ts);
-        inner.messages.push(Message {
-            ts: ts.clone(),
+        inner.push(Message {
+            ts: String::new(),
             channel: channel.to_owned(),
             text: "Approve here".to_owned(),
             blocks: json!([]),
@@ -195,8 +204,7 @@ impl FakeSlack {
                              "event_payload": {"approval_id": approval_id, "tenant": TENANT_A}}),
             bot_id: "B0IMPOSTOR".to_owned(),
             updates: 0,
-        });
-        ts
+        })
     }
 
     pub fn calls(&self, method: &str) -> Vec<Call> {
@@ -446,18 +454,15 @@ async fn post_message(
     }
     let ts = {
         let mut inner = slack.inner.lock().expect("fake Slack lock");
-        inner.next_ts += 1;
-        let ts = format!("{}.{:06}", 1_800_000_000 + inner.next_ts, inner.next_ts);
-        inner.messages.push(Message {
-            ts: ts.clone(),
+        inner.push(Message {
+            ts: String::new(),
             channel: channel.clone(),
             text: body["text"].as_str().unwrap_or_default().to_owned(),
             blocks: body["blocks"].clone(),
             metadata: body["metadata"].clone(),
             bot_id: BOT_ID.to_owned(),
             updates: 0,
-        });
-        ts
+        })
     };
     slack.record(
         "chat.postMessage",
