@@ -12,7 +12,7 @@ ensure_venv "$venv" .package-requirements "cargo-lambda and zig" infra/requireme
 export PATH="$venv/bin:$PATH"
 ensure_aarch64_target
 
-functions=(api decide webhook dispatch executor sweeper reconciler)
+functions=(api read decide webhook dispatch executor sweeper reconciler)
 packages=()
 for f in "${functions[@]}"; do packages+=(-p "countersign-$f"); done
 cargo lambda build --release --arm64 --output-format zip "${packages[@]}"

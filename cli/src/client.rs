@@ -46,9 +46,10 @@ pub struct FieldError {
 /// Why one request did not give an answer to use.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// No answer (connection refused or lost, timeout) or a 5xx / 429: worth another try.
+    /// No answer (connection refused or lost, timeout) or a 5xx / 429: worth another try, not
+    /// sooner than the answer's `Retry-After` when it has one.
     #[error("{0}")]
-    Transient(String),
+    Transient(String, Option<Duration>),
     /// The API refused the request (4xx): repeating it changes nothing.
     #[error("{} ({}, HTTP {})", .0.detail, .0.code, .0.status)]
     Refused(Problem),
@@ -141,8 +142,9 @@ impl Api {
         let response = request
             .send()
             .await
-            .map_err(|e| CallError::Transient(describe(&e)))?;
+            .map_err(|e| CallError::Transient(describe(&e), None))?;
         let status = response.status();
+        let retry_after = retry_after(response.headers());
         let replayed = response
             .headers()
             .get("idempotent-replayed")
@@ -150,7 +152,7 @@ impl Api {
         let bytes = response
             .bytes()
             .await
-            .map_err(|e| CallError::Transient(describe(&e)))?;
+            .map_err(|e| CallError::Transient(describe(&e), None))?;
         let json = serde_json::from_slice::<Value>(&bytes);
         if status.is_success() {
             return json
@@ -172,7 +174,7 @@ impl Api {
                 || format!("HTTP {status}"),
                 |p| format!("{} ({}, HTTP {})", p.detail, p.code, status.as_u16()),
             );
-            return Err(CallError::Transient(what));
+            return Err(CallError::Transient(what, retry_after));
         }
         match problem {
             Some(mut problem) => {
@@ -184,6 +186,19 @@ impl Api {
             ))),
         }
     }
+}
+
+/// `Retry-After` in whole seconds (a 429 `too_many_waits`, a 503), at most a minute; an HTTP
+/// date or anything else is ignored (the backoff decides).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds.min(60)))
 }
 
 /// A reqwest error with its causes: "error sending request" alone says little.
@@ -250,7 +265,7 @@ where
         let limit = give_up.saturating_duration_since(Instant::now());
         match call(Some(limit.max(Duration::from_secs(1)))).await {
             Ok(value) => return Ok(value),
-            Err(CallError::Transient(what)) => {
+            Err(CallError::Transient(what, retry_after)) => {
                 let left = give_up.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return Err(CliError::Transport(format!(
@@ -258,7 +273,7 @@ where
                         crate::duration::human(started.elapsed())
                     )));
                 }
-                let pause = delay.min(left);
+                let pause = delay.max(retry_after.unwrap_or_default()).min(left);
                 on_retry(&what, pause);
                 tokio::time::sleep(pause).await;
                 delay = (delay * 2).min(MAX_RETRY_DELAY);

@@ -142,6 +142,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("due", 6),
     ("trail", 6),
     ("positions", 6),
+    ("held_reads", 6),
     ("inbox", 7),
     ("listing", 7),
     ("size", 7),

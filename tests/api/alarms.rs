@@ -570,6 +570,13 @@ fn the_dashboard_shows_the_metrics_the_code_emits_and_every_alarm() {
                     s.metric
                 ),
                 "Function" => assert!(function_values().contains(&value.as_str()), "{value}"),
+                // A request refused for one reason an alarm watches (the problem's code).
+                "Reason" if metric == Metric::RequestRefused => assert!(
+                    countersign::http::ApiError::CODES
+                        .iter()
+                        .any(|(code, _)| code == value),
+                    "RequestRefused: {value} is no problem code"
+                ),
                 other => panic!("{}: {other} has open values: search by it", s.metric),
             }
         }

@@ -101,7 +101,8 @@ pub(crate) fn role_of(function: &Value) -> String {
         .to_owned()
 }
 
-/// Every statement of a role's inline policies.
+/// Every statement of a role's inline policies; a statement under a condition (`!If [C,
+/// statement, !Ref AWS::NoValue]`) as the statement it is when the condition holds.
 pub(crate) fn statements(role: &Value) -> Vec<&Value> {
     role["Properties"]["Policies"]
         .as_sequence()
@@ -111,6 +112,10 @@ pub(crate) fn statements(role: &Value) -> Vec<&Value> {
             policy["PolicyDocument"]["Statement"]
                 .as_sequence()
                 .expect("statements")
+        })
+        .map(|statement| match statement {
+            Value::Tagged(tagged) if tagged.tag == "!If" => &tagged.value[1],
+            plain => plain,
         })
         .collect()
 }
@@ -368,14 +373,8 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
         "one role per function"
     );
     for (id, role) in roles {
-        for policy in role["Properties"]["Policies"]
-            .as_sequence()
-            .expect("inline policies")
         {
-            for statement in policy["PolicyDocument"]["Statement"]
-                .as_sequence()
-                .expect("statements")
-            {
+            for statement in statements(role) {
                 for action in statement["Action"].as_sequence().expect("actions listed") {
                     let action = action.as_str().unwrap_or_default();
                     assert!(!action.contains('*'), "{id}: wildcard action {action}");
@@ -504,7 +503,7 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
             "{id}: GetSecretValue on exactly the secrets it names"
         );
     }
-    assert_eq!(functions, 7);
+    assert_eq!(functions, countersign::Function::ALL.len());
 }
 
 #[test]
@@ -646,15 +645,89 @@ fn the_slack_manifest_asks_for_the_scopes_the_code_uses() {
     }
 }
 
-/// A held read (`GET /approvals/{id}?wait=20`) fits the function that serves it, and the HTTP
-/// API's 30 s integration timeout.
+/// Held reads (`GET /approvals/{id}?wait=20`) run in a function of their own (SPEC "Waiting
+/// without polling"): the route goes to it alone; its reserved concurrency is the
+/// `HeldReadConcurrency` parameter (default 50), of which `HeldReadHeadroom` is kept for plain
+/// reads and the 429 answers; it outlasts the longest hold and fits the HTTP API's 30 s; and it
+/// may write only the held reads' seats.
 #[test]
-fn the_api_function_outlasts_the_longest_held_read() {
+fn held_reads_run_in_their_own_function_with_reserved_concurrency() {
     let template = template();
-    let timeout = template["Resources"]["CreateFunction"]["Properties"]["Timeout"]
+    let mut serving = Vec::new();
+    for (id, function) in of_type(&template, "AWS::Serverless::Function") {
+        for (_, event) in function["Properties"]["Events"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+        {
+            let properties = &event["Properties"];
+            if properties["Method"].as_str() == Some("GET")
+                && properties["Path"].as_str() == Some("/approvals/{id}")
+            {
+                serving.push(id.clone());
+            }
+        }
+    }
+    assert_eq!(
+        serving,
+        ["ReadFunction"],
+        "GET /approvals/{{id}} is served by"
+    );
+
+    let read = &template["Resources"]["ReadFunction"]["Properties"];
+    assert_eq!(
+        text(&read["ReservedConcurrentExecutions"]),
+        "!Ref HeldReadConcurrency"
+    );
+    let parameter = &template["Parameters"]["HeldReadConcurrency"];
+    assert_eq!(parameter["Default"].as_u64(), Some(50));
+    let headroom = &template["Parameters"]["HeldReadHeadroom"];
+    assert!(
+        headroom["Default"]
+            .as_u64()
+            .is_some_and(|h| (1..50).contains(&h)),
+        "a default headroom inside the default concurrency"
+    );
+    let variables = &read["Environment"]["Variables"];
+    assert_eq!(
+        text(&variables["HELD_READ_CONCURRENCY"]),
+        "!Ref HeldReadConcurrency"
+    );
+    assert_eq!(
+        text(&variables["HELD_READ_HEADROOM"]),
+        "!Ref HeldReadHeadroom"
+    );
+    let timeout = read["Timeout"]
         .as_u64()
-        .expect("the API function's timeout");
+        .expect("the read function's timeout");
     assert!((21..30).contains(&timeout), "{timeout} s");
+    // The other HTTP functions hold nothing: the default timeout, and no reservation that would
+    // cap votes or creates.
+    for id in ["CreateFunction", "DecideFunction", "WebhookFunction"] {
+        let properties = &template["Resources"][id]["Properties"];
+        assert!(properties["ReservedConcurrentExecutions"].is_null(), "{id}");
+        assert!(
+            properties["Timeout"].is_null(),
+            "{id}: the Globals' timeout"
+        );
+    }
+
+    // Least privilege: the read function reads approvals and writes only through UpdateItem
+    // (the seats' item of the ledger table).
+    let role = role_of(&template["Resources"]["ReadFunction"]);
+    for statement in statements(&template["Resources"][role.as_str()]) {
+        let actions = text(&statement["Action"]);
+        let resource = text(&statement["Resource"]);
+        if resource.contains("ApprovalsTable") {
+            assert!(
+                !actions.contains("Put") && !actions.contains("Update"),
+                "{actions}"
+            );
+        }
+        if resource.contains("ExecutionLedgerTable") {
+            assert_eq!(actions, "dynamodb:UpdateItem");
+        }
+    }
 }
 
 // ------------------------------------------------------------------ what operators see

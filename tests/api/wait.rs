@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use countersign_tests::{ALICE, BOB, DECIDER_A, KEY_A, KEY_B, TestApp, decision_body, deploy_body};
 
 use crate::helpers::WAIT;
@@ -49,16 +50,22 @@ async fn an_untouched_approval_is_answered_pending_after_the_wait_with_bounded_r
     assert_eq!(held.status, 200);
     assert_eq!(held.json()["status"], "pending");
     assert!(answered >= Duration::from_secs(3), "{answered:?}");
-    let reads = t.calls.take();
+    let calls = t.calls.take();
+    let (reads, writes): (Vec<_>, Vec<_>) = calls.iter().partition(|c| *c == "GetItem");
     println!(
-        "wait=3 on an untouched approval: answered after {} ms, {} reads",
+        "wait=3 on an untouched approval: answered after {} ms, {} reads, {} writes",
         answered.as_millis(),
-        reads.len()
+        reads.len(),
+        writes.len()
     );
-    assert!(reads.iter().all(|c| c == "GetItem"), "{reads:?}");
     assert!(
         (4..=7).contains(&reads.len()),
-        "N + 4 reads at most: {reads:?}"
+        "N + 4 reads at most: {calls:?}"
+    );
+    assert_eq!(
+        writes,
+        ["UpdateItem", "UpdateItem"],
+        "a seat taken and given back: {calls:?}"
     );
 
     // Without wait, or decided already: one read, at once.
@@ -117,4 +124,226 @@ async fn bad_waits_are_refused_and_other_tenants_approvals_are_not_found() {
         .await
         .assert_problem(404, "not_found");
     assert!(started.elapsed() < Duration::from_secs(2), "not held");
+}
+
+/// SPEC "Waiting without polling": held reads beyond the cap are answered 429 `too_many_waits`
+/// with `Retry-After`, never queued, while every other route answers as usual. 200 held reads
+/// race for 20 seats: exactly 20 hold (the seats' condition is one write), the other 180 are
+/// refused at once; a vote and a create sent meanwhile are answered before any held read ends;
+/// and every seat is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_held_reads_at_once_hold_twenty_and_the_rest_are_told_when_to_retry() {
+    const HOLD_SECONDS: u64 = 8;
+    let t = TestApp::start_with(&[("HELD_READ_CONCURRENCY", "20")]).await;
+    let waited = t
+        .create_ok(KEY_A, "held-1", &deploy_body(11, &[ALICE]))
+        .await;
+    let voted = t
+        .create_ok(KEY_A, "held-2", &deploy_body(12, &[ALICE, BOB]))
+        .await;
+    let started = Instant::now();
+    let path = format!("/approvals/{waited}?wait={HOLD_SECONDS}");
+    let reads: Vec<_> = (0..200)
+        .map(|_| {
+            let request = t
+                .http
+                .get(t.url(&path))
+                .bearer_auth(KEY_A)
+                .timeout(Duration::from_secs(60));
+            tokio::spawn(async move {
+                let response = request.send().await.expect("an answer");
+                let status = response.status().as_u16();
+                let retry_after = response
+                    .headers()
+                    .get("retry-after")
+                    .map(|v| v.to_str().unwrap_or_default().to_owned());
+                let body: serde_json::Value = response.json().await.expect("JSON");
+                (status, retry_after, body, started.elapsed())
+            })
+        })
+        .collect();
+
+    // Meanwhile: the seats fill, and a vote and a create are answered as usual.
+    let seats = async {
+        let mut most = 0;
+        while started.elapsed() < Duration::from_secs(HOLD_SECONDS / 2) {
+            let held = t.app.store.held_read_leases().await.expect("the seats");
+            most = most.max(held.len());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        most
+    };
+    let others = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let vote = t
+            .decide(DECIDER_A, &voted, decision_body("approve", ALICE))
+            .await;
+        let create = t.create(KEY_A, "held-3", &deploy_body(13, &[ALICE])).await;
+        (vote.status, create.status, started.elapsed())
+    };
+    let (most_seats, (vote, create, others_done)) = tokio::join!(seats, others);
+
+    let mut held = Vec::new();
+    let mut refused = Vec::new();
+    for read in reads {
+        let (status, retry_after, body, at) = read.await.expect("the read's task");
+        match status {
+            200 => {
+                assert_eq!(body["status"], "pending", "{body}");
+                held.push(at);
+            }
+            429 => {
+                assert_eq!(body["code"], "too_many_waits", "{body}");
+                let seconds: u64 = retry_after
+                    .as_deref()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| panic!("Retry-After in seconds: {retry_after:?}"));
+                assert!((1..=20).contains(&seconds), "{seconds}");
+                refused.push((at, seconds));
+            }
+            other => panic!("HTTP {other}: {body}"),
+        }
+    }
+    let first_held_answer = held.iter().min().copied().expect("some held");
+    let last_refusal = refused
+        .iter()
+        .map(|(at, _)| *at)
+        .max()
+        .expect("some refused");
+    println!(
+        "200 held reads for 20 seats: {} held, {} refused (the last refusal after {} ms, \
+         Retry-After {}–{} s); the vote and the create answered after {} ms, the first held \
+         read after {} ms; at most {most_seats} seats taken at once",
+        held.len(),
+        refused.len(),
+        last_refusal.as_millis(),
+        refused.iter().map(|(_, s)| *s).min().unwrap_or(0),
+        refused.iter().map(|(_, s)| *s).max().unwrap_or(0),
+        others_done.as_millis(),
+        first_held_answer.as_millis(),
+    );
+    assert_eq!((held.len(), refused.len()), (20, 180));
+    assert_eq!(most_seats, 20, "never more than the cap");
+    assert!(
+        last_refusal < first_held_answer,
+        "refusals are answered at once, not queued behind the held reads"
+    );
+    assert_eq!((vote, create), (200, 201));
+    assert!(
+        others_done < first_held_answer,
+        "the vote and the create did not wait for the held reads"
+    );
+    assert!(
+        held.iter()
+            .all(|at| *at >= Duration::from_secs(HOLD_SECONDS)),
+        "the held reads held"
+    );
+    assert_eq!(
+        t.app.store.held_read_leases().await.expect("the seats"),
+        Vec::<String>::new(),
+        "every seat given back"
+    );
+    let refusals = t
+        .metrics
+        .take()
+        .iter()
+        .filter(|doc| doc.contains("\"too_many_waits\""))
+        .count();
+    assert!(refusals > 0, "RequestRefused too_many_waits is counted");
+
+    // The seats came back: a held read holds again.
+    let again = t
+        .get_path(KEY_A, &format!("/approvals/{waited}?wait=1"))
+        .await;
+    assert_eq!(again.status, 200, "{}", again.text());
+}
+
+/// A held read whose process died leaves its lease in the seats' set: once the read it held
+/// for has ended and the function's whole timeout has passed, the next read that finds the
+/// seats full removes it and holds; a lease still live is not touched, and `Retry-After` is
+/// the time until it ends.
+#[tokio::test]
+async fn a_dead_held_reads_seat_is_taken_back_and_a_live_one_is_not() {
+    let t =
+        TestApp::start_with(&[("HELD_READ_CONCURRENCY", "3"), ("HELD_READ_HEADROOM", "2")]).await;
+    let id = t
+        .create_ok(KEY_A, "held-dead", &deploy_body(21, &[ALICE]))
+        .await;
+    let now = t.clock.now();
+    let plant = |lease: String| {
+        t.dynamodb
+            .update_item()
+            .table_name(&t.app.store.tables().execution_ledger)
+            .key("pk", AttributeValue::S("held-reads".into()))
+            .update_expression("ADD #leases :lease")
+            .expression_attribute_names("#leases", "leases")
+            .expression_attribute_values(":lease", AttributeValue::Ss(vec![lease]))
+            .send()
+    };
+    // One seat (3 less a headroom of 2), taken by a read that ended 40 s ago and never left.
+    let dead = format!("{}#dead", now - 40);
+    plant(dead.clone()).await.expect("plant a dead lease");
+    t.calls.take();
+    let reply = t.get_path(KEY_A, &format!("/approvals/{id}?wait=1")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let calls = t.calls.take();
+    assert_eq!(
+        calls.iter().filter(|c| *c == "UpdateItem").count(),
+        4,
+        "refused, the dead lease removed, taken, given back: {calls:?}"
+    );
+    assert!(
+        !t.app
+            .store
+            .held_read_leases()
+            .await
+            .expect("seats")
+            .contains(&dead),
+        "the dead lease is gone"
+    );
+
+    // A read that ended 20 s ago may still be in its process's timeout (the lease is kept 30 s
+    // past its end): its seat is kept.
+    let live = format!("{}#slow", now - 20);
+    plant(live.clone()).await.expect("plant a recent lease");
+    t.get_path(KEY_A, &format!("/approvals/{id}?wait=1"))
+        .await
+        .assert_problem(429, "too_many_waits");
+    // A read holding for 15 s more: Retry-After says so.
+    t.dynamodb
+        .update_item()
+        .table_name(&t.app.store.tables().execution_ledger)
+        .key("pk", AttributeValue::S("held-reads".into()))
+        .update_expression("DELETE #leases :lease")
+        .expression_attribute_names("#leases", "leases")
+        .expression_attribute_values(":lease", AttributeValue::Ss(vec![live]))
+        .send()
+        .await
+        .expect("remove it");
+    plant(format!("{}#holding", now + 15))
+        .await
+        .expect("plant a live lease");
+    let reply = t
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals/{id}?wait=1")))
+                .bearer_auth(KEY_A),
+        )
+        .await;
+    reply.assert_problem(429, "too_many_waits");
+    let retry_after: u64 = reply.headers["retry-after"]
+        .to_str()
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After");
+    assert!((13..=16).contains(&retry_after), "{retry_after}");
+
+    // A read that need not hold is never refused, seats or not.
+    assert_eq!(t.get(KEY_A, &id).await.status, 200);
+    let vote = t
+        .decide(DECIDER_A, &id, decision_body("approve", ALICE))
+        .await;
+    assert_eq!(vote.status, 200, "{}", vote.text());
+    let decided = t.get_path(KEY_A, &format!("/approvals/{id}?wait=5")).await;
+    assert_eq!(decided.json()["status"], "approved", "{}", decided.text());
 }

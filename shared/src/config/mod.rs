@@ -77,6 +77,10 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// How long a warm function keeps a table key's item (`KEY_CACHE_SECONDS`, 0–300).
     pub key_cache_seconds: i64,
+    /// How many held reads may hold at once: `HELD_READ_CONCURRENCY` (the read function's
+    /// reserved concurrency on AWS) less `HELD_READ_HEADROOM` (the instances kept for plain
+    /// reads and refusals, which a held read never takes).
+    pub held_read_seats: u32,
 }
 
 /// A tenant's callback subscription: its URL, signing secret and the event types it receives.
@@ -193,6 +197,8 @@ impl Config {
         // visibility timeout long.
         let retry_budget = job_visibility_timeout_seconds * (i64::from(job_max_attempts) + 3);
 
+        let held_read_seats = held_read_seats(&get)?;
+
         Ok(Self {
             tables,
             secrets,
@@ -223,6 +229,7 @@ impl Config {
                 300,
                 "KEY_CACHE_SECONDS",
             )?,
+            held_read_seats,
             metrics: MetricsConfig {
                 namespace: get("METRICS_NAMESPACE")
                     .map(|raw| {
@@ -291,8 +298,8 @@ impl Config {
                 self.jobs()?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
-            // Tables only (every setting they read has a default).
-            Function::Sweeper | Function::Reconciler => Ok(()),
+            // Tables only (every setting they read has a default; keys are optional, as above).
+            Function::Read | Function::Sweeper | Function::Reconciler => Ok(()),
         }
     }
 
@@ -331,6 +338,9 @@ impl Config {
 pub enum Function {
     /// The HTTP API's approvals routes (functions/api).
     Api,
+    /// `GET /approvals/{id}`, held or not (functions/read): its own function, so that held
+    /// reads can never take the concurrency the other routes and the jobs need.
+    Read,
     Decide,
     Webhook,
     Dispatch,
@@ -341,8 +351,9 @@ pub enum Function {
 
 impl Function {
     /// Every function the template deploys.
-    pub const ALL: [Function; 7] = [
+    pub const ALL: [Function; 8] = [
         Self::Api,
+        Self::Read,
         Self::Decide,
         Self::Webhook,
         Self::Dispatch,
@@ -355,6 +366,7 @@ impl Function {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Api => "api",
+            Self::Read => "read",
             Self::Decide => "decide",
             Self::Webhook => "webhook",
             Self::Dispatch => "dispatch",
@@ -426,6 +438,27 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
     Ok(parsed)
 }
 
+/// `HELD_READ_CONCURRENCY` (1–1000, default 50) less `HELD_READ_HEADROOM` (default 0): on AWS
+/// the first is the read function's reserved concurrency and the second what of it is kept for
+/// reads that answer at once (plain reads, refusals), so that a held read beyond the seats is
+/// answered 429 by the function rather than throttled by Lambda (which HTTP API answers 500).
+fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
+    let concurrency = at_most(
+        number(get, "HELD_READ_CONCURRENCY", 50, 1)?,
+        1000,
+        "HELD_READ_CONCURRENCY",
+    )?;
+    let headroom = number(get, "HELD_READ_HEADROOM", 0, 0)?;
+    if headroom >= concurrency {
+        return Err(ConfigError::new(
+            "HELD_READ_HEADROOM",
+            format!("must be less than HELD_READ_CONCURRENCY ({concurrency})"),
+        ));
+    }
+    u32::try_from(concurrency - headroom)
+        .map_err(|_| ConfigError::new("HELD_READ_CONCURRENCY", "must be at most 1000"))
+}
+
 /// `value`, unless it is over `max`.
 fn at_most(value: i64, max: i64, variable: &'static str) -> Result<i64, ConfigError> {
     if value > max {
@@ -494,6 +527,45 @@ mod tests {
         );
         let declared = self::config(&[KEYS, declared]).unwrap();
         assert!(declared.action_targets["deploy"].idempotent);
+    }
+
+    #[test]
+    fn held_reads_get_their_concurrency_less_its_headroom() {
+        assert_eq!(config(&[KEYS, TARGETS]).unwrap().held_read_seats, 50);
+        let seats = |pairs: &[(&str, &str)]| {
+            let mut all = vec![KEYS, TARGETS];
+            all.extend_from_slice(pairs);
+            config(&all).map(|c| c.held_read_seats)
+        };
+        assert_eq!(seats(&[("HELD_READ_CONCURRENCY", "20")]).unwrap(), 20);
+        assert_eq!(
+            seats(&[
+                ("HELD_READ_CONCURRENCY", "50"),
+                ("HELD_READ_HEADROOM", "10")
+            ])
+            .unwrap(),
+            40
+        );
+        for (pairs, variable) in [
+            (
+                &[
+                    ("HELD_READ_CONCURRENCY", "10"),
+                    ("HELD_READ_HEADROOM", "10"),
+                ][..],
+                "HELD_READ_HEADROOM",
+            ),
+            (
+                &[("HELD_READ_CONCURRENCY", "0")][..],
+                "HELD_READ_CONCURRENCY",
+            ),
+            (
+                &[("HELD_READ_CONCURRENCY", "1001")][..],
+                "HELD_READ_CONCURRENCY",
+            ),
+            (&[("HELD_READ_HEADROOM", "-1")][..], "HELD_READ_HEADROOM"),
+        ] {
+            assert_eq!(seats(pairs).unwrap_err().variable, variable, "{pairs:?}");
+        }
     }
 
     #[test]

@@ -41,9 +41,14 @@ pub const REQUEST_ID: &str = "x-request-id";
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// The API Lambda's routes: create, read, list, the trail, cancel, and the operator's.
+/// The API Lambda's routes: create, list, the trail, cancel, and the operator's.
 pub fn api_router(app: Arc<App>) -> Router {
     finish(api_routes(), app, Function::Api)
+}
+
+/// The read Lambda's route: `GET /approvals/{id}`, held (`wait=N`) or not.
+pub fn read_router(app: Arc<App>) -> Router {
+    finish(read_routes(), app, Function::Read)
 }
 
 /// Marks the routes' requests as `function`'s in their metrics, where one router serves several
@@ -68,7 +73,10 @@ pub fn webhook_router(app: Arc<App>) -> Router {
 /// Every route, for the local runner and the tests.
 pub fn router(app: Arc<App>) -> Router {
     finish(
-        api_routes().merge(decide_routes()).merge(webhook_routes()),
+        api_routes()
+            .merge(read_routes())
+            .merge(decide_routes())
+            .merge(webhook_routes()),
         app,
         Function::Api,
     )
@@ -77,7 +85,6 @@ pub fn router(app: Arc<App>) -> Router {
 fn api_routes() -> Router<Arc<App>> {
     let routes = Router::new()
         .route("/approvals", post(approvals::create).get(listing::list))
-        .route("/approvals/{id}", get(approvals::get))
         .route("/approvals/{id}/events", get(trail::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
@@ -85,6 +92,11 @@ fn api_routes() -> Router<Arc<App>> {
         .route("/approvals/{id}/execution/claim", post(claims::claim))
         .route("/approvals/{id}/execution/report", post(claims::report));
     of_function(routes, Function::Api)
+}
+
+fn read_routes() -> Router<Arc<App>> {
+    let routes = Router::new().route("/approvals/{id}", get(approvals::get));
+    of_function(routes, Function::Read)
 }
 
 fn decide_routes() -> Router<Arc<App>> {

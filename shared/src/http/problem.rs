@@ -70,6 +70,10 @@ pub enum ApiError {
     AlreadyVoted { approval: Value },
     #[error("the cursor is not one this query gave out")]
     InvalidCursor,
+    #[error(
+        "too many reads are held at once: ask again after Retry-After seconds, or read without wait"
+    )]
+    TooManyWaits { retry_after: u64 },
     #[error("a dependency is not reachable")]
     Unavailable,
     #[error("internal error")]
@@ -133,6 +137,7 @@ impl ApiError {
             }
             Self::PolicyUnsatisfiable { .. } => StatusCode::BAD_REQUEST,
             Self::AlreadyVoted { .. } => StatusCode::CONFLICT,
+            Self::TooManyWaits { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -167,6 +172,7 @@ impl ApiError {
         ("policy_unsatisfiable", 400),
         ("already_voted", 409),
         ("invalid_cursor", 400),
+        ("too_many_waits", 429),
         ("unavailable", 503),
         ("internal_error", 500),
     ];
@@ -208,6 +214,7 @@ impl ApiError {
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
             Self::AlreadyVoted { .. } => "already_voted",
             Self::InvalidCursor => "invalid_cursor",
+            Self::TooManyWaits { .. } => "too_many_waits",
             Self::Unavailable => "unavailable",
             Self::Internal(_) => "internal_error",
         }
@@ -241,6 +248,7 @@ impl ApiError {
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
             Self::AlreadyVoted { .. } => "Already voted",
             Self::InvalidCursor => "Invalid cursor",
+            Self::TooManyWaits { .. } => "Too many held reads",
             Self::Unavailable => "Service unavailable",
             Self::Internal(_) => "Internal error",
         }
@@ -251,6 +259,11 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let code = self.code();
+        let retry_after = match &self {
+            Self::TooManyWaits { retry_after } => Some(*retry_after),
+            Self::Unavailable => Some(1),
+            _ => None,
+        };
         if let Self::Internal(err) = &self {
             // The cause goes to the log, not to the caller.
             tracing::error!(error = %err, "request failed");
@@ -286,8 +299,8 @@ impl IntoResponse for ApiError {
         if code == "unauthorized" {
             headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        if let Some(seconds) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response.extensions_mut().insert(ProblemCode(code));
         response
@@ -350,6 +363,7 @@ mod tests {
             ApiError::PolicyUnsatisfiable { errors: Vec::new() },
             ApiError::AlreadyVoted { approval },
             ApiError::InvalidCursor,
+            ApiError::TooManyWaits { retry_after: 1 },
             ApiError::Unavailable,
             ApiError::Internal(StoreError::Corrupt("x")),
         ]
@@ -398,6 +412,7 @@ mod tests {
                 | ApiError::PolicyUnsatisfiable { .. }
                 | ApiError::AlreadyVoted { .. }
                 | ApiError::InvalidCursor
+                | ApiError::TooManyWaits { .. }
                 | ApiError::Unavailable
                 | ApiError::Internal(_) => {}
             }

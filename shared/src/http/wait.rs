@@ -3,6 +3,12 @@
 //! the approval (one consistent `GetItem`) at 0, 0.2, 0.6 and 1.4 s, then once a second, and
 //! answers as soon as what it waits for holds, or when N seconds have passed: at most N + 4
 //! reads per held request, and never longer than API Gateway's 30 s (N ≤ 20).
+//!
+//! A read that holds takes one of `HELD_READ_CONCURRENCY − HELD_READ_HEADROOM` seats first
+//! (two writes: take and give back; a read that answers at once takes none), so however many
+//! ask, only so many hold, and the rest are answered 429 `too_many_waits` with `Retry-After`
+//! at once — on AWS inside the read function's reserved concurrency, which the other routes
+//! and the jobs never share.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -10,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::ApiError;
 use crate::App;
 use crate::domain::{Approval, ApprovalId, ExecutionStatus, Status, TenantId};
+use crate::store::{HeldReadLease, Seat, Store};
 
 /// The longest hold: well inside API Gateway's 30 s and the API function's timeout.
 pub const MAX_WAIT_SECONDS: u64 = 20;
@@ -74,31 +81,122 @@ pub fn parse(params: &HashMap<String, String>) -> Result<Option<(Duration, Until
     }
 }
 
-/// Reads the approval until `until` holds or `wait` has passed; the approval as last read.
+/// How long after its end a held read's lease is surely dead: longer than the read function's
+/// whole timeout (28 s), so a lease is never taken from a read still holding.
+const LEASE_GRACE_SECONDS: i64 = 30;
+
+/// Reads the approval; with `hold`, and unless what it waits for holds already, takes one of
+/// the held reads' seats (429 `too_many_waits` when none is free: never queued) and reads again
+/// until `until` holds or `wait` has passed; the approval as last read.
 pub async fn read(
     app: &App,
     tenant: &TenantId,
     id: &ApprovalId,
     hold: Option<(Duration, Until)>,
 ) -> Result<Approval, ApiError> {
-    let deadline = hold.map(|(wait, _)| Instant::now() + wait);
+    let approval = get(app, tenant, id).await?;
+    let Some((wait, until)) = hold else {
+        return Ok(approval);
+    };
+    if until.holds(&approval, app.clock.now()) {
+        return Ok(approval);
+    }
+    let deadline = Instant::now() + wait;
+    let seat = HeldSeat::take(app, wait).await?;
+    let held = hold_until(app, tenant, id, until, deadline).await;
+    seat.leave().await;
+    held
+}
+
+async fn get(app: &App, tenant: &TenantId, id: &ApprovalId) -> Result<Approval, ApiError> {
+    app.store
+        .get_approval(tenant, id)
+        .await?
+        .ok_or(ApiError::NotFound)
+}
+
+/// Reads at 0.2, 0.6 and 1.4 s, then once a second, until `until` holds or `deadline` passes.
+async fn hold_until(
+    app: &App,
+    tenant: &TenantId,
+    id: &ApprovalId,
+    until: Until,
+    deadline: Instant,
+) -> Result<Approval, ApiError> {
     let mut pause = FIRST_PAUSE;
     loop {
-        let approval = app
-            .store
-            .get_approval(tenant, id)
-            .await?
-            .ok_or(ApiError::NotFound)?;
-        let (Some((_, until)), Some(deadline)) = (hold, deadline) else {
-            return Ok(approval);
-        };
         let left = deadline.saturating_duration_since(Instant::now());
-        if until.holds(&approval, app.clock.now()) || left.is_zero() {
-            return Ok(approval);
-        }
         tokio::time::sleep(pause.min(left)).await;
         pause = (pause * 2).min(LONGEST_PAUSE);
+        let approval = get(app, tenant, id).await?;
+        if until.holds(&approval, app.clock.now()) || Instant::now() >= deadline {
+            return Ok(approval);
+        }
     }
+}
+
+/// A seat among the held reads, given back when the read ends — or, if the request is dropped
+/// before (its client went away), by a task of its own; a process that dies leaves its lease to
+/// end ([`LEASE_GRACE_SECONDS`]).
+struct HeldSeat {
+    store: Store,
+    lease: Option<HeldReadLease>,
+}
+
+impl HeldSeat {
+    async fn take(app: &App, wait: Duration) -> Result<Self, ApiError> {
+        let now = app.clock.now();
+        let wait_seconds = i64::try_from(wait.as_secs()).unwrap_or(MAX_WAIT_SECONDS as i64);
+        let lease = HeldReadLease::new(now + wait_seconds);
+        let seat = app
+            .store
+            .take_held_read_seat(
+                &lease,
+                app.config.held_read_seats,
+                now - LEASE_GRACE_SECONDS,
+            )
+            .await?;
+        match seat {
+            Seat::Taken => Ok(Self {
+                store: app.store.clone(),
+                lease: Some(lease),
+            }),
+            Seat::Full { soonest_end } => Err(ApiError::TooManyWaits {
+                retry_after: retry_after(soonest_end, now),
+            }),
+        }
+    }
+
+    async fn leave(mut self) {
+        if let Some(lease) = self.lease.take() {
+            leave(&self.store, &lease).await;
+        }
+    }
+}
+
+impl Drop for HeldSeat {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            let store = self.store.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { leave(&store, &lease).await });
+            }
+        }
+    }
+}
+
+async fn leave(store: &Store, lease: &HeldReadLease) {
+    if let Err(err) = store.leave_held_read(lease).await {
+        // The seat comes back when the lease is found dead.
+        tracing::warn!(error = %err, "a held read's seat was not given back");
+    }
+}
+
+/// Seconds until the soonest held read ends (when a seat is next free), 1 to 20.
+fn retry_after(soonest_end: i64, now: i64) -> u64 {
+    u64::try_from(soonest_end - now)
+        .unwrap_or(1)
+        .clamp(1, MAX_WAIT_SECONDS)
 }
 
 #[cfg(test)]
@@ -133,6 +231,14 @@ mod tests {
         ] {
             assert!(parse(&bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn retry_after_is_when_the_soonest_held_read_ends_within_one_to_twenty_seconds() {
+        assert_eq!(retry_after(107, 100), 7);
+        assert_eq!(retry_after(100, 100), 1, "ending now: ask in a second");
+        assert_eq!(retry_after(90, 100), 1, "a lease past its end");
+        assert_eq!(retry_after(1_000, 100), 20);
     }
 
     #[test]

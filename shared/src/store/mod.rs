@@ -5,8 +5,8 @@
 //! Inside, each module builds on the ones before it and never on a later one (`layering.rs`
 //! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
 //! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
-//! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`) →
-//! `inbox`, `listing`, `size` → `ledger`.
+//! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`,
+//! `held_reads`) → `inbox`, `listing`, `size` → `ledger`.
 
 mod api_keys;
 mod approvals;
@@ -20,6 +20,7 @@ mod conditions;
 mod due;
 mod error;
 mod expr;
+mod held_reads;
 mod inbox;
 mod indexes;
 mod keys;
@@ -38,6 +39,7 @@ pub use approvals::{CreateOutcome, IdempotencyRecord, SavedResponse};
 pub use client::{DecideOutcome, Store};
 pub use due::Requeue;
 pub use error::StoreError;
+pub use held_reads::{HeldReadLease, Seat};
 pub use inbox::{InboxRecord, Ingested};
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
 pub use listing::{ListPage, ListQuery, Listed};

@@ -145,14 +145,14 @@ fn paths() -> Value {
                 "operationId": "getApproval",
                 "tags": ["approvals"],
                 "summary": "Read an approval (every role); with `wait`, wait for its decision without polling",
-                "description": "With `wait=N` (1–20 s) the read holds while the approval is pending (`until=executed`: or approved with its execution not yet ended) and answers as soon as that changes, or after N seconds with the approval as it is then. It reads the approval at 0, 0.2, 0.6 and 1.4 s, then once a second: at most N + 4 reads per held request.",
+                "description": "With `wait=N` (1–20 s) the read holds while the approval is pending (`until=executed`: or approved with its execution not yet ended) and answers as soon as that changes, or after N seconds with the approval as it is then. It reads the approval at 0, 0.2, 0.6 and 1.4 s, then once a second: at most N + 4 reads per held request. Held reads have a cap (a deployment's `HeldReadConcurrency` less `HeldReadHeadroom`, locally `HELD_READ_CONCURRENCY`): a read that would hold beyond it is answered at once with 429 `too_many_waits` and `Retry-After` (the seconds until a held read ends), never queued. A read that need not hold (the approval is no longer pending) is never refused.",
                 "parameters": [
                     {"name": "wait", "in": "query", "required": false, "description": "Seconds to hold while nothing the caller waits for has happened.", "schema": {"type": "integer", "minimum": 1, "maximum": 20}},
                     {"name": "until", "in": "query", "required": false, "description": "What to wait for (with `wait`): the decision (default), or the execution's end.", "schema": {"type": "string", "enum": ["decided", "executed"]}}
                 ],
                 "responses": responses(
                     json!({"200": approval_response("The approval.", false)}),
-                    &["invalid_request", "unauthorized", "not_found"],
+                    &["invalid_request", "unauthorized", "not_found", "too_many_waits"],
                 ),
             }
         },
@@ -418,7 +418,7 @@ fn responses(success: Value, codes: &[&str]) -> Value {
                     json!({"$ref": "#/components/headers/WwwAuthenticate"}),
                 );
             }
-            503 => {
+            429 | 503 => {
                 headers.insert(
                     "Retry-After".into(),
                     json!({"$ref": "#/components/headers/RetryAfter"}),
