@@ -688,6 +688,16 @@ fn held_reads_run_in_their_own_function_with_reserved_concurrency() {
             .is_some_and(|h| (1..50).contains(&h)),
         "a default headroom inside the default concurrency"
     );
+    // CloudFormation cannot compare two parameters: their ranges keep seats for held reads
+    // whatever is chosen (a headroom ≥ the concurrency would fail the function at start).
+    assert!(
+        headroom["MaxValue"].as_u64() < parameter["MinValue"].as_u64(),
+        "the headroom's range below the concurrency's"
+    );
+    assert!(
+        parameter["MaxValue"].as_u64() <= Some(200),
+        "the seats' one item"
+    );
     let variables = &read["Environment"]["Variables"];
     assert_eq!(
         text(&variables["HELD_READ_CONCURRENCY"]),

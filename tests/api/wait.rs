@@ -198,7 +198,12 @@ async fn two_hundred_held_reads_at_once_hold_twenty_and_the_rest_are_told_when_t
                     .as_deref()
                     .and_then(|s| s.parse().ok())
                     .unwrap_or_else(|| panic!("Retry-After in seconds: {retry_after:?}"));
-                assert!((1..=20).contains(&seconds), "{seconds}");
+                // The soonest held read ends HOLD_SECONDS after it began, and every refusal came
+                // within a few seconds of the first seat taken.
+                assert!(
+                    (HOLD_SECONDS - 4..=HOLD_SECONDS).contains(&seconds),
+                    "Retry-After {seconds}"
+                );
                 refused.push((at, seconds));
             }
             other => panic!("HTTP {other}: {body}"),
@@ -320,6 +325,7 @@ async fn a_dead_held_reads_seat_is_taken_back_and_a_live_one_is_not() {
         .send()
         .await
         .expect("remove it");
+    let now = t.clock.now();
     plant(format!("{}#holding", now + 15))
         .await
         .expect("plant a live lease");

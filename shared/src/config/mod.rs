@@ -438,14 +438,16 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
     Ok(parsed)
 }
 
-/// `HELD_READ_CONCURRENCY` (1–1000, default 50) less `HELD_READ_HEADROOM` (default 0): on AWS
+/// `HELD_READ_CONCURRENCY` (1–200, default 50) less `HELD_READ_HEADROOM` (default 0): on AWS
 /// the first is the read function's reserved concurrency and the second what of it is kept for
 /// reads that answer at once (plain reads, refusals), so that a held read beyond the seats is
 /// answered 429 by the function rather than throttled by Lambda (which HTTP API answers 500).
+/// At most 200: the seats are one item, and each of its writes costs write units in proportion
+/// to the leases it holds (200 × ~37 bytes: 8 units), one item taking at most 1,000 a second.
 fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
     let concurrency = at_most(
         number(get, "HELD_READ_CONCURRENCY", 50, 1)?,
-        1000,
+        200,
         "HELD_READ_CONCURRENCY",
     )?;
     let headroom = number(get, "HELD_READ_HEADROOM", 0, 0)?;
@@ -456,7 +458,7 @@ fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigE
         ));
     }
     u32::try_from(concurrency - headroom)
-        .map_err(|_| ConfigError::new("HELD_READ_CONCURRENCY", "must be at most 1000"))
+        .map_err(|_| ConfigError::new("HELD_READ_CONCURRENCY", "must be at most 200"))
 }
 
 /// `value`, unless it is over `max`.
@@ -559,7 +561,7 @@ mod tests {
                 "HELD_READ_CONCURRENCY",
             ),
             (
-                &[("HELD_READ_CONCURRENCY", "1001")][..],
+                &[("HELD_READ_CONCURRENCY", "201")][..],
                 "HELD_READ_CONCURRENCY",
             ),
             (&[("HELD_READ_HEADROOM", "-1")][..], "HELD_READ_HEADROOM"),

@@ -153,7 +153,7 @@ impl HeldSeat {
             .take_held_read_seat(
                 &lease,
                 app.config.held_read_seats,
-                now - LEASE_GRACE_SECONDS,
+                (now, LEASE_GRACE_SECONDS),
             )
             .await?;
         match seat {
@@ -161,15 +161,19 @@ impl HeldSeat {
                 store: app.store.clone(),
                 lease: Some(lease),
             }),
-            Seat::Full { soonest_end } => Err(ApiError::TooManyWaits {
-                retry_after: retry_after(soonest_end, now),
+            Seat::Full { next_free } => Err(ApiError::TooManyWaits {
+                retry_after: retry_after(next_free, now),
             }),
         }
     }
 
+    /// Gives the seat back; if this is cut off (the request dropped mid-write), the guard still
+    /// holds the lease and gives it back on drop.
     async fn leave(mut self) {
-        if let Some(lease) = self.lease.take() {
-            leave(&self.store, &lease).await;
+        if let Some(lease) = &self.lease
+            && leave(&self.store, lease).await
+        {
+            self.lease = None;
         }
     }
 }
@@ -185,16 +189,20 @@ impl Drop for HeldSeat {
     }
 }
 
-async fn leave(store: &Store, lease: &HeldReadLease) {
-    if let Err(err) = store.leave_held_read(lease).await {
-        // The seat comes back when the lease is found dead.
-        tracing::warn!(error = %err, "a held read's seat was not given back");
+/// Whether the seat was given back (if not, it comes back when its lease is found dead).
+async fn leave(store: &Store, lease: &HeldReadLease) -> bool {
+    match store.leave_held_read(lease).await {
+        Ok(()) => true,
+        Err(err) => {
+            tracing::warn!(error = %err, "a held read's seat was not given back");
+            false
+        }
     }
 }
 
-/// Seconds until the soonest held read ends (when a seat is next free), 1 to 20.
-fn retry_after(soonest_end: i64, now: i64) -> u64 {
-    u64::try_from(soonest_end - now)
+/// Seconds until a seat is likely free, 1 to 20.
+fn retry_after(next_free: i64, now: i64) -> u64 {
+    u64::try_from(next_free - now)
         .unwrap_or(1)
         .clamp(1, MAX_WAIT_SECONDS)
 }

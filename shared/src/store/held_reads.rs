@@ -45,8 +45,9 @@ impl HeldReadLease {
 pub enum Seat {
     /// The read holds; it leaves with [`Store::leave_held_read`].
     Taken,
-    /// Every seat is taken; the soonest of the reads holding them ends at `soonest_end`.
-    Full { soonest_end: EpochSeconds },
+    /// Every seat is taken; a seat is likely free again at `next_free` (when the soonest
+    /// holding read ends, or a lease past its end is found dead).
+    Full { next_free: EpochSeconds },
 }
 
 impl Store {
@@ -57,27 +58,27 @@ impl Store {
         &self,
         lease: &HeldReadLease,
         cap: u32,
-        dead_before: EpochSeconds,
+        (now, grace): (EpochSeconds, EpochSeconds),
     ) -> Result<Seat, StoreError> {
         let first = self.try_seat(lease, cap).await?;
         let Some(leases) = first else {
             return Ok(Seat::Taken);
         };
-        let ended: Vec<String> = leases
+        let dead: Vec<String> = leases
             .iter()
-            .filter(|l| HeldReadLease::end(l) < dead_before)
+            .filter(|l| HeldReadLease::end(l) + grace < now)
             .cloned()
             .collect();
-        if ended.is_empty() {
+        if dead.is_empty() {
             return Ok(Seat::Full {
-                soonest_end: soonest(&leases),
+                next_free: next_free(&leases, now, grace),
             });
         }
-        self.remove_leases(ended).await?;
+        self.remove_leases(dead).await?;
         match self.try_seat(lease, cap).await? {
             None => Ok(Seat::Taken),
             Some(leases) => Ok(Seat::Full {
-                soonest_end: soonest(&leases),
+                next_free: next_free(&leases, now, grace),
             }),
         }
     }
@@ -125,7 +126,13 @@ impl Store {
             Ok(_) => Ok(None),
             Err(e) => match e.into_service_error() {
                 UpdateItemError::ConditionalCheckFailedException(failed) => {
-                    Ok(Some(failed.item().map(leases_of).unwrap_or_default()))
+                    let leases = failed.item().map(leases_of).unwrap_or_default();
+                    // Our own write applied, its answer was lost, and the SDK's retry met it
+                    // (taking the last seat): the seat is ours.
+                    if leases.contains(&lease.0) {
+                        return Ok(None);
+                    }
+                    Ok(Some(leases))
                 }
                 other => Err(StoreError::dynamo("UpdateItem", other)),
             },
@@ -154,12 +161,15 @@ fn leases_of(item: &Item) -> Vec<String> {
     }
 }
 
-fn soonest(leases: &[String]) -> EpochSeconds {
+/// When a seat is likely free again: the soonest end of a read still holding, or of the grace
+/// of one past its end (it is giving its seat back, or dead and found so then).
+fn next_free(leases: &[String], now: EpochSeconds, grace: EpochSeconds) -> EpochSeconds {
     leases
         .iter()
         .map(|l| HeldReadLease::end(l))
+        .map(|end| if end >= now { end } else { end + grace })
         .min()
-        .unwrap_or(0)
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -176,9 +186,13 @@ mod tests {
             "each lease is its own"
         );
         assert_eq!(HeldReadLease::end("garbage"), 0);
+        let leases = |ends: &[i64]| ends.iter().map(|e| format!("{e}#x")).collect::<Vec<_>>();
+        assert_eq!(next_free(&leases(&[130, 112, 140]), 100, 30), 112);
         assert_eq!(
-            soonest(&["30#a".to_owned(), "12#b".to_owned(), "40#c".to_owned()]),
-            12
+            next_free(&leases(&[95, 140]), 100, 30),
+            125,
+            "a read past its end frees its seat by the end of its grace"
         );
+        assert_eq!(next_free(&[], 100, 30), 100);
     }
 }
