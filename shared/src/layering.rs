@@ -16,6 +16,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("auth", 1),
     ("webhook", 1),
     ("slack", 1),
+    ("github", 1),
     ("review_token", 1),
     ("clock", 1),
     ("Clock", 1),
@@ -39,6 +40,7 @@ const CHECKED: &[(&str, &str)] = &[
     ("auth", "auth"),
     ("webhook", "webhook"),
     ("slack", "slack"),
+    ("github", "github"),
     ("review_token.rs", "review_token"),
     ("clock.rs", "clock"),
     ("store", "store"),
@@ -146,7 +148,8 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("inbox", 7),
     ("listing", 7),
     ("size", 7),
-    ("ledger", 8),
+    ("github", 8),
+    ("ledger", 9),
 ];
 
 #[test]

@@ -147,7 +147,7 @@ async fn begin(t: &TestApp, key: &LedgerKey, token: &str) {
     let began = t
         .app
         .store
-        .begin_job(key, token, now, now_ms, now_ms + 60_000, false)
+        .begin_job(key, token, now, now_ms, now_ms + 60_000, false, None)
         .await
         .expect("begin");
     assert_eq!(began, Begin::Started);

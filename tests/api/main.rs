@@ -13,6 +13,7 @@ mod cost;
 mod create;
 mod decide;
 mod faults;
+mod github;
 mod governance;
 mod health;
 mod helpers;

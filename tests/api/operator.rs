@@ -189,7 +189,7 @@ async fn status_queries_and_late_reports_on_an_approval_are_bounded() {
     let store = &t.app.store;
     let (now, now_ms) = (t.clock.now(), t.clock.now_millis());
     let began = store
-        .begin_job(&job, "attempt-1", now, now_ms, now_ms + 60_000, false)
+        .begin_job(&job, "attempt-1", now, now_ms, now_ms + 60_000, false, None)
         .await
         .expect("begin");
     assert_eq!(began, Begin::Started);

@@ -253,6 +253,7 @@ fn every_route_of_the_api_is_declared() {
         "POST /approvals/{id}/execution/report",
         "POST /webhooks/{source}",
         "POST /slack/interactions/{tenant}",
+        "POST /github/events/{tenant}",
         "GET /health",
         "GET /openapi.json",
     ]
@@ -441,6 +442,7 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
         "DecisionTokenSecret",
         "EventSubscriptions",
         "Slack",
+        "Github",
     ];
     let secrets: BTreeSet<String> = of_type(&template, "AWS::SecretsManager::Secret")
         .into_iter()
@@ -515,6 +517,7 @@ fn secrets_are_no_echo_parameters() {
         "DecisionTokenSecret",
         "EventSubscriptions",
         "Slack",
+        "Github",
     ] {
         assert_eq!(
             template["Parameters"][secret]["NoEcho"].as_bool(),

@@ -7,6 +7,7 @@ pub mod capacity;
 pub mod chain;
 pub mod fault_proxy;
 pub mod fixtures;
+pub mod github;
 pub mod jobs;
 pub mod local_aws;
 pub mod local_runner;

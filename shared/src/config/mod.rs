@@ -81,6 +81,9 @@ pub struct Config {
     /// reserved concurrency on AWS) less `HELD_READ_HEADROOM` (the instances kept for plain
     /// reads and refusals, which a held read never takes).
     pub held_read_seats: u32,
+    /// How often the scheduled sweep asks GitHub for the App's failed deliveries
+    /// (`GITHUB_REDELIVERY_SECONDS`, 1–3600, default 300).
+    pub github_redelivery_seconds: i64,
 }
 
 /// A tenant's callback subscription: its URL, signing secret and the event types it receives.
@@ -230,6 +233,11 @@ impl Config {
                 "KEY_CACHE_SECONDS",
             )?,
             held_read_seats,
+            github_redelivery_seconds: at_most(
+                number(&get, "GITHUB_REDELIVERY_SECONDS", 300, 1)?,
+                3600,
+                "GITHUB_REDELIVERY_SECONDS",
+            )?,
             metrics: MetricsConfig {
                 namespace: get("METRICS_NAMESPACE")
                     .map(|raw| {
@@ -288,9 +296,11 @@ impl Config {
                 self.secrets.decision_token_secret.is_some(),
                 "DECISION_TOKEN_SECRET",
             ),
-            // Provider webhooks, Slack's clicks, or both.
+            // Provider webhooks, Slack's clicks, GitHub's events, or any of them.
             Function::Webhook => require(
-                !self.secrets.webhook_sources.is_empty() || !self.secrets.slack.is_empty(),
+                !self.secrets.webhook_sources.is_empty()
+                    || !self.secrets.slack.is_empty()
+                    || !self.secrets.github.is_empty(),
                 "WEBHOOK_SOURCES",
             ),
             Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),

@@ -1,5 +1,5 @@
 //! The secret-bearing variables (SPEC "Keys and secrets"): `API_KEYS`, `WEBHOOK_SOURCES`,
-//! `EVENT_SUBSCRIPTIONS`, `SLACK`, `DECISION_TOKEN_SECRET`. Each may come from the variable or
+//! `EVENT_SUBSCRIPTIONS`, `SLACK`, `GITHUB`, `DECISION_TOKEN_SECRET`. Each may come from the variable or
 //! from a Secrets Manager secret named by `<NAME>_SECRET_ARN` (never both). Secrets are read at
 //! start in one `BatchGetSecretValue`, kept in memory, and refreshed every
 //! `SECRETS_REFRESH_SECONDS` — and early, at most once every 30 s, when a signature or token
@@ -14,15 +14,17 @@ use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use super::{ConfigError, Subscription, WebhookSource, parse_subscriptions, parse_webhook_sources};
 use crate::auth::ApiKeys;
 use crate::domain::{EpochSeconds, TenantId};
+use crate::github::{GithubApp, parse_github};
 use crate::review_token::TokenSecret;
 use crate::slack::{SlackApp, parse_slack};
 
 /// Every variable that may hold a secret, and so may come from Secrets Manager instead.
-pub const SECRET_VARIABLES: [&str; 5] = [
+pub const SECRET_VARIABLES: [&str; 6] = [
     "API_KEYS",
     "WEBHOOK_SOURCES",
     "EVENT_SUBSCRIPTIONS",
     "SLACK",
+    "GITHUB",
     "DECISION_TOKEN_SECRET",
 ];
 
@@ -43,6 +45,8 @@ pub struct Secrets {
     pub event_subscriptions: BTreeMap<TenantId, Subscription>,
     /// Each tenant's Slack app, for the tenants that decide in Slack.
     pub slack: BTreeMap<TenantId, SlackApp>,
+    /// Each tenant's GitHub App, for the tenants that gate deployments through Countersign.
+    pub github: BTreeMap<TenantId, GithubApp>,
     pub decision_token_secret: Option<TokenSecret>,
 }
 
@@ -68,6 +72,10 @@ impl Secrets {
             Some(raw) => parse_slack(&raw).map_err(|e| ConfigError::new("SLACK", e))?,
             None => BTreeMap::new(),
         };
+        let github = match get("GITHUB") {
+            Some(raw) => parse_github(&raw).map_err(|e| ConfigError::new("GITHUB", e))?,
+            None => BTreeMap::new(),
+        };
         let decision_token_secret = get("DECISION_TOKEN_SECRET")
             .map(|raw| {
                 TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
@@ -78,6 +86,7 @@ impl Secrets {
             webhook_sources,
             event_subscriptions,
             slack,
+            github,
             decision_token_secret,
         })
     }

@@ -82,6 +82,9 @@ pub enum Channel {
     Webhook,
     /// A button clicked in the tenant's Slack message.
     Slack,
+    /// GitHub: an event of the tenant's GitHub App (an approval it opened, a round it joined,
+    /// a run whose end cancelled it), or Countersign's own refusal of one.
+    Github,
 }
 
 impl Channel {
@@ -91,6 +94,7 @@ impl Channel {
             Self::ReviewPage => "review_page",
             Self::Webhook => "webhook",
             Self::Slack => "slack",
+            Self::Github => "github",
         }
     }
 
@@ -100,6 +104,7 @@ impl Channel {
             "review_page" => Some(Self::ReviewPage),
             "webhook" => Some(Self::Webhook),
             "slack" => Some(Self::Slack),
+            "github" => Some(Self::Github),
             _ => None,
         }
     }
@@ -111,6 +116,9 @@ pub struct Cancellation {
     pub by: Approver,
     pub at: EpochSeconds,
     pub reason: Option<String>,
+    /// `None`: a person, through the API. `Some(Github)`: the workflow run ended (nothing is
+    /// waiting at GitHub any more, so nothing is told).
+    pub channel: Option<Channel>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +282,8 @@ pub struct Approval {
     /// The trace its create request belonged to (`observe::TraceContext::stored`), continued
     /// by every call made for it.
     pub trace: Option<String>,
+    /// The job waiting on an environment, for an approval a GitHub event opened.
+    pub github: Option<super::GithubGate>,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -295,6 +305,16 @@ impl Approval {
     /// The same boundary as the store's `only_if_pending` condition (`expires_at > :now`).
     pub fn is_past_expiry(&self, now: EpochSeconds) -> bool {
         now >= self.expires_at
+    }
+
+    /// Who asked, for separation of duties: the principal that created it — or, for a GitHub
+    /// deployment, the approver its sender is mapped to (`requested_by` then names the GitHub
+    /// user).
+    pub fn requester(&self) -> Option<&Approver> {
+        self.github
+            .as_ref()
+            .and_then(|g| g.requester.as_ref())
+            .or(self.requested_by.as_ref())
     }
 
     /// Whether `approver` is listed, by identity (not by spelling).
@@ -556,6 +576,7 @@ pub(crate) mod tests {
             execution: Execution::not_started(0),
             slack: None,
             trace: None,
+            github: None,
         }
     }
 

@@ -203,6 +203,7 @@ impl CreateRequest {
             execution: Execution::not_started(now),
             slack: None,
             trace: None,
+            github: None,
         }
     }
 }

@@ -145,7 +145,7 @@ pub fn classify_refusal(
         return DecideRefusal::NotFound;
     };
     // The requester's own key decides nothing, whoever it names and whatever state it finds.
-    let requester = old.requested_by.as_ref().map(Approver::identity);
+    let requester = old.requester().map(Approver::identity);
     if requester.is_some() && request.sent_by.as_ref().map(Approver::identity) == requester {
         return DecideRefusal::SelfApproval;
     }
@@ -168,8 +168,7 @@ pub fn classify_refusal(
         Status::Pending if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
         Status::Pending
             if old
-                .requested_by
-                .as_ref()
+                .requester()
                 .is_some_and(|r| r.identity() == request.approver.identity()) =>
         {
             DecideRefusal::SelfApproval
@@ -355,6 +354,15 @@ pub enum WebhookOutcome {
     Ignored,
     /// The event's approver is the approval's requester (separation of duties).
     SelfApprovalForbidden,
+    /// GitHub: a job waiting on an environment opened a round (its approval).
+    Opened,
+    /// GitHub: a job waiting on an environment joined the round open for it.
+    Joined,
+    /// GitHub: the round was refused at once (no configuration for the environment, a policy
+    /// only the requester could meet): its approval is born rejected.
+    Refused,
+    /// GitHub: the run ended; its open rounds closed, their pending approvals cancelled.
+    Cancelled,
 }
 
 impl WebhookOutcome {
@@ -366,6 +374,10 @@ impl WebhookOutcome {
             Self::UnknownApproval => "unknown_approval",
             Self::Ignored => "ignored",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
+            Self::Opened => "opened",
+            Self::Joined => "joined",
+            Self::Refused => "refused",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -377,6 +389,10 @@ impl WebhookOutcome {
             Self::UnknownApproval,
             Self::Ignored,
             Self::SelfApprovalForbidden,
+            Self::Opened,
+            Self::Joined,
+            Self::Refused,
+            Self::Cancelled,
         ]
         .into_iter()
         .find(|o| o.as_str() == raw)

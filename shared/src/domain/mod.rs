@@ -6,6 +6,7 @@ pub(crate) mod approval;
 mod attempt;
 mod create;
 mod decide;
+mod github;
 mod ids;
 mod numbers;
 mod policy;
@@ -19,9 +20,16 @@ pub use approval::{
 pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};
 pub use decide::{DecideRefusal, DecideRequest, WebhookOutcome, classify_refusal};
+pub use github::{GITHUB_DEPLOYMENT, GithubAnswer, GithubDelivery, GithubGate, MAX_DELIVERIES};
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 pub use numbers::inexact_numbers;
 pub use policy::{Policy, PolicyRefusal, Rule, VoteEffect};
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
 
 /// A configuration value given as one string or as a list of them (a secret during its rotation:
 /// the first is the current one).
@@ -38,6 +46,61 @@ impl OneOrMany {
             Self::One(one) => vec![one],
             Self::Many(many) => many,
         }
+    }
+}
+
+/// A JSON object's entries in order, refusing a key written twice (serde would keep the last,
+/// silently: a user mapped twice is a mistake to report, not to guess about).
+pub struct Entries<V>(pub Vec<(String, V)>);
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for EntriesVisitor<V> {
+            type Value = Entries<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries: Vec<(String, V)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, V>()? {
+                    if entries.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!("duplicate key {key:?}")));
+                    }
+                    entries.push((key, value));
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(EntriesVisitor(PhantomData))
+    }
+}
+
+/// What serde's error about a JSON configuration may say without quoting a value (a secret, it
+/// may be): its own words when they name a field or a key, else only where the problem is and
+/// the `shape` expected.
+pub fn config_json_problem(error: &serde_json::Error, shape: &str) -> String {
+    let text = error.to_string();
+    let names_a_field = [
+        "unknown field",
+        "missing field",
+        "duplicate field",
+        "duplicate key",
+    ]
+    .iter()
+    .any(|start| text.starts_with(start));
+    match error.classify() {
+        serde_json::error::Category::Data if names_a_field => text,
+        serde_json::error::Category::Data => format!(
+            "not the expected shape at line {} column {}: {shape}",
+            error.line(),
+            error.column()
+        ),
+        _ => format!(
+            "not valid JSON at line {} column {}",
+            error.line(),
+            error.column()
+        ),
     }
 }
 

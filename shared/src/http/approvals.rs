@@ -292,6 +292,7 @@ pub async fn cancel(
         by: caller.principal.clone(),
         at: now,
         reason,
+        channel: None,
     };
     match app
         .store

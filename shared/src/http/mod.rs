@@ -3,6 +3,7 @@
 mod approvals;
 mod claims;
 mod extract;
+mod github;
 mod listing;
 mod openapi;
 mod operator;
@@ -65,7 +66,7 @@ pub fn decide_router(app: Arc<App>) -> Router {
     finish(decide_routes(), app, Function::Decide)
 }
 
-/// The webhook Lambda's routes: provider webhooks and Slack's clicks.
+/// The webhook Lambda's routes: provider webhooks, Slack's clicks and GitHub's events.
 pub fn webhook_router(app: Arc<App>) -> Router {
     finish(webhook_routes(), app, Function::Webhook)
 }
@@ -109,7 +110,8 @@ fn decide_routes() -> Router<Arc<App>> {
 fn webhook_routes() -> Router<Arc<App>> {
     let routes = Router::new()
         .route("/webhooks/{source}", post(webhooks::ingest))
-        .route("/slack/interactions/{tenant}", post(slack::interactions));
+        .route("/slack/interactions/{tenant}", post(slack::interactions))
+        .route("/github/events/{tenant}", post(github::events));
     of_function(routes, Function::Webhook)
 }
 

@@ -330,7 +330,7 @@ fn render(approval: &Approval, status: Status, grant: &ReviewGrant, token: &str)
             }
         }
         @match (status, &approval.decision) {
-            (Status::Pending, _) if approval.requested_by.as_ref().is_some_and(|r| r.identity() == grant.approver.identity()) => {
+            (Status::Pending, _) if approval.requester().is_some_and(|r| r.identity() == grant.approver.identity()) => {
                 div.card #outcome {
                     h2 { "Your decision" }
                     p { "You requested this approval: someone else decides it." }
@@ -452,6 +452,7 @@ fn channel_name(channel: Channel) -> &'static str {
         Channel::ReviewPage => "the review page",
         Channel::Webhook => "a webhook",
         Channel::Slack => "Slack",
+        Channel::Github => "GitHub",
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::job::{Job, callback_jobs, jobs_for_change, slack_job};
+use super::job::{Job, callback_jobs, github_job, jobs_for_change, slack_job};
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Status};
 use crate::observe::{self, Metric};
@@ -183,6 +183,7 @@ impl Dispatcher {
                         .find(|e| e.kind == EventType::Created)
                         .map_or("", |e| e.order.as_str());
                     jobs.extend(jobs_for_change(old.as_ref(), new.as_ref(), created));
+                    jobs.extend(github_job(old.as_ref(), new.as_ref(), &derived));
                     if let Some(new) = &new {
                         let secrets = self.app.secrets();
                         let subscription = secrets.event_subscriptions.get(&new.tenant);

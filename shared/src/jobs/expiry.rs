@@ -1,20 +1,32 @@
 //! The expirer (the sweeper Lambda, run on a schedule): pending approvals past their expiry
 //! become `expired` in the table, which emits `approval.expired` and its callback. Candidates
-//! come from the `due` index, never a scan.
+//! come from the `due` index, never a scan. The same run asks GitHub again for the App
+//! deliveries that never arrived (`redelivery.rs`), every `GITHUB_REDELIVERY_SECONDS`.
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use super::report::SweepReport;
 use crate::App;
+use crate::github::api::GithubApi;
 use crate::store::StoreError;
 
 pub struct Expirer {
     app: Arc<App>,
+    github: GithubApi,
 }
+
+/// A call to GitHub's API while sweeping its deliveries.
+const GITHUB_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Expirer {
     pub fn new(app: Arc<App>) -> Self {
-        Self { app }
+        // A client without TLS roots or a proxy it cannot build is no client for GitHub either:
+        // the sweep of its deliveries then fails (counted), expiry goes on.
+        let github =
+            GithubApi::new(GITHUB_CALL_TIMEOUT).unwrap_or_else(|_| GithubApi::unconfigured());
+        Self { app, github }
     }
 
     /// Moves every pending approval past its expiry to `expired`. Each candidate on its own:
@@ -42,6 +54,18 @@ impl Expirer {
                 Ok(None) => {}
                 Err(e) => {
                     tracing::error!(tenant = %tenant, approval_id = %id, error = %e, "approval not expired; the others go on");
+                    report.failures += 1;
+                }
+            }
+        }
+        if !self.app.secrets().github.is_empty() {
+            match super::redelivery::sweep(&self.app, &self.github).await {
+                Ok(done) => {
+                    report.redelivered += done.asked;
+                    report.failures += done.failures;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "GitHub deliveries not swept; expiry was done");
                     report.failures += 1;
                 }
             }

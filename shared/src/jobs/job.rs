@@ -10,7 +10,7 @@ use crate::domain::{
     rfc3339,
 };
 use crate::slack::MessageState;
-use crate::store::{Guarded, LedgerKey, size};
+use crate::store::{Guarded, LedgerKey, RoundKey, size};
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
 /// their action, context or decision once approved), so the executor reads nothing before
@@ -22,6 +22,65 @@ pub enum Job {
     Execute(ExecuteJob),
     Callback(CallbackJob),
     Slack(SlackJob),
+    /// A GitHub deployment's rejection (rejected, expired, cancelled by a person); its approval
+    /// is told as the execution of the approved one ([`ExecuteJob::github`]).
+    Github(GithubJob),
+}
+
+/// What a GitHub deployment's answer says and where it goes (from the approval's gate): the
+/// same on every attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GithubCall {
+    pub installation_id: u64,
+    /// `owner/name`.
+    pub repository: String,
+    pub repository_id: u64,
+    pub run_id: u64,
+    pub environment: String,
+    pub callback_url: String,
+    pub approved: bool,
+    pub comment: String,
+}
+
+impl GithubCall {
+    /// The answer of an approval GitHub opened, once it has ended (`None` otherwise, and when
+    /// the run's own end cancelled it).
+    pub fn of(approval: &Approval) -> Option<Self> {
+        let gate = approval.github.as_ref()?;
+        let answer = approval.github_answer(approval.created_at)?;
+        Some(Self {
+            installation_id: gate.installation_id,
+            repository: gate.repository.clone(),
+            repository_id: gate.repository_id,
+            run_id: gate.run_id,
+            environment: gate.environment.clone(),
+            callback_url: gate.callback_url.clone(),
+            approved: answer.approved,
+            comment: answer.comment,
+        })
+    }
+
+    /// The round it answers.
+    pub fn round(&self, tenant: &TenantId) -> RoundKey {
+        RoundKey {
+            tenant: tenant.clone(),
+            repository_id: self.repository_id,
+            run_id: self.run_id,
+            environment: self.environment.clone(),
+        }
+    }
+}
+
+/// A GitHub deployment's rejection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GithubJob {
+    pub approval_id: ApprovalId,
+    pub tenant: TenantId,
+    pub call: GithubCall,
+    /// The trail order of the event that ended the approval: the answer's event sorts after it.
+    pub after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// The tenant's Slack message, drawn as one committed change left the approval.
@@ -92,6 +151,10 @@ pub struct ExecuteJob {
     /// The approval's trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// A GitHub deployment: its execution is the answer to GitHub (`approved`), not a call to
+    /// an action target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubCall>,
 }
 
 /// An execute job as a message body holds it: as [`ExecuteJob`] writes it, or as jobs queued
@@ -112,6 +175,8 @@ struct ExecuteJobBody {
     decision: Value,
     #[serde(default)]
     trace: Option<String>,
+    #[serde(default)]
+    github: Option<GithubCall>,
 }
 
 #[derive(Deserialize)]
@@ -141,6 +206,7 @@ impl TryFrom<ExecuteJobBody> for ExecuteJob {
             context: body.context,
             decision: body.decision,
             trace: body.trace,
+            github: body.github,
         })
     }
 }
@@ -187,6 +253,16 @@ impl Job {
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
+            Self::Github(j) => format!("{}#github", j.approval_id),
+        }
+    }
+
+    /// A GitHub answer's call, if the job is one (the approved answer is an execute job).
+    pub fn github_call(&self) -> Option<&GithubCall> {
+        match self {
+            Self::Execute(j) => j.github.as_ref(),
+            Self::Github(j) => Some(&j.call),
+            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => None,
         }
     }
 
@@ -198,6 +274,7 @@ impl Job {
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
             Self::Slack(_) => Guarded::SlackMessage,
+            Self::Github(_) => Guarded::GithubAnswer,
         };
         LedgerKey {
             tenant: self.tenant().clone(),
@@ -238,6 +315,20 @@ impl Job {
                 j.event_id.clone(),
                 json!({ "event_id": j.event_id, "event_type": j.event_type, "error": error }),
             ),
+            (Self::Github(j), Completion::Succeeded) => (
+                &j.after,
+                EventType::GithubAnswered,
+                String::new(),
+                json!({ "state": state(&j.call), "environment": j.call.environment,
+                        "comment": j.call.comment }),
+            ),
+            (Self::Github(j), Completion::Failed(error)) => (
+                &j.after,
+                EventType::GithubAnswerFailed,
+                String::new(),
+                json!({ "state": state(&j.call), "environment": j.call.environment,
+                        "error": error }),
+            ),
             _ => return None,
         };
         let actor = json!({ "channel": self.kind() });
@@ -267,7 +358,7 @@ impl Job {
                 EventType::CallbackDelivered,
                 &j.event_id,
             )),
-            Self::Notify(_) | Self::Execute(_) | Self::Slack(_) => None,
+            Self::Notify(_) | Self::Execute(_) | Self::Slack(_) | Self::Github(_) => None,
         }
     }
 
@@ -299,6 +390,8 @@ impl Job {
             Self::Callback(j) => j.event_id.clone(),
             // Slack takes no key: the message's ledger item keeps it to one.
             Self::Slack(j) => j.message.approval_id.to_string(),
+            // GitHub takes none either: the round's fence keeps an answer to its own round.
+            Self::Github(j) => format!("{}:github", j.approval_id),
         }
     }
 
@@ -308,6 +401,7 @@ impl Job {
             Self::Execute(_) => "execute",
             Self::Callback(_) => "callback",
             Self::Slack(_) => "slack",
+            Self::Github(_) => "github",
         }
     }
 
@@ -317,6 +411,7 @@ impl Job {
             Self::Execute(j) => &j.approval_id,
             Self::Callback(j) => &j.approval_id,
             Self::Slack(j) => &j.message.approval_id,
+            Self::Github(j) => &j.approval_id,
         }
     }
 
@@ -326,6 +421,7 @@ impl Job {
             Self::Execute(j) => &j.tenant,
             Self::Callback(j) => &j.tenant,
             Self::Slack(j) => &j.message.tenant,
+            Self::Github(j) => &j.tenant,
         }
     }
 
@@ -337,6 +433,7 @@ impl Job {
             Self::Execute(j) => j.trace.as_deref(),
             Self::Callback(j) => j.trace.as_deref(),
             Self::Slack(j) => j.trace.as_deref(),
+            Self::Github(j) => j.trace.as_deref(),
         };
         stored
             .and_then(crate::observe::TraceContext::from_stored)
@@ -352,6 +449,7 @@ impl Job {
             Self::Execute(j) if j.trace.is_none() => j.trace = trace,
             Self::Callback(j) if j.trace.is_none() => j.trace = trace,
             Self::Slack(j) if j.trace.is_none() => j.trace = trace,
+            Self::Github(j) if j.trace.is_none() => j.trace = trace,
             _ => {}
         }
         self
@@ -359,7 +457,7 @@ impl Job {
 
     pub fn generation(&self) -> u32 {
         match self {
-            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => 0,
+            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) | Self::Github(_) => 0,
             Self::Execute(j) => j.generation,
         }
     }
@@ -441,7 +539,51 @@ pub fn execute_job(approval: &Approval) -> Job {
         context: view["context"].clone(),
         decision: view["decision"].clone(),
         trace: approval.trace.clone(),
+        github: GithubCall::of(approval),
     })
+}
+
+/// The answer to GitHub of a GitHub deployment that ended otherwise than approved (rejected,
+/// expired, cancelled by a person): one job, from the change that ended it. (The approved one is
+/// its execution, [`execute_job`]; a run's own end tells GitHub nothing.)
+pub fn github_job(
+    old: Option<&Approval>,
+    new: Option<&Approval>,
+    derived: &[TrailEvent],
+) -> Option<Job> {
+    let new = new?;
+    let ended = matches!(
+        new.status,
+        Status::Rejected | Status::Expired | Status::Cancelled
+    ) && old.is_none_or(|o| o.status != new.status);
+    if !ended || !new.is_github() {
+        return None;
+    }
+    let call = GithubCall::of(new)?;
+    let after = derived
+        .iter()
+        .find(|e| {
+            matches!(
+                e.kind,
+                EventType::Rejected | EventType::Expired | EventType::Cancelled
+            )
+        })
+        .map_or_else(String::new, |e| e.order.clone());
+    Some(Job::Github(GithubJob {
+        approval_id: new.id.clone(),
+        tenant: new.tenant.clone(),
+        call,
+        after,
+        trace: new.trace.clone(),
+    }))
+}
+
+fn state(call: &GithubCall) -> &'static str {
+    if call.approved {
+        "approved"
+    } else {
+        "rejected"
+    }
 }
 
 /// One callback job per event the tenant's subscription wants, carrying the approval as the

@@ -1,21 +1,24 @@
 //! Jobs: the dispatcher turns committed approval changes (the table's stream) into jobs on SQS;
 //! the executor performs them, with the execution ledger written before and after every
 //! downstream call; the expirer and the reconciler, run on a schedule, move on what time has
-//! left behind (approvals past their expiry, executions whose job was lost).
+//! left behind (approvals past their expiry, executions whose job was lost, GitHub deliveries
+//! that never arrived).
 
 mod dispatch;
 mod executor;
 mod expiry;
 mod job;
 mod reconcile;
+mod redelivery;
 mod report;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
 pub use job::{
-    CallbackJob, ExecuteJob, Job, NotifyJob, SlackJob, callback_jobs, execute_job, jobs_for_change,
-    slack_job,
+    CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, SlackJob, callback_jobs,
+    execute_job, github_job, jobs_for_change, slack_job,
 };
 pub use reconcile::{REQUEUE_LIMIT, Reconciler};
+pub use redelivery::Redelivered;
 pub use report::{SweepFailed, SweepReport};

@@ -6,6 +6,8 @@ pub struct SweepReport {
     pub expired: usize,
     pub requeued: usize,
     pub ended: usize,
+    /// GitHub deliveries asked for again.
+    pub redelivered: usize,
     /// Candidates whose handling failed (logged with their id): the others were handled all
     /// the same, and a failed one is a candidate again next run.
     pub failures: usize,
@@ -35,7 +37,7 @@ impl SweepReport {
         count_n(
             Metric::SweepItems,
             &[],
-            self.expired + self.requeued + self.ended,
+            self.expired + self.requeued + self.ended + self.redelivered,
         );
         count_n(Metric::SweepFailures, &[], self.failures);
     }

@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::{self, MapAccess, Visitor};
 
-use crate::domain::{Approver, OneOrMany, TenantId};
+use crate::domain::{Approver, Entries, OneOrMany, TenantId, config_json_problem};
 
 /// Where Slack's Web API is, unless a tenant says otherwise (tests point it at a fake).
 pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
@@ -63,33 +61,6 @@ struct RawSlackApp {
     channel: String,
     users: Entries<String>,
     api_base_url: Option<String>,
-}
-
-/// A JSON object's entries in order, refusing a key written twice (serde would keep the last,
-/// silently: a user mapped twice is a mistake to report, not to guess about).
-struct Entries<V>(Vec<(String, V)>);
-
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntriesVisitor<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for EntriesVisitor<V> {
-            type Value = Entries<V>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries: Vec<(String, V)> = Vec::new();
-                while let Some((key, value)) = map.next_entry::<String, V>()? {
-                    if entries.iter().any(|(k, _)| *k == key) {
-                        return Err(de::Error::custom(format!("duplicate key {key:?}")));
-                    }
-                    entries.push((key, value));
-                }
-                Ok(Entries(entries))
-            }
-        }
-        deserializer.deserialize_map(EntriesVisitor(PhantomData))
-    }
 }
 
 /// Parses `SLACK`: `{"<tenant>": {"bot_token", "signing_secret", "channel", "users",
@@ -177,32 +148,13 @@ fn is_slack_id(raw: &str, kinds: &[char]) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
-/// What serde's error may say without quoting a value: its own words when they name a field or
-/// a key (ours), else only where the problem is.
+/// serde's message, unless it could quote a secret (see [`config_json_problem`]).
 fn safe_message(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    let names_a_field = [
-        "unknown field",
-        "missing field",
-        "duplicate field",
-        "duplicate key",
-    ]
-    .iter()
-    .any(|start| text.starts_with(start));
-    match error.classify() {
-        serde_json::error::Category::Data if names_a_field => text,
-        serde_json::error::Category::Data => format!(
-            "not the expected shape at line {} column {}: each tenant maps to an object of strings \
-             (bot_token, signing_secret, channel, api_base_url) and users (an object of strings)",
-            error.line(),
-            error.column()
-        ),
-        _ => format!(
-            "not valid JSON at line {} column {}",
-            error.line(),
-            error.column()
-        ),
-    }
+    config_json_problem(
+        error,
+        "each tenant maps to an object of strings (bot_token, signing_secret, channel, \
+         api_base_url) and users (an object of strings)",
+    )
 }
 
 #[cfg(test)]

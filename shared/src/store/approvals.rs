@@ -53,7 +53,7 @@ pub enum CreateOutcome {
 
 /// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a
 /// cancel and a decision racing each other cannot both apply.
-const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at > :now";
+pub(crate) const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at > :now";
 /// ... and by the principal that requested it (an approval from before `requested_by` existed
 /// is an operator's to cancel).
 const ONLY_IF_CANCELLABLE_BY_ITS_REQUESTER: &str =

@@ -12,7 +12,8 @@ use super::indexes::Indexed;
 use super::keys::approval_key;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
-    IdempotencyKey, KeyId, Outcome, Policy, Rule, SlackMessage, Status, StatusCheck, TenantId,
+    GithubDelivery, GithubGate, IdempotencyKey, KeyId, Outcome, Policy, Rule, SlackMessage, Status,
+    StatusCheck, TenantId,
 };
 use crate::observe::TraceContext;
 
@@ -104,13 +105,90 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     }
     if let Some(requested_by) = &approval.requested_by {
         item.insert("requested_by".to_owned(), s(requested_by.as_str()));
-        // What the decision condition compares (separation of duties), in one spelling.
-        item.insert("requested_by_id".to_owned(), s(requested_by.identity()));
+        // What the decision condition compares (separation of duties), in one spelling: for a
+        // GitHub deployment, the approver its sender is mapped to.
+        let requester = approval.requester().unwrap_or(requested_by);
+        item.insert("requested_by_id".to_owned(), s(requester.identity()));
+    }
+    if let Some(gate) = &approval.github {
+        item.insert(GITHUB_GATE.to_owned(), github_gate_to_attr(gate));
     }
     if let Some(key_id) = &approval.requested_by_key_id {
         item.insert("requested_by_key_id".to_owned(), s(key_id.as_str()));
     }
     item
+}
+
+/// The attribute of a GitHub deployment's gate (`github_gate_to_attr`).
+pub(crate) const GITHUB_GATE: &str = "gh";
+
+/// A GitHub deployment's gate, short names (it is on every write of the item).
+fn github_gate_to_attr(gate: &GithubGate) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("iid".to_owned(), n(gate.installation_id)),
+        ("repo".to_owned(), s(&gate.repository)),
+        ("rid".to_owned(), n(gate.repository_id)),
+        ("run".to_owned(), n(gate.run_id)),
+        ("env".to_owned(), s(&gate.environment)),
+        ("cb".to_owned(), s(&gate.callback_url)),
+        ("login".to_owned(), s(&gate.sender_login)),
+        ("uid".to_owned(), n(gate.sender_id)),
+        (
+            "dl".to_owned(),
+            AttributeValue::L(
+                gate.deliveries
+                    .iter()
+                    .map(github_delivery_to_attr)
+                    .collect(),
+            ),
+        ),
+    ]);
+    if let Some(requester) = &gate.requester {
+        map.insert("req".to_owned(), s(requester.as_str()));
+    }
+    AttributeValue::M(map)
+}
+
+fn github_gate_from(value: Option<&AttributeValue>) -> Result<Option<GithubGate>, StoreError> {
+    let map = match value {
+        None => return Ok(None),
+        Some(AttributeValue::M(map)) => map,
+        Some(_) => return Err(StoreError::corrupt("gh")),
+    };
+    Ok(Some(GithubGate {
+        installation_id: get_n(map, "iid")?,
+        repository: get_s(map, "repo")?.to_owned(),
+        repository_id: get_n(map, "rid")?,
+        run_id: get_n(map, "run")?,
+        environment: get_s(map, "env")?.to_owned(),
+        callback_url: get_s(map, "cb")?.to_owned(),
+        sender_login: get_s(map, "login")?.to_owned(),
+        sender_id: get_n(map, "uid")?,
+        requester: opt_s(map, "req")
+            .map(|r| Approver::from_stored(&r).map_err(|_| StoreError::corrupt("gh.req")))
+            .transpose()?,
+        deliveries: match map.get("dl") {
+            Some(AttributeValue::L(list)) => list
+                .iter()
+                .map(|d| match d {
+                    AttributeValue::M(d) => Ok(GithubDelivery {
+                        id: get_s(d, "id")?.to_owned(),
+                        at: get_n(d, "at")?,
+                    }),
+                    _ => Err(StoreError::corrupt("gh.dl")),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(StoreError::corrupt("gh.dl")),
+        },
+    }))
+}
+
+/// A delivery on a GitHub deployment's gate: `{id, at}`.
+pub(crate) fn github_delivery_to_attr(delivery: &GithubDelivery) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("id".to_owned(), s(&delivery.id)),
+        ("at".to_owned(), n(delivery.at)),
+    ]))
 }
 
 /// Where the approval's Slack message is: `{channel, ts}`.
@@ -217,6 +295,9 @@ pub(crate) fn cancellation_to_attr(cancellation: &Cancellation) -> AttributeValu
     if let Some(reason) = &cancellation.reason {
         map.insert("reason".to_owned(), s(reason));
     }
+    if let Some(channel) = cancellation.channel {
+        map.insert("channel".to_owned(), s(channel.as_str()));
+    }
     AttributeValue::M(map)
 }
 
@@ -226,6 +307,9 @@ fn cancellation_from_map(map: &Item) -> Result<Cancellation, StoreError> {
             .map_err(|_| StoreError::corrupt("cancellation.by"))?,
         at: get_n(map, "at")?,
         reason: opt_s(map, "reason"),
+        channel: opt_s(map, "channel")
+            .map(|c| Channel::parse(&c).ok_or(StoreError::corrupt("cancellation.channel")))
+            .transpose()?,
     })
 }
 
@@ -372,6 +456,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         cancellation,
         execution,
         slack: slack_message_from(item.get("slack"))?,
+        github: github_gate_from(item.get(GITHUB_GATE))?,
         // 17 bytes (see `TraceContext::to_bytes`); anything else is no trace.
         trace: match item.get("tr") {
             Some(AttributeValue::B(bytes)) => {
@@ -503,6 +588,7 @@ mod tests {
                 by: Approver::parse("ci@acme").unwrap(),
                 at: 1_700_000_100,
                 reason: Some("wrong build".into()),
+                channel: Some(Channel::Github),
             }),
             execution: Execution {
                 status: ExecutionStatus::Failed,
@@ -529,11 +615,37 @@ mod tests {
                 ts: "1700000000.000100".into(),
             }),
             trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
+            github: Some(GithubGate {
+                installation_id: 42,
+                repository: "acme/api".into(),
+                repository_id: 7,
+                run_id: 123,
+                environment: "production east".into(),
+                callback_url:
+                    "https://api.github.com/repos/acme/api/actions/runs/123/deployment_protection_rule"
+                        .into(),
+                sender_login: "octocat".into(),
+                sender_id: 1,
+                requester: Some(Approver::parse("Carol@acme").unwrap()),
+                deliveries: vec![
+                    GithubDelivery {
+                        id: "d-1".into(),
+                        at: 1_700_000_000,
+                    },
+                    GithubDelivery {
+                        id: "d-2".into(),
+                        at: 1_700_000_005,
+                    },
+                ],
+            }),
         };
+        let item = approval_to_item(&approval);
         assert_eq!(
-            approval_from_item(&approval_to_item(&approval)).unwrap(),
-            approval
+            item["requested_by_id"],
+            s("carol@acme"),
+            "a GitHub deployment's requester, for separation of duties, is its sender's approver"
         );
+        assert_eq!(approval_from_item(&item).unwrap(), approval);
         approval.decision = None;
         approval.policy = None;
         approval.votes.clear();

@@ -68,7 +68,7 @@ impl InboxRecord {
     }
 
     /// only_if_first_delivery: the inbox item is written once per event id.
-    fn put(&self, table: &str, outcome: WebhookOutcome) -> Result<Put, StoreError> {
+    pub(crate) fn put(&self, table: &str, outcome: WebhookOutcome) -> Result<Put, StoreError> {
         Put::builder()
             .table_name(table)
             .set_item(Some(self.to_item(outcome)))
@@ -80,7 +80,7 @@ impl InboxRecord {
     }
 }
 
-fn recorded_outcome(item: &Item) -> Result<WebhookOutcome, StoreError> {
+pub(crate) fn recorded_outcome(item: &Item) -> Result<WebhookOutcome, StoreError> {
     WebhookOutcome::parse(get_s(item, "outcome")?).ok_or(StoreError::corrupt("outcome"))
 }
 

@@ -32,6 +32,31 @@ pub(crate) fn inbox_key(source: &str, event_id: &str) -> String {
     format!("{source}#{event_id}")
 }
 
+/// The inbox's source of a tenant's GitHub App: no webhook source is named so (source names
+/// hold no `.`), so its deliveries and rounds are apart from every other source's.
+pub fn github_source(tenant: &TenantId) -> String {
+    format!("github.{tenant}")
+}
+
+/// A GitHub round's pointer, in the inbox: by repository, run and environment (the only part
+/// that is free text, last).
+pub(crate) fn github_round_key(
+    tenant: &TenantId,
+    repository_id: u64,
+    run_id: u64,
+    environment: &str,
+) -> String {
+    format!(
+        "{}#round#{repository_id}#{run_id}#{environment}",
+        github_source(tenant)
+    )
+}
+
+/// A GitHub run's environments (those with a round), in the inbox.
+pub(crate) fn github_run_key(tenant: &TenantId, repository_id: u64, run_id: u64) -> String {
+    format!("{}#run#{repository_id}#{run_id}", github_source(tenant))
+}
+
 /// Where the local runner keeps its position in a stream's shard: an item of the ledger table
 /// (never of the approvals table, whose writes would feed the stream itself).
 pub(crate) fn stream_position_key(stream_arn: &str, shard_id: &str) -> String {

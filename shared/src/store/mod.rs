@@ -6,7 +6,7 @@
 //! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
 //! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
 //! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`,
-//! `held_reads`) → `inbox`, `listing`, `size` → `ledger`.
+//! `held_reads`) → `inbox`, `listing`, `size` → `github` (GitHub's rounds) → `ledger`.
 
 mod api_keys;
 mod approvals;
@@ -20,6 +20,7 @@ mod conditions;
 mod due;
 mod error;
 mod expr;
+mod github;
 mod held_reads;
 mod inbox;
 mod indexes;
@@ -39,8 +40,10 @@ pub use approvals::{CreateOutcome, IdempotencyRecord, SavedResponse};
 pub use client::{DecideOutcome, Store};
 pub use due::Requeue;
 pub use error::StoreError;
+pub use github::{RoundIngested, RoundKey, RunClosed};
 pub use held_reads::{HeldReadLease, Seat};
 pub use inbox::{InboxRecord, Ingested};
+pub use keys::github_source;
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
 pub use listing::{ListPage, ListQuery, Listed};
 pub use operator::{MAX_RETRIES, OperatorRefusal};

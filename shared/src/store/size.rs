@@ -35,6 +35,8 @@ pub const MAX_REPORT_CHARS: usize = 1_000;
 pub const MAX_CHECK_DETAIL_CHARS: usize = 500;
 /// A webhook's event id (`webhook-id`), as the webhook route accepts it.
 const MAX_WEBHOOK_ID_BYTES: usize = 256;
+/// A GitHub delivery's id (`X-GitHub-Delivery`), as the GitHub route accepts it.
+pub const MAX_GITHUB_DELIVERY_BYTES: usize = 100;
 /// The longest resolve note (characters).
 const MAX_NOTE_CHARS: usize = DecideRequest::MAX_COMMENT_CHARS;
 /// The longest retry key: `key:` and an Idempotency-Key.
@@ -110,6 +112,7 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
             by,
             at: 0,
             reason: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
+            channel: Some(crate::domain::Channel::ReviewPage),
         }))
     });
     let check = value_bytes(&status_check_to_attr(&StatusCheck {
@@ -123,7 +126,16 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         + 4 * MAX_NOTE_CHARS
         + (super::operator::MAX_RETRIES as usize + 1) * (1 + MAX_RETRY_KEY_BYTES)
         + SMALL_ATTRIBUTES_BYTES;
-    created + votes + decision + cancellation + execution
+    // A GitHub deployment names the deliveries that join its round, up to its bound.
+    let deliveries = approval.github.as_ref().map_or(0, |gate| {
+        let one = super::codec::github_delivery_to_attr(&crate::domain::GithubDelivery {
+            id: "x".repeat(MAX_GITHUB_DELIVERY_BYTES),
+            at: 0,
+        });
+        crate::domain::MAX_DELIVERIES.saturating_sub(gate.deliveries.len())
+            * (1 + value_bytes(&one))
+    });
+    created + votes + decision + cancellation + execution + deliveries
 }
 
 /// Cuts `text` to `chars` characters.

@@ -39,6 +39,21 @@ pub fn events_for_change(
             }),
         );
     }
+    // The GitHub deliveries that joined the round (the one that opened it is the creation's).
+    if let Some(gate) = &new.github {
+        let known = old
+            .and_then(|o| o.github.as_ref())
+            .map_or(1, |g| g.deliveries.len().max(1));
+        for delivery in gate.deliveries.iter().skip(known) {
+            derived.push(
+                EventType::Joined,
+                &delivery.id,
+                delivery.at,
+                json!({ "channel": "github", "webhook_event_id": delivery.id }),
+                json!({ "environment": gate.environment, "run_id": gate.run_id }),
+            );
+        }
+    }
     let earlier_votes = old.map(Approval::recorded_votes).unwrap_or_default();
     for vote in new.recorded_votes() {
         let identity = vote.approver.identity();
@@ -87,7 +102,10 @@ pub fn events_for_change(
                         EventType::Cancelled,
                         "",
                         cancellation.at,
-                        json!({ "principal": cancellation.by, "channel": "api" }),
+                        json!({
+                            "principal": cancellation.by,
+                            "channel": cancellation.channel.map_or("api", |c| c.as_str()),
+                        }),
                         json!({ "reason": cancellation.reason }),
                     );
                 }
@@ -297,6 +315,16 @@ fn requester_actor(approval: &Approval) -> Value {
     let mut actor = json!({ "principal": approval.requested_by, "channel": "api" });
     if let Some(key_id) = &approval.requested_by_key_id {
         actor["key_id"] = json!(key_id.as_str());
+    }
+    // Opened by a GitHub delivery: which one, and who the sender is as an approver.
+    if let Some(gate) = &approval.github {
+        actor["channel"] = json!("github");
+        if let Some(delivery) = gate.deliveries.first() {
+            actor["webhook_event_id"] = json!(delivery.id);
+        }
+        if let Some(requester) = &gate.requester {
+            actor["approver"] = json!(requester);
+        }
     }
     actor
 }

@@ -70,10 +70,19 @@ pub enum EventType {
     CallbackDelivered,
     #[serde(rename = "callback.failed")]
     CallbackFailed,
+    /// A GitHub deployment's round was joined by another waiting job's delivery.
+    #[serde(rename = "approval.joined")]
+    Joined,
+    /// GitHub was told a deployment's rejection.
+    #[serde(rename = "github.answered")]
+    GithubAnswered,
+    /// ... or could not be (GitHub refused it, or the attempts ran out).
+    #[serde(rename = "github.answer_failed")]
+    GithubAnswerFailed,
 }
 
 impl EventType {
-    pub const ALL: [Self; 20] = [
+    pub const ALL: [Self; 23] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -94,6 +103,9 @@ impl EventType {
         Self::NotificationFailed,
         Self::CallbackDelivered,
         Self::CallbackFailed,
+        Self::Joined,
+        Self::GithubAnswered,
+        Self::GithubAnswerFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -118,6 +130,9 @@ impl EventType {
             Self::NotificationFailed => "notification.failed",
             Self::CallbackDelivered => "callback.delivered",
             Self::CallbackFailed => "callback.failed",
+            Self::Joined => "approval.joined",
+            Self::GithubAnswered => "github.answered",
+            Self::GithubAnswerFailed => "github.answer_failed",
         }
     }
 
@@ -137,6 +152,8 @@ impl EventType {
                 | Self::CallbackFailed
                 | Self::NotificationSent
                 | Self::NotificationFailed
+                | Self::GithubAnswered
+                | Self::GithubAnswerFailed
         )
     }
 }

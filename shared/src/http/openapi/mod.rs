@@ -63,6 +63,12 @@ pub fn document() -> Value {
                     "name": "x-slack-signature",
                     "description": "Slack's request signature: `v0=<hex HMAC-SHA256 of \"v0:{x-slack-request-timestamp}:{body}\">` with the tenant's Slack signing secret, the timestamp within 5 minutes."
                 },
+                "githubSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "x-hub-signature-256",
+                    "description": "GitHub's webhook signature: `sha256=<hex HMAC-SHA256 of the body>` with the tenant's GitHub App's webhook secret."
+                },
                 "webhookSignature": {
                     "type": "apiKey",
                     "in": "header",
@@ -353,6 +359,38 @@ fn paths() -> Value {
                 "responses": responses(
                     json!({"200": {"description": "Verified: the vote recorded, or the click refused (told to its user), or not ours."}}),
                     &["invalid_signature", "payload_too_large"],
+                ),
+            }
+        },
+        "/github/events/{tenant}": {
+            "post": {
+                "operationId": "githubEvent",
+                "tags": ["webhooks"],
+                "summary": "A tenant's GitHub App's webhook deliveries (`GITHUB`): jobs waiting on an environment, and runs that ended",
+                "description": "Verified first, on the raw body (`X-Hub-Signature-256` with the App's webhook secret); anything unverified is 401 and records nothing. Each delivery is recorded by its `X-GitHub-Delivery` in the same write as its effect, so a redelivery changes nothing (`duplicate`). `deployment_protection_rule` / `requested` opens the round of (repository, run, environment) — an approval of the built-in type `github_deployment`, with the environment's approvers and policy — or joins the round open for it (a matrix of jobs is one decision); an environment without an entry opens a round already rejected (fail closed). `workflow_run` / `completed` closes the run's open rounds and cancels their pending approvals (GitHub is told nothing). `ping` and other events: 200, nothing recorded. Answered with DynamoDB writes only; GitHub is told each round's outcome once, by a job.",
+                "security": [{"githubSignature": []}],
+                "parameters": [
+                    {"name": "tenant", "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}},
+                    {"name": "x-github-event", "in": "header", "required": true, "schema": {"type": "string"}},
+                    {"name": "x-github-delivery", "in": "header", "required": true, "description": "The delivery's id: the same on every redelivery.", "schema": {"type": "string", "minLength": 1, "maxLength": 100}}
+                ],
+                "requestBody": {
+                    "required": true,
+                    "content": {"application/json": {"schema": {"type": "object", "description": "GitHub's event payload."}}}
+                },
+                "responses": responses(
+                    json!({"200": {
+                        "description": "Verified: recorded with its outcome, a redelivery of one recorded, or not acted on.",
+                        "content": {"application/json": {"schema": {
+                            "type": "object", "required": ["status", "outcome"],
+                            "properties": {
+                                "status": {"enum": ["processed", "duplicate"]},
+                                "outcome": {"enum": ["opened", "joined", "refused", "cancelled", "ignored"]},
+                                "approval_id": {"type": "string", "description": "The round's approval (opened, joined, refused), or the first one a run's end cancelled."}
+                            }
+                        }}}
+                    }}),
+                    &["invalid_request", "invalid_signature", "not_found", "payload_too_large"],
                 ),
             }
         },

@@ -1,6 +1,7 @@
 //! The calls the executor makes: the action targets, the notifier and the tenants' callback
-//! receivers (one `send` per job, answered as a [`CallOutcome`]), and a target's status URL
-//! (`ask`, answered as a [`StatusAnswer`]). Only configured URLs are ever called.
+//! receivers (one `send` per job, answered as a [`CallOutcome`]), a target's status URL
+//! (`ask`, answered as a [`StatusAnswer`]), and GitHub (`answer_github`). Only configured URLs
+//! are ever called (GitHub's: the tenant's `api_url`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use serde_json::json;
 use super::policy::{CallOutcome, StatusAnswer, classify};
 use crate::config::{Config, KEY_PLACEHOLDER, Secrets};
 use crate::domain::rfc3339;
-use crate::jobs::job::{CallbackJob, Job, NotifyJob};
+use crate::github::api::{Answered, GithubApi};
+use crate::jobs::job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob};
 use crate::observe::trace::TRACEPARENT;
 use crate::{App, ConfigError};
 
@@ -62,6 +64,17 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
+            // GitHub's answer goes to the event's callback URL on the tenant's `api_url`
+            // (checked before it is sent). A second send is refused by GitHub itself (422), and
+            // the round's fence keeps it from a newer round, so it may be sent again.
+            Job::Execute(ExecuteJob {
+                github: Some(call), ..
+            })
+            | Job::Github(GithubJob { call, .. }) => Self {
+                url: Some(call.callback_url.clone()),
+                idempotent: true,
+                status: None,
+            },
             Job::Execute(j) => match config.action_targets.get(&j.action_type) {
                 Some(target) if target.executes => Self {
                     url: Some(target.url.clone()),
@@ -87,6 +100,7 @@ pub(super) struct Downstream {
     app: Arc<App>,
     http: reqwest::Client,
     public_base_url: String,
+    github: GithubApi,
 }
 
 impl Downstream {
@@ -106,10 +120,15 @@ impl Downstream {
                 variable: "ACTION_TARGETS",
                 problem: format!("cannot build the HTTP client: {e}"),
             })?;
+        let github = GithubApi::new(call_timeout).map_err(|e| ConfigError {
+            variable: "GITHUB",
+            problem: format!("cannot build the HTTP client: {e}"),
+        })?;
         Ok(Self {
             app,
             http,
             public_base_url: public_base_url.to_owned(),
+            github,
         })
     }
 
@@ -141,10 +160,13 @@ impl Downstream {
                 None => return CallOutcome::Refused("no DECISION_TOKEN_SECRET".to_owned()),
             },
             Job::Slack(_) => return CallOutcome::Refused("a Slack job has no target URL".into()),
+            Job::Github(_) => {
+                return CallOutcome::Refused("a GitHub answer has no target URL".into());
+            }
         };
         let request = match job {
             Job::Callback(_) => request,
-            Job::Execute(_) | Job::Notify(_) | Job::Slack(_) => {
+            Job::Execute(_) | Job::Notify(_) | Job::Slack(_) | Job::Github(_) => {
                 request.header("Idempotency-Key", job.business_key())
             }
         };
@@ -161,6 +183,49 @@ impl Downstream {
                 CallOutcome::Unknown("no answer within the timeout".to_owned())
             }
             Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
+        }
+    }
+
+    /// Tells GitHub a deployment's answer (`call`), within `budget`. GitHub's API names no
+    /// round, so its own refusal of a second answer (422, "nothing pending") is what keeps an
+    /// answer from being sent twice: on a `retry` (an earlier attempt may have landed) a 422 is
+    /// that attempt's success; on a first attempt, the run no longer waits for a review.
+    pub async fn answer_github(
+        &self,
+        job: &Job,
+        call: &GithubCall,
+        budget: Duration,
+        retry: bool,
+    ) -> CallOutcome {
+        let secrets = self.app.secrets();
+        let Some(app) = secrets.github.get(job.tenant()) else {
+            return CallOutcome::Refused(format!(
+                "the tenant {} has no GitHub App in GITHUB",
+                job.tenant()
+            ));
+        };
+        let answered = tokio::time::timeout(
+            budget,
+            self.github.answer(
+                app,
+                (
+                    call.installation_id,
+                    call.repository.as_str(),
+                    call.callback_url.as_str(),
+                ),
+                &call.environment,
+                call.approved,
+                &call.comment,
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| Answered::Unknown("no answer within the timeout".to_owned()));
+        match answered {
+            Answered::Taken => CallOutcome::Succeeded,
+            Answered::NothingPending(_) if retry => CallOutcome::Succeeded,
+            Answered::NothingPending(why) | Answered::Refused(why) => CallOutcome::Refused(why),
+            Answered::Retryable { why, .. } => CallOutcome::Retryable(why),
+            Answered::Unknown(why) => CallOutcome::Unknown(why),
         }
     }
 

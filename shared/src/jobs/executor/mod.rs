@@ -237,10 +237,16 @@ impl Executor {
                 now_ms + self.lease_ms,
                 // A target that can say what became of a key is asked instead of called again.
                 r.target.idempotent && r.target.status.is_none(),
+                r.job
+                    .github_call()
+                    .map(|call| call.round(r.job.tenant()))
+                    .as_ref(),
             )
             .await?;
-        if let Begin::Refused(entry) = begun {
-            return self.refused(r, entry).await;
+        match begun {
+            Begin::Started => {}
+            Begin::Refused(entry) => return self.refused(r, entry).await,
+            Begin::Superseded => return self.superseded(r).await,
         }
 
         // Again after the begin, which a throttled store can make slow: the call must still end
@@ -290,10 +296,20 @@ impl Executor {
                 if let Job::Execute(j) = &r.job {
                     observe::count(Metric::ExecutionAttempt, &[j.action_type.as_str()]);
                 }
-                let outcome = self
-                    .downstream
-                    .send(&r.job, url, r.target.idempotent, budget)
-                    .await;
+                let outcome = match r.job.github_call() {
+                    Some(call) => {
+                        // An earlier attempt (or generation) may have landed.
+                        let retry = r.message.receive_count > 1 || r.job.generation() > 0;
+                        self.downstream
+                            .answer_github(&r.job, call, budget, retry)
+                            .await
+                    }
+                    None => {
+                        self.downstream
+                            .send(&r.job, url, r.target.idempotent, budget)
+                            .await
+                    }
+                };
                 if let (Job::Notify(_), false) = (&r.job, matches!(outcome, CallOutcome::Succeeded))
                 {
                     observe::count(Metric::NotificationFailed, &[]);
@@ -303,7 +319,9 @@ impl Executor {
             (None, _) => {
                 let kind = match &r.job {
                     Job::Execute(j) => j.action_type.as_str(),
-                    Job::Notify(_) | Job::Callback(_) | Job::Slack(_) => r.job.kind(),
+                    Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {
+                        r.job.kind()
+                    }
                 };
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
@@ -315,7 +333,7 @@ impl Executor {
                 }
             }
             Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
-            Job::Callback(_) | Job::Slack(_) => {}
+            Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it
@@ -479,22 +497,47 @@ impl Executor {
             .store
             .end_attempt(&r.ledger, owner, &end, now)
             .await?;
-        if written && let Job::Execute(job) = &r.job {
-            self.count_execution_end(job, end.completion);
+        if written {
+            match &r.job {
+                Job::Execute(job) => self.count_execution_end(job, end.completion),
+                // GitHub's rejection answer ends as an execution does (a GitHub job left
+                // waiting is an action not done).
+                Job::Github(_) => {
+                    count_outcome(end.completion);
+                }
+                Job::Notify(_) | Job::Callback(_) | Job::Slack(_) => {}
+            }
         }
         Ok(written)
+    }
+
+    /// A GitHub answer whose round is no longer its own: a newer round opened (a re-run, or a
+    /// later job of the run, after this answer began or the run ended), which its own approval
+    /// answers. Nothing was sent; the job ends `failed` with the reason, never sent blindly
+    /// (GitHub's API names no round: a late answer would decide the newer one).
+    async fn superseded(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
+        let reason = "not sent: a newer round of this run and environment opened (a re-run, or a                       later job after this answer began or the run ended); its own approval                       answers it";
+        let completion = Completion::Failed(reason.to_owned());
+        let now = self.app.clock.now();
+        let event = r.job.ended_event(&completion, now);
+        let written = self
+            .app
+            .store
+            .fail_unbegun_job(&r.ledger, reason, event.as_ref(), now)
+            .await?;
+        tracing::warn!(job = r.job.id(), written, "{reason}");
+        if written {
+            count_outcome(&completion);
+        }
+        Ok(Disposition::Ack)
     }
 
     /// `ExecutionEnded` by outcome once an execution's end is written, and `DecisionToEffect`
     /// for an end the target's answer made (the decision is kept to the second).
     fn count_execution_end(&self, job: &crate::jobs::job::ExecuteJob, completion: &Completion) {
-        let outcome = match completion {
-            Completion::Succeeded => "succeeded",
-            Completion::Failed(_) => "failed",
-            Completion::NeedsReconciliation(_) => "needs_reconciliation",
-            Completion::RetryWait(_) | Completion::Unknown(_) => return,
-        };
-        observe::count(Metric::ExecutionEnded, &[outcome]);
+        if !count_outcome(completion) {
+            return;
+        }
         let decided_at = job.decision["decided_at"].as_str().and_then(|at| {
             time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
         });
@@ -509,6 +552,18 @@ impl Executor {
             );
         }
     }
+}
+
+/// `ExecutionEnded` by outcome for an end (true), or nothing for an attempt that did not end it.
+fn count_outcome(completion: &Completion) -> bool {
+    let outcome = match completion {
+        Completion::Succeeded => "succeeded",
+        Completion::Failed(_) => "failed",
+        Completion::NeedsReconciliation(_) => "needs_reconciliation",
+        Completion::RetryWait(_) | Completion::Unknown(_) => return false,
+    };
+    observe::count(Metric::ExecutionEnded, &[outcome]);
+    true
 }
 
 /// `JobRetried` for an attempt left to come back and be tried again (not for a message on its

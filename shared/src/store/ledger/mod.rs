@@ -22,6 +22,7 @@ use super::client::{Store, Transaction, condition_failed_item};
 use super::conditions::ONLY_IF_EXISTS;
 use super::error::{StoreError, is_transient};
 use super::expr::{UpdateExpr, names};
+use super::github::RoundKey;
 use super::indexes::Indexed;
 use super::keys::approval_key;
 use super::size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, cut};
@@ -54,6 +55,8 @@ pub enum Guarded {
     Callback(String),
     /// The approval's Slack message, across every state it shows.
     SlackMessage,
+    /// The answer to GitHub of a deployment that was not approved.
+    GithubAnswer,
 }
 
 impl LedgerKey {
@@ -65,6 +68,7 @@ impl LedgerKey {
             Guarded::Execution => format!("{id}#execute"),
             Guarded::Callback(event_id) => format!("{id}#callback#{event_id}"),
             Guarded::SlackMessage => format!("{id}#slack"),
+            Guarded::GithubAnswer => format!("{id}#github"),
         }
     }
 
@@ -75,6 +79,7 @@ impl LedgerKey {
             Guarded::Execution => "execute",
             Guarded::Callback(_) => "callback",
             Guarded::SlackMessage => "slack",
+            Guarded::GithubAnswer => "github",
         }
     }
 
@@ -124,6 +129,9 @@ pub enum Begin {
     /// Refused: the ledger as it was. `None` when the approval refused instead (the job is of
     /// an older execution generation).
     Refused(Option<LedgerEntry>),
+    /// A GitHub answer's round is no longer its own (a newer round opened): nothing may be
+    /// sent, nothing began.
+    Superseded,
 }
 
 /// only_if_startable: nobody has begun the job, or its last attempt asked for a retry, or an
@@ -226,6 +234,18 @@ impl Store {
         execution: Option<Update>,
         event: Option<&TrailEvent>,
     ) -> Result<Transaction, StoreError> {
+        self.ledger_transaction_fenced(ledger, execution, event, None)
+            .await
+    }
+
+    /// [`Store::ledger_transaction`], with `fence` (a GitHub answer's round) last.
+    async fn ledger_transaction_fenced(
+        &self,
+        ledger: Update,
+        execution: Option<Update>,
+        event: Option<&TrailEvent>,
+        fence: Option<TransactWriteItem>,
+    ) -> Result<Transaction, StoreError> {
         let mut items = vec![TransactWriteItem::builder().update(ledger).build()];
         if let Some(execution) = execution {
             items.push(TransactWriteItem::builder().update(execution).build());
@@ -237,12 +257,16 @@ impl Store {
                     .build(),
             );
         }
+        items.extend(fence);
         self.transact(items, &ulid::Ulid::new().to_string()).await
     }
 
     /// Begins an attempt before any downstream call: one conditional write (with the approval's
     /// `execution` moving to running, for execute jobs). `takeover` allows taking over an
     /// attempt whose worker stopped; only targets that dedupe by `Idempotency-Key` allow it.
+    /// `github`: the round of a GitHub answer, fenced in the same transaction (see
+    /// `store/github.rs`).
+    #[allow(clippy::too_many_arguments)]
     pub async fn begin_job(
         &self,
         key: &LedgerKey,
@@ -251,6 +275,7 @@ impl Store {
         now_ms: i64,
         lease_until_ms: i64,
         takeover: bool,
+        github: Option<&RoundKey>,
     ) -> Result<Begin, StoreError> {
         let condition = if takeover {
             ONLY_IF_STARTABLE_OR_ABANDONED
@@ -294,8 +319,23 @@ impl Store {
             ]),
             ONLY_IF_CURRENT_GENERATION,
         )?;
-        match self.ledger_transaction(ledger, execution, None).await? {
+        let fence = github
+            .map(|round| self.github_answer_fence(round, &key.approval_id))
+            .transpose()?;
+        let fenced = fence.is_some();
+        match self
+            .ledger_transaction_fenced(ledger, execution, None, fence)
+            .await?
+        {
             Transaction::Committed => Ok(Begin::Started),
+            // The ledger's own refusal comes first (a job already done is done, fence or not).
+            Transaction::Cancelled(reasons)
+                if fenced
+                    && condition_failed_item(&reasons, 0).is_none()
+                    && reasons.last().and_then(|r| r.code()) == Some("ConditionalCheckFailed") =>
+            {
+                Ok(Begin::Superseded)
+            }
             Transaction::Cancelled(reasons) => match condition_failed_item(&reasons, 0) {
                 // Our own begin: it applied, its answer was lost, and the SDK's retry met it.
                 Some(old)

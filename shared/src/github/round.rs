@@ -1,0 +1,241 @@
+//! The approval a waiting job's round opens (pure): the built-in action type
+//! `github_deployment`, its approvers and policy from the environment's entry, and the job it
+//! gates. A round Countersign cannot let anyone approve — an environment without an entry, a
+//! policy only the requester could meet — opens already rejected, with the reason: GitHub is
+//! told `rejected` as for any other rejection (fail closed).
+
+use serde_json::{Map, Value, json};
+
+use super::{DeploymentRequest, GithubApp};
+use crate::domain::{
+    Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, GITHUB_DEPLOYMENT,
+    GithubDelivery, GithubGate, IdempotencyKey, Outcome, Status, TenantId,
+};
+
+/// Who refuses a round Countersign itself rejects (the decision's approver).
+pub const REFUSER: &str = "countersign";
+
+/// The approval that opens the round of `request` (delivery `delivery`, received `now`) for
+/// `tenant`'s `app`.
+pub fn round_approval(
+    app: &GithubApp,
+    tenant: &TenantId,
+    request: &DeploymentRequest,
+    delivery: &str,
+    now: EpochSeconds,
+) -> Result<Approval, &'static str> {
+    let requested_by = Approver::parse(&format!("github:{}", request.sender_login))
+        .map_err(|_| "the sender's login is not a name")?;
+    // Identity comes from `users` only: an unmapped sender is nobody's approver.
+    let requester = app.user(request.sender_id).cloned();
+    let short_sha: String = request.sha.chars().take(7).collect();
+    let summary = format!(
+        "Deploy {}@{short_sha} to {}, run {}",
+        request.repository, request.environment, request.run_id
+    );
+    let payload = json!({
+        "repository": request.repository,
+        "repository_id": request.repository_id,
+        "run_id": request.run_id,
+        "environment": request.environment,
+        "sha": request.sha,
+        "ref": request.git_ref,
+        "event": request.event,
+    });
+    let context = json!({
+        "summary": summary,
+        "requested_by": requested_by.as_str(),
+        "github": {
+            "sender": request.sender_login,
+            "sender_approver": requester.as_ref().map(Approver::as_str),
+        },
+    });
+    let environment = app.environments.get(&request.environment);
+    let sod_requester = requester.clone().unwrap_or_else(|| requested_by.clone());
+    let (approvers, policy, refusal) = match environment {
+        None => (
+            Vec::new(),
+            None,
+            Some(format!(
+                "the environment {:?} has no entry in GITHUB for this tenant: deployments to it \
+                 are refused (fail closed)",
+                request.environment
+            )),
+        ),
+        Some(environment) => {
+            let only_requester = environment
+                .approvers
+                .iter()
+                .all(|a| a.identity() == sod_requester.identity());
+            match environment.policy_for(&sod_requester) {
+                _ if only_requester => (
+                    environment.approvers.clone(),
+                    None,
+                    Some(format!(
+                        "the environment's only approver is the deployment's requester ({})",
+                        sod_requester.as_str()
+                    )),
+                ),
+                Ok(policy) => (environment.approvers.clone(), policy, None),
+                Err(why) => (environment.approvers.clone(), None, Some(why)),
+            }
+        }
+    };
+    let expires_in = environment.map_or(super::config::DEFAULT_EXPIRES_IN_SECONDS, |e| {
+        e.expires_in_seconds
+    });
+    let rules = policy.as_ref().map_or(0, |p| p.rules.len());
+    let idempotency_key = IdempotencyKey::parse(&format!("github:{delivery}"))
+        .map_err(|_| "the delivery id is not printable")?;
+    let decision = refusal.map(|why| Decision {
+        outcome: Outcome::Rejected,
+        approver: Approver::parse(REFUSER).unwrap_or_else(|_| requested_by.clone()),
+        decided_at: now,
+        channel: Channel::Github,
+        comment: Some(why),
+        webhook_event_id: Some(delivery.to_owned()),
+        key_id: None,
+    });
+    Ok(Approval {
+        tenant: tenant.clone(),
+        id: ApprovalId::generate_hinting(rules, true),
+        status: if decision.is_some() {
+            Status::Rejected
+        } else {
+            Status::Pending
+        },
+        requested_by: Some(requested_by),
+        requested_by_key_id: None,
+        action_type: GITHUB_DEPLOYMENT.to_owned(),
+        executes: true,
+        payload: object(payload),
+        approvers,
+        context: object(context),
+        idempotency_key,
+        execute_key_names_approval: true,
+        created_at: now,
+        expires_at: now + expires_in,
+        policy,
+        votes: Vec::new(),
+        decision,
+        cancellation: None,
+        execution: Execution::not_started(now),
+        slack: None,
+        trace: None,
+        github: Some(GithubGate {
+            installation_id: request.installation_id,
+            repository: request.repository.clone(),
+            repository_id: request.repository_id,
+            run_id: request.run_id,
+            environment: request.environment.clone(),
+            callback_url: request.callback_url.clone(),
+            sender_login: request.sender_login.clone(),
+            sender_id: request.sender_id,
+            requester,
+            deliveries: vec![GithubDelivery {
+                id: delivery.to_owned(),
+                at: now,
+            }],
+        }),
+    })
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::github::config::tests::TEST_KEY;
+    use crate::github::parse_github;
+
+    fn app() -> GithubApp {
+        let raw = json!({"acme": {
+            "app_id": 1, "private_key": TEST_KEY, "webhook_secret": "s",
+            "environments": {
+                "production": {"approvers": ["alice@acme", "bob@acme", "carol@acme"],
+                    "policy": {"rules": [{"name": "two", "approvers": ["alice@acme", "bob@acme", "carol@acme"], "min_approvals": 2}]},
+                    "expires_in_seconds": 3600},
+                "solo": {"approvers": ["alice@acme"]}
+            },
+            "users": {"1001": "alice@acme", "1002": "dave@acme"}
+        }});
+        parse_github(&raw.to_string())
+            .unwrap()
+            .into_values()
+            .next()
+            .unwrap()
+    }
+
+    fn request(environment: &str, sender_id: u64) -> DeploymentRequest {
+        DeploymentRequest {
+            environment: environment.into(),
+            event: "push".into(),
+            sha: "1a2b3c4d5e6f".into(),
+            git_ref: "refs/heads/main".into(),
+            callback_url:
+                "https://api.github.com/repos/acme/api/actions/runs/123/deployment_protection_rule"
+                    .into(),
+            repository: "acme/api".into(),
+            repository_id: 77,
+            run_id: 123,
+            installation_id: 42,
+            sender_login: "octocat".into(),
+            sender_id,
+        }
+    }
+
+    fn tenant() -> TenantId {
+        TenantId::parse("acme").unwrap()
+    }
+
+    #[test]
+    fn a_configured_environment_opens_a_pending_round_with_its_policy_and_expiry() {
+        let approval =
+            round_approval(&app(), &tenant(), &request("production", 1002), "d-1", 100).unwrap();
+        assert_eq!(approval.status, Status::Pending);
+        assert_eq!(approval.expires_at, 3700);
+        assert_eq!(approval.policy.as_ref().unwrap().rules[0].min_approvals, 2);
+        assert_eq!(approval.id.rules_hint(), Some(1));
+        assert_eq!(
+            approval.context["summary"],
+            "Deploy acme/api@1a2b3c4 to production, run 123"
+        );
+        assert_eq!(
+            approval.requested_by.as_ref().unwrap().as_str(),
+            "github:octocat"
+        );
+        let gate = approval.github.as_ref().unwrap();
+        assert_eq!(gate.requester.as_ref().unwrap().as_str(), "dave@acme");
+        assert_eq!(approval.payload["run_id"], 123);
+    }
+
+    #[test]
+    fn a_round_nobody_but_the_requester_could_approve_is_refused_at_once() {
+        // No entry for the environment.
+        let none =
+            round_approval(&app(), &tenant(), &request("staging", 1002), "d-2", 100).unwrap();
+        assert_eq!(none.status, Status::Rejected);
+        let why = none.decision.as_ref().unwrap().comment.clone().unwrap();
+        assert!(
+            why.contains("\"staging\"") && why.contains("GITHUB"),
+            "{why}"
+        );
+        let answer = none.github_answer(100).unwrap();
+        assert!(
+            !answer.approved && answer.comment.contains("refused"),
+            "{answer:?}"
+        );
+        // Alice deploys where she alone approves.
+        let solo = round_approval(&app(), &tenant(), &request("solo", 1001), "d-3", 100).unwrap();
+        assert_eq!(solo.status, Status::Rejected);
+        // A 2-of-3 rule Alice sits in: Bob and Carol can still meet it.
+        let two =
+            round_approval(&app(), &tenant(), &request("production", 1001), "d-4", 100).unwrap();
+        assert_eq!(two.status, Status::Pending);
+    }
+}

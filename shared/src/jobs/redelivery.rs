@@ -1,0 +1,166 @@
+//! No lost webhook leaves a job waiting (SPEC "Gate a GitHub deployment"): GitHub never
+//! redelivers a failed delivery by itself, so every `GITHUB_REDELIVERY_SECONDS` the scheduled
+//! sweep lists each tenant App's deliveries of the last 3 days (GitHub's window) and asks once
+//! for each one that failed and whose delivery neither the inbox holds nor any later attempt
+//! delivered.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::App;
+use crate::domain::{EpochSeconds, TenantId};
+use crate::github::GithubApp;
+use crate::github::api::{Delivery, GithubApi};
+use crate::store::StoreError;
+
+/// GitHub keeps (and redelivers) deliveries of the last 3 days.
+const WINDOW_SECONDS: EpochSeconds = 3 * 86_400;
+/// Pages of 100 read at most per sweep: 10,000 deliveries in 3 days.
+const MAX_PAGES: usize = 100;
+
+/// What one sweep of the App's deliveries did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Redelivered {
+    /// Deliveries asked for again.
+    pub asked: usize,
+    /// Tenants whose deliveries could not be listed or asked for (tried again next period).
+    pub failures: usize,
+}
+
+/// Sweeps every tenant's App whose period is due (one sweep per period, however many run at
+/// once: the store's claim).
+pub async fn sweep(app: &App, api: &GithubApi) -> Result<Redelivered, StoreError> {
+    let now = app.clock.now();
+    let mut done = Redelivered::default();
+    let secrets = app.secrets();
+    for (tenant, github) in &secrets.github {
+        if !app
+            .store
+            .claim_github_sweep(tenant, app.config.github_redelivery_seconds, now)
+            .await?
+        {
+            continue;
+        }
+        match sweep_tenant(app, api, tenant, github, now).await {
+            Ok(asked) => done.asked += asked,
+            Err(problem) => {
+                tracing::error!(
+                    tenant = tenant.as_str(),
+                    problem,
+                    "GitHub deliveries not swept; again next period"
+                );
+                done.failures += 1;
+            }
+        }
+    }
+    Ok(done)
+}
+
+async fn sweep_tenant(
+    app: &App,
+    api: &GithubApi,
+    tenant: &TenantId,
+    github: &GithubApp,
+    now: EpochSeconds,
+) -> Result<usize, String> {
+    // GitHub's window is in its own time: the wall clock, not the app's.
+    let since = time::OffsetDateTime::now_utc().unix_timestamp() - WINDOW_SECONDS;
+    let mut deliveries: Vec<Delivery> = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let page = api.deliveries(github, cursor.as_deref()).await?;
+        let past_window = page.deliveries.iter().any(|d| d.delivered_at < since);
+        deliveries.extend(
+            page.deliveries
+                .into_iter()
+                .filter(|d| d.delivered_at >= since),
+        );
+        match page.next {
+            Some(next) if !past_window => cursor = Some(next),
+            _ => break,
+        }
+    }
+    let lost = lost(&deliveries);
+    if lost.is_empty() {
+        return Ok(0);
+    }
+    let guids: Vec<String> = lost.keys().cloned().collect();
+    let held: HashSet<String> = app
+        .store
+        .github_deliveries_held(tenant, &guids)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut asked = 0;
+    for (guid, delivery) in lost {
+        if held.contains(&guid) {
+            continue;
+        }
+        // Once: of any number of sweeps, one asks (a crash after the claim loses this ask,
+        // never doubles it; GitHub's inbox dedupe would make a double harmless).
+        if !app
+            .store
+            .claim_github_redelivery(tenant, &guid, now)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            continue;
+        }
+        api.redeliver(github, delivery).await?;
+        tracing::info!(
+            tenant = tenant.as_str(),
+            delivery = guid,
+            "GitHub delivery asked for again"
+        );
+        asked += 1;
+    }
+    Ok(asked)
+}
+
+/// The deliveries lost: by guid, those with no successful attempt, each with its newest failed
+/// attempt's id (the one asked for again).
+fn lost(deliveries: &[Delivery]) -> BTreeMap<String, u64> {
+    let delivered: HashSet<&str> = deliveries
+        .iter()
+        .filter(|d| d.succeeded())
+        .map(|d| d.guid.as_str())
+        .collect();
+    let mut lost: BTreeMap<String, (EpochSeconds, u64)> = BTreeMap::new();
+    for d in deliveries.iter().filter(|d| !d.succeeded()) {
+        if delivered.contains(d.guid.as_str()) {
+            continue;
+        }
+        let newest = lost.entry(d.guid.clone()).or_insert((d.delivered_at, d.id));
+        if (d.delivered_at, d.id) > *newest {
+            *newest = (d.delivered_at, d.id);
+        }
+    }
+    lost.into_iter().map(|(g, (_, id))| (g, id)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(id: u64, guid: &str, at: EpochSeconds, status_code: u16) -> Delivery {
+        Delivery {
+            id,
+            guid: guid.into(),
+            delivered_at: at,
+            redelivery: false,
+            status_code,
+            event: "deployment_protection_rule".into(),
+        }
+    }
+
+    #[test]
+    fn a_delivery_is_lost_only_while_none_of_its_attempts_succeeded() {
+        let deliveries = [
+            delivery(1, "a", 10, 500),
+            delivery(2, "a", 20, 0),
+            delivery(3, "b", 10, 502),
+            delivery(4, "b", 30, 200),
+            delivery(5, "c", 15, 200),
+        ];
+        let lost = lost(&deliveries);
+        assert_eq!(lost.into_iter().collect::<Vec<_>>(), [("a".to_owned(), 2)]);
+    }
+}

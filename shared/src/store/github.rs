@@ -1,0 +1,653 @@
+//! GitHub deployments' rounds (SPEC "Gate a GitHub deployment"). A job waiting on an
+//! environment is decided by the approval of its **round**: one per (tenant, repository, run,
+//! environment) at a time. The round's pointer — an item of the inbox table, where the events
+//! that move it are recorded — names its approval and whether Countersign has begun answering
+//! it. Every event is recorded in the inbox by its delivery, in the same transaction as its
+//! effect, so a redelivery changes nothing.
+//!
+//! - **Open** (one transaction: the inbox item, the pointer, the run's list of environments and
+//!   the new approval): only while no round is open — the pointer is absent or answered. Of any
+//!   number of events racing, one opens the round.
+//! - **Join** (one more transaction, after an open refused because a round is open): the inbox
+//!   item, a check that the pointer still names that open round, and the delivery added to its
+//!   approval (which the trail shows). No read decides either: the open's refusal returns the
+//!   pointer as it was.
+//! - **Answer**: the job that tells GitHub marks the round answered in its begin, on the
+//!   condition that the pointer still names its approval ([`Store::github_answer_fence`]): once a
+//!   newer round has opened, an older answer is never sent (GitHub's API names no round, so a
+//!   late "approved" would wave the newer one through).
+//! - **A run that ended** closes its open rounds and cancels their pending approvals.
+
+use std::collections::{HashMap, HashSet};
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
+
+use super::approvals::ONLY_IF_CANCELLABLE;
+use super::attr::{Item, epoch, get_s, n, opt_s, s};
+use super::client::{Store, Transaction, condition_failed_item};
+use super::codec::{
+    GITHUB_GATE, approval_from_item, approval_to_item, cancellation_to_attr,
+    github_delivery_to_attr,
+};
+use super::conditions::{ONLY_IF_EXISTS, ONLY_IF_NEW};
+use super::error::StoreError;
+use super::expr::{UpdateExpr, names};
+use super::inbox::{InboxRecord, recorded_outcome};
+use super::indexes::Indexed;
+use super::keys::{approval_key, github_round_key, github_run_key, github_source};
+use crate::domain::{
+    Approval, ApprovalId, Cancellation, EpochSeconds, ExecutionStatus, GithubDelivery, GithubGate,
+    MAX_DELIVERIES, Status, TenantId, WebhookOutcome,
+};
+
+/// only_if_no_round_open: a round opens when there is none, or the last one was answered; of
+/// any number of events racing, one opens it (the others join it).
+const ONLY_IF_NO_ROUND_OPEN: &str = "attribute_not_exists(#pk) OR #answered = :true";
+
+/// only_if_round_still_open: a delivery joins the round the open's refusal named, and only
+/// while its answer has not begun (after, the event opens the next round).
+const ONLY_IF_ROUND_STILL_OPEN: &str = "#approval_id = :approval_id AND #answered = :false";
+
+/// only_if_this_rounds_answer: an answer is sent only while the pointer names its own round —
+/// never once a newer one opened.
+const ONLY_IF_THIS_ROUNDS_ANSWER: &str = "#approval_id = :approval_id";
+
+/// only_if_room_for_a_delivery: an approval names at most [`MAX_DELIVERIES`] deliveries.
+const ONLY_IF_ROOM_FOR_A_DELIVERY: &str = "attribute_exists(#pk) AND size(#gh.#dl) < :max";
+
+/// How long a round's pointer is kept: past the longest an approval of it may wait (29 days)
+/// and GitHub's own 30.
+const ROUND_TTL_SECONDS: EpochSeconds = 31 * 86_400;
+
+/// Tries of an event that finds its round moving under it (opened, then answered, between its
+/// writes): each try is one more transaction, and a round's answer begins at most once a
+/// round, so this is plenty.
+const ROUND_TRIES: u32 = 4;
+
+/// Where a GitHub deployment waits: the round's coordinates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundKey {
+    pub tenant: TenantId,
+    pub repository_id: u64,
+    pub run_id: u64,
+    pub environment: String,
+}
+
+impl RoundKey {
+    pub fn of(tenant: &TenantId, gate: &GithubGate) -> Self {
+        Self {
+            tenant: tenant.clone(),
+            repository_id: gate.repository_id,
+            run_id: gate.run_id,
+            environment: gate.environment.clone(),
+        }
+    }
+
+    fn pk(&self) -> String {
+        github_round_key(
+            &self.tenant,
+            self.repository_id,
+            self.run_id,
+            &self.environment,
+        )
+    }
+}
+
+/// How a `deployment_protection_rule` delivery was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoundIngested {
+    /// It opened a round: the approval it created.
+    Opened(Box<Approval>),
+    /// It joined the open round of this approval.
+    Joined(ApprovalId),
+    /// Seen before: nothing changed; the first delivery's outcome.
+    Duplicate(WebhookOutcome),
+}
+
+/// How a `workflow_run` / `completed` delivery was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunClosed {
+    /// The run had no round open: nothing recorded.
+    NothingOpen,
+    /// Its open rounds closed, these pending approvals cancelled.
+    Closed(Vec<ApprovalId>),
+    Duplicate(WebhookOutcome),
+}
+
+fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+impl Store {
+    /// Records a waiting job's delivery and opens its round with `approval` (born pending, or
+    /// already rejected when Countersign refuses the round itself), or joins the round open.
+    pub async fn open_or_join_github_round(
+        &self,
+        record: &InboxRecord,
+        round: &RoundKey,
+        approval: &Approval,
+        now: EpochSeconds,
+    ) -> Result<RoundIngested, StoreError> {
+        let opened = match approval.status {
+            Status::Pending => WebhookOutcome::Opened,
+            _ => WebhookOutcome::Refused,
+        };
+        for _ in 1..=ROUND_TRIES {
+            // A token per write: the SDK's own retry of it meets its result, never another's.
+            let token = ulid::Ulid::new().to_string();
+            let reasons = match self
+                .transact(
+                    self.open_round(record, round, approval, opened, now)?,
+                    &token,
+                )
+                .await?
+            {
+                Transaction::Committed => {
+                    return Ok(RoundIngested::Opened(Box::new(approval.clone())));
+                }
+                Transaction::Cancelled(reasons) => reasons,
+            };
+            if let Some(first) = condition_failed_item(&reasons, 0) {
+                return Ok(RoundIngested::Duplicate(recorded_outcome(first)?));
+            }
+            let Some(pointer) = condition_failed_item(&reasons, 1) else {
+                return Err(StoreError::Corrupt("a new approval's id was taken"));
+            };
+            // A round is open: join it (its approval's id is in the refusal).
+            let open = ApprovalId::parse(get_s(pointer, "approval_id")?)
+                .map_err(|_| StoreError::corrupt("approval_id"))?;
+            let mut room = true;
+            loop {
+                let token = ulid::Ulid::new().to_string();
+                let join = self.join_round(record, round, &open, room)?;
+                let reasons = match self.transact(join, &token).await? {
+                    Transaction::Committed => return Ok(RoundIngested::Joined(open)),
+                    Transaction::Cancelled(reasons) => reasons,
+                };
+                if let Some(first) = condition_failed_item(&reasons, 0) {
+                    return Ok(RoundIngested::Duplicate(recorded_outcome(first)?));
+                }
+                // The round's approval names as many deliveries as it keeps: join without.
+                let pointer_held =
+                    reasons.get(1).and_then(|r| r.code()) != Some("ConditionalCheckFailed");
+                if pointer_held && room {
+                    room = false;
+                    continue;
+                }
+                // Its answer began meanwhile: the event opens the next round.
+                break;
+            }
+        }
+        Err(StoreError::Contention("a GitHub round"))
+    }
+
+    fn open_round(
+        &self,
+        record: &InboxRecord,
+        round: &RoundKey,
+        approval: &Approval,
+        outcome: WebhookOutcome,
+        now: EpochSeconds,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let inbox = record.put(&self.tables.webhook_inbox, outcome)?;
+        let pointer_update = "SET #approval_id = :approval_id, #answered = :false, \
+             #opened_at = :now, #expires_at = :expires_at";
+        let pointer = Update::builder()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(round.pk()))
+            .update_expression(pointer_update)
+            .condition_expression(ONLY_IF_NO_ROUND_OPEN)
+            .set_expression_attribute_names(Some(names(&[pointer_update, ONLY_IF_NO_ROUND_OPEN])))
+            .set_expression_attribute_values(Some(values(&[
+                (":approval_id", s(approval.id.as_str())),
+                (":false", AttributeValue::Bool(false)),
+                (":true", AttributeValue::Bool(true)),
+                (":now", epoch(now)),
+                (":expires_at", epoch(now + ROUND_TTL_SECONDS)),
+            ])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        // The run's environments, for the run's end (ADD makes the item and the set).
+        let run_update = "ADD #environments :environment SET #expires_at = :expires_at";
+        let run = Update::builder()
+            .table_name(&self.tables.webhook_inbox)
+            .key(
+                "pk",
+                s(github_run_key(
+                    &round.tenant,
+                    round.repository_id,
+                    round.run_id,
+                )),
+            )
+            .update_expression(run_update)
+            .set_expression_attribute_names(Some(names(&[run_update])))
+            .set_expression_attribute_values(Some(values(&[
+                (
+                    ":environment",
+                    AttributeValue::Ss(vec![round.environment.clone()]),
+                ),
+                (":expires_at", epoch(now + ROUND_TTL_SECONDS)),
+            ])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let put_approval = Put::builder()
+            .table_name(&self.tables.approvals)
+            .set_item(Some(approval_to_item(approval)))
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        Ok(vec![
+            TransactWriteItem::builder().put(inbox).build(),
+            TransactWriteItem::builder().update(pointer).build(),
+            TransactWriteItem::builder().update(run).build(),
+            TransactWriteItem::builder().put(put_approval).build(),
+        ])
+    }
+
+    fn join_round(
+        &self,
+        record: &InboxRecord,
+        round: &RoundKey,
+        open: &ApprovalId,
+        room: bool,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Joined)?;
+        let still_open = ConditionCheck::builder()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(round.pk()))
+            .condition_expression(ONLY_IF_ROUND_STILL_OPEN)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_ROUND_STILL_OPEN])))
+            .set_expression_attribute_values(Some(values(&[
+                (":approval_id", s(open.as_str())),
+                (":false", AttributeValue::Bool(false)),
+            ])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let mut items = vec![
+            TransactWriteItem::builder().put(inbox).build(),
+            TransactWriteItem::builder()
+                .condition_check(still_open)
+                .build(),
+        ];
+        if room {
+            // The trail shows each delivery that joined (derived from this change).
+            let update = "SET #gh.#dl = list_append(#gh.#dl, :delivery)";
+            let mut names = names(&[update, ONLY_IF_ROOM_FOR_A_DELIVERY]);
+            names.insert("#gh".to_owned(), GITHUB_GATE.to_owned());
+            let joined = Update::builder()
+                .table_name(&self.tables.approvals)
+                .key("pk", approval_key(&round.tenant, open))
+                .update_expression(update)
+                .condition_expression(ONLY_IF_ROOM_FOR_A_DELIVERY)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values(&[
+                    (
+                        ":delivery",
+                        AttributeValue::L(vec![github_delivery_to_attr(&GithubDelivery {
+                            id: record.event_id.clone(),
+                            at: record.received_at,
+                        })]),
+                    ),
+                    (":max", n(MAX_DELIVERIES)),
+                ])))
+                .build()
+                .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+            items.push(TransactWriteItem::builder().update(joined).build());
+        }
+        Ok(items)
+    }
+
+    /// The write that fences a GitHub answer, for the begin of the job that sends it: the round
+    /// is marked answered (a later event opens the next round), on the condition that it is
+    /// still this approval's.
+    pub(crate) fn github_answer_fence(
+        &self,
+        round: &RoundKey,
+        approval: &ApprovalId,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let update = "SET #answered = :true";
+        let fence = Update::builder()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(round.pk()))
+            .update_expression(update)
+            .condition_expression(ONLY_IF_THIS_ROUNDS_ANSWER)
+            .set_expression_attribute_names(Some(names(&[update, ONLY_IF_THIS_ROUNDS_ANSWER])))
+            .set_expression_attribute_values(Some(values(&[
+                (":approval_id", s(approval.as_str())),
+                (":true", AttributeValue::Bool(true)),
+            ])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        Ok(TransactWriteItem::builder().update(fence).build())
+    }
+
+    /// A run ended: each of its rounds still open is closed (answered: nothing waits at GitHub
+    /// any more), and its approval cancelled if still pending (actor `github`, reason the run's
+    /// conclusion) — in one transaction with the delivery's inbox item. The run's rounds are
+    /// read first (they are what to close); the transaction's conditions hold what was read, and
+    /// a round that moved meanwhile is read again.
+    /// `ended_at`: when the run ended (GitHub's word), if known — a re-run keeps the run's id,
+    /// and a round opened after this end is the re-run's, not closed.
+    pub async fn close_github_run(
+        &self,
+        record: &InboxRecord,
+        (tenant, repository_id, run_id): (&TenantId, u64, u64),
+        (conclusion, ended_at): (&str, Option<EpochSeconds>),
+        now: EpochSeconds,
+    ) -> Result<RunClosed, StoreError> {
+        for _ in 1..=ROUND_TRIES {
+            let open = self
+                .open_rounds(tenant, repository_id, run_id, ended_at)
+                .await?;
+            if open.is_empty() {
+                return Ok(RunClosed::NothingOpen);
+            }
+            let mut items = vec![
+                TransactWriteItem::builder()
+                    .put(record.put(&self.tables.webhook_inbox, WebhookOutcome::Cancelled)?)
+                    .build(),
+            ];
+            let mut cancelled = Vec::new();
+            for (round, approval) in &open {
+                items.push(
+                    TransactWriteItem::builder()
+                        .update(self.close_round(round, &approval.id)?)
+                        .build(),
+                );
+                if approval.status == Status::Pending && approval.expires_at > now {
+                    let cancellation = Cancellation {
+                        by: crate::domain::Approver::parse("github")
+                            .map_err(|_| StoreError::Corrupt("the github actor"))?,
+                        at: now,
+                        reason: Some(format!("the workflow run ended: {conclusion}")),
+                        channel: Some(crate::domain::Channel::Github),
+                    };
+                    items.push(
+                        TransactWriteItem::builder()
+                            .update(self.run_end_cancel(
+                                tenant,
+                                &approval.id,
+                                &cancellation,
+                                now,
+                            )?)
+                            .build(),
+                    );
+                    cancelled.push(approval.id.clone());
+                }
+            }
+            let token = ulid::Ulid::new().to_string();
+            match self.transact(items, &token).await? {
+                Transaction::Committed => return Ok(RunClosed::Closed(cancelled)),
+                Transaction::Cancelled(reasons) => {
+                    if let Some(first) = condition_failed_item(&reasons, 0) {
+                        return Ok(RunClosed::Duplicate(recorded_outcome(first)?));
+                    }
+                }
+            }
+        }
+        Err(StoreError::Contention("a GitHub run's rounds"))
+    }
+
+    /// The run's rounds still open, with their approvals.
+    async fn open_rounds(
+        &self,
+        tenant: &TenantId,
+        repository_id: u64,
+        run_id: u64,
+        ended_at: Option<EpochSeconds>,
+    ) -> Result<Vec<(RoundKey, Approval)>, StoreError> {
+        let run = self
+            .client
+            .get_item()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(github_run_key(tenant, repository_id, run_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        let environments = match run.item().and_then(|i| i.get("environments")) {
+            Some(AttributeValue::Ss(environments)) => environments.clone(),
+            _ => return Ok(Vec::new()),
+        };
+        let rounds: Vec<RoundKey> = environments
+            .into_iter()
+            .map(|environment| RoundKey {
+                tenant: tenant.clone(),
+                repository_id,
+                run_id,
+                environment,
+            })
+            .collect();
+        let pointers = self
+            .get_many(
+                &self.tables.webhook_inbox,
+                rounds.iter().map(RoundKey::pk).collect(),
+            )
+            .await?;
+        let mut open = Vec::new();
+        for round in rounds {
+            let Some(pointer) = pointers.get(&round.pk()) else {
+                continue;
+            };
+            if pointer.get("answered") == Some(&AttributeValue::Bool(true)) {
+                continue;
+            }
+            let opened_at: EpochSeconds = super::attr::get_n(pointer, "opened_at").unwrap_or(0);
+            if ended_at.is_some_and(|ended| opened_at > ended) {
+                continue;
+            }
+            let id = ApprovalId::parse(get_s(pointer, "approval_id")?)
+                .map_err(|_| StoreError::corrupt("approval_id"))?;
+            open.push((round, id));
+        }
+        let keys = open.iter().map(|(_, id)| approval_pk(tenant, id)).collect();
+        let approvals = self.get_many(&self.tables.approvals, keys).await?;
+        let mut found = Vec::new();
+        for (round, id) in open {
+            if let Some(item) = approvals.get(&approval_pk(tenant, &id)) {
+                found.push((round, approval_from_item(item)?));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Items by key (`pk`), read consistently in batches of 100 (each key once: DynamoDB
+    /// refuses a batch naming one twice); those missing are not in the map.
+    pub(crate) async fn get_many(
+        &self,
+        table: &str,
+        keys: Vec<String>,
+    ) -> Result<HashMap<String, Item>, StoreError> {
+        let mut found = HashMap::new();
+        let mut pending: Vec<HashMap<String, AttributeValue>> = keys
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .map(|k| HashMap::from([("pk".to_owned(), s(k))]))
+            .collect();
+        while !pending.is_empty() {
+            let batch: Vec<_> = pending.drain(..pending.len().min(100)).collect();
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(batch))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::dynamo("BatchGetItem", e))?;
+            let answer = self
+                .client
+                .batch_get_item()
+                .request_items(table, request)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+            for item in answer
+                .responses()
+                .and_then(|r| r.get(table))
+                .into_iter()
+                .flatten()
+            {
+                if let Some(pk) = opt_s(item, "pk") {
+                    found.insert(pk, item.clone());
+                }
+            }
+            if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(table)) {
+                pending.extend(left.keys().iter().cloned());
+            }
+        }
+        Ok(found)
+    }
+
+    fn close_round(&self, round: &RoundKey, approval: &ApprovalId) -> Result<Update, StoreError> {
+        let update = "SET #answered = :true";
+        let condition = ONLY_IF_ROUND_STILL_OPEN;
+        Update::builder()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(round.pk()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
+            .set_expression_attribute_values(Some(values(&[
+                (":approval_id", s(approval.as_str())),
+                (":false", AttributeValue::Bool(false)),
+                (":true", AttributeValue::Bool(true)),
+            ])))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    }
+
+    /// The run's end cancels a pending approval: as a person's cancel, with the cancel's own
+    /// condition (pending, not past its expiry), so a decision racing it and the cancel cannot
+    /// both apply.
+    fn run_end_cancel(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        cancellation: &Cancellation,
+        now: EpochSeconds,
+    ) -> Result<Update, StoreError> {
+        let mut vals = values(&[
+            (":pending", s(Status::Pending.as_str())),
+            (":cancelled", s(Status::Cancelled.as_str())),
+            (":cancellation", cancellation_to_attr(cancellation)),
+            (":now", epoch(now)),
+        ]);
+        let update = UpdateExpr::default()
+            .set("#status = :cancelled")
+            .set("#cancellation = :cancellation");
+        let update = Indexed::after(
+            id,
+            Status::Cancelled,
+            true,
+            ExecutionStatus::NotStarted,
+            now,
+        )
+        .apply(update, &mut vals)
+        .build();
+        let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_CANCELLABLE}");
+        Update::builder()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(tenant, id))
+            .update_expression(&update)
+            .condition_expression(&condition)
+            .set_expression_attribute_names(Some(names(&[&update, &condition])))
+            .set_expression_attribute_values(Some(vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    }
+
+    /// Which of `guids` (the App's deliveries) the inbox holds for `tenant`.
+    pub async fn github_deliveries_held(
+        &self,
+        tenant: &TenantId,
+        guids: &[String],
+    ) -> Result<HashSet<String>, StoreError> {
+        let source = github_source(tenant);
+        let keys = guids
+            .iter()
+            .map(|g| super::keys::inbox_key(&source, g))
+            .collect();
+        let found = self.get_many(&self.tables.webhook_inbox, keys).await?;
+        Ok(found
+            .values()
+            .filter_map(|item| opt_s(item, "event_id"))
+            .collect())
+    }
+
+    /// Claims the asking for `guid` again, once: of any number of sweeps, one asks (a marker in
+    /// the inbox, kept past GitHub's 3-day window).
+    pub async fn claim_github_redelivery(
+        &self,
+        tenant: &TenantId,
+        guid: &str,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        let pk = github_redelivery_key(tenant, guid);
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.tables.webhook_inbox)
+            .item("pk", s(pk))
+            .item("asked_at", epoch(now))
+            .item("expires_at", epoch(now + 4 * 86_400))
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(true),
+            Err(e) => match e.into_service_error() {
+                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_) => Ok(false),
+                other => Err(StoreError::dynamo("PutItem", other)),
+            },
+        }
+    }
+
+    /// Claims this period's redelivery sweep for `tenant` (an item of the inbox, beside the
+    /// deliveries it sweeps): at most one sweep every `period` seconds, however many scheduled
+    /// runs start at once.
+    pub async fn claim_github_sweep(
+        &self,
+        tenant: &TenantId,
+        period: EpochSeconds,
+        now: EpochSeconds,
+    ) -> Result<bool, StoreError> {
+        let condition = "attribute_not_exists(#pk) OR #swept_at <= :due";
+        let update = "SET #swept_at = :now";
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(format!("{}#sweep", github_source(tenant))))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[update, condition])))
+            .expression_attribute_values(":now", epoch(now))
+            .expression_attribute_values(":due", epoch(now - period))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => match e.into_service_error() {
+                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
+                other => Err(StoreError::dynamo("UpdateItem", other)),
+            },
+        }
+    }
+}
+
+/// The approvals table's key as text.
+fn approval_pk(tenant: &TenantId, id: &ApprovalId) -> String {
+    format!("{tenant}#{id}")
+}
+
+/// The marker of a delivery asked for again.
+fn github_redelivery_key(tenant: &TenantId, guid: &str) -> String {
+    format!("{}#asked#{guid}", github_source(tenant))
+}
