@@ -6,7 +6,12 @@
 use std::time::Duration;
 
 use countersign::jobs::{Dispatcher, StreamChange};
-use countersign_tests::{ALICE, CreateBody, KEY_A, TestApp, eventually, execute_key};
+use countersign_tests::github::{
+    FakeGithub, GH_DAVE, GITHUB_WEBHOOK_SECRET, SOLO, deployment_event, github_headers,
+};
+use countersign_tests::{
+    ALICE, BOB, CreateBody, DECIDER_A, KEY_A, TestApp, decision_body, eventually, execute_key,
+};
 use fail::FailScenario;
 use serde_json::{Value, json};
 
@@ -365,4 +370,122 @@ async fn a_stalled_worker_never_takes_another_workers_end_for_its_own() {
         "never called twice blindly"
     );
     scenario.teardown();
+}
+
+/// A GitHub deployment approved; its answer reaches GitHub (204) and the worker dies before
+/// the ledger's end. The retry sends it again and meets GitHub's 422 (nothing waits any more):
+/// the execution succeeded, GitHub took one decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_after_github_took_the_answer_ends_succeeded_with_one_decision() {
+    let scenario = FailScenario::setup();
+    let github = FakeGithub::start().await;
+    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    let run = 701;
+    github.wait(run, SOLO);
+    let id = open_round(&t, &github, run, "d-crash").await;
+    fail::cfg("execute::after_downstream", "1*panic").unwrap();
+    assert_eq!(
+        t.decide(DECIDER_A, &id, decision_body("approve", BOB))
+            .await
+            .status,
+        200
+    );
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    let reviews = github.reviews(run);
+    println!(
+        "crash after GitHub's 204: {} after {} attempts; reviews {reviews:?}",
+        done["execution"]["status"], done["execution"]["attempts"]
+    );
+    assert_eq!(done["execution"]["status"], "succeeded", "{done}");
+    assert_eq!(
+        reviews.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [204, 422],
+        "at most GitHub's 422 on the retry"
+    );
+    assert_eq!(github.decisions(run).len(), 1);
+    scenario.teardown();
+}
+
+/// The same crash, but before the retry a later job of the run waits again and opens a new
+/// round: the retry of the older answer is never sent (GitHub's API names no round — it would
+/// approve the newer one). Its execution fails with the reason, whether the first attempt
+/// landed being unknown to it; the new round still waits for its own approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_older_rounds_answer_is_never_sent_again_once_a_newer_round_opened() {
+    let scenario = FailScenario::setup();
+    let github = FakeGithub::start().await;
+    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    let run = 702;
+    github.wait(run, SOLO);
+    let first = open_round(&t, &github, run, "d-first").await;
+    fail::cfg("execute::after_downstream", "1*panic").unwrap();
+    assert_eq!(
+        t.decide(DECIDER_A, &first, decision_body("approve", BOB))
+            .await
+            .status,
+        200
+    );
+    // GitHub took it (the worker died right after); a later job of the run waits.
+    github.wait_for_reviews(run, 1, WAIT).await;
+    github.wait(run, SOLO);
+    let second = open_round(&t, &github, run, "d-second").await;
+    assert_ne!(first, second);
+    let done = t
+        .wait_for_approval(KEY_A, &first, WAIT, |a| {
+            matches!(
+                a["execution"]["status"].as_str(),
+                Some("succeeded" | "failed")
+            )
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let reviews = github.reviews(run);
+    println!(
+        "older answer after a newer round: {}; reviews {reviews:?}",
+        done["execution"]
+    );
+    assert_eq!(done["execution"]["status"], "failed", "{done}");
+    assert!(
+        done["execution"]["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("newer round"),
+        "{done}"
+    );
+    assert_eq!(
+        reviews
+            .iter()
+            .map(|r| (r.state.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("approved", 204)],
+        "the older answer was sent once, never again"
+    );
+    assert!(
+        github.is_waiting(run, SOLO),
+        "the newer round waits for its own approval"
+    );
+    assert_eq!(t.get(KEY_A, &second).await.json()["status"], "pending");
+    scenario.teardown();
+}
+
+async fn open_round(t: &TestApp, github: &FakeGithub, run: u64, delivery: &str) -> String {
+    let body = deployment_event(&github.base, run, SOLO, GH_DAVE).to_string();
+    let mut request = t
+        .http
+        .post(t.url("/github/events/tenant-a"))
+        .body(body.clone());
+    for (name, value) in github_headers(
+        GITHUB_WEBHOOK_SECRET,
+        "deployment_protection_rule",
+        delivery,
+        &body,
+    ) {
+        request = request.header(name, value);
+    }
+    let reply = t.send(request).await;
+    assert_eq!(reply.json()["outcome"], "opened", "{}", reply.text());
+    reply.json()["approval_id"]
+        .as_str()
+        .expect("an approval")
+        .to_owned()
 }

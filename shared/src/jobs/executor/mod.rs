@@ -18,7 +18,7 @@ mod slack;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::domain::{Completion, rfc3339};
+use crate::domain::{Completion, LedgerStatus, rfc3339};
 use crate::jobs::job::Job;
 use crate::observe::{self, Metric};
 use crate::store::{AttemptEnd, Begin, LedgerKey, StoreError};
@@ -516,20 +516,55 @@ impl Executor {
     /// answers. Nothing was sent; the job ends `failed` with the reason, never sent blindly
     /// (GitHub's API names no round: a late answer would decide the newer one).
     async fn superseded(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
-        let reason = "not sent: a newer round of this run and environment opened (a re-run, or a                       later job after this answer began or the run ended); its own approval                       answers it";
-        let completion = Completion::Failed(reason.to_owned());
-        let now = self.app.clock.now();
-        let event = r.job.ended_event(&completion, now);
-        let written = self
-            .app
-            .store
-            .fail_unbegun_job(&r.ledger, reason, event.as_ref(), now)
-            .await?;
-        tracing::warn!(job = r.job.id(), written, "{reason}");
-        if written {
-            count_outcome(&completion);
+        let reason = "not sent: a newer round of this run and environment opened (a re-run, or a \
+                      later job after this answer began or the run ended); its own approval \
+                      answers it";
+        let entry = self.app.store.ledger_entry(&r.ledger).await?;
+        let begun = entry
+            .as_ref()
+            .filter(|e| e.generation == r.ledger.generation);
+        match begun {
+            None => {
+                let completion = Completion::Failed(reason.to_owned());
+                let now = self.app.clock.now();
+                let event = r.job.ended_event(&completion, now);
+                let written = self
+                    .app
+                    .store
+                    .fail_unbegun_job(&r.ledger, reason, event.as_ref(), now)
+                    .await?;
+                tracing::warn!(job = r.job.id(), written, "{reason}");
+                if written {
+                    count_outcome(&completion);
+                }
+                Ok(Disposition::Ack)
+            }
+            // Its worker holds it still: it ends it.
+            Some(e)
+                if e.status == LedgerStatus::InProgress
+                    && e.lease_until_ms > self.app.clock.now_millis() =>
+            {
+                Ok(Disposition::Retry)
+            }
+            // An earlier attempt began and did not end (its worker stopped, or a retry was
+            // due): ended by its token, its outcome not reported as success.
+            Some(e)
+                if matches!(
+                    e.status,
+                    LedgerStatus::InProgress | LedgerStatus::RetryWait | LedgerStatus::Unknown
+                ) =>
+            {
+                let completion = Completion::Failed(format!(
+                    "{reason} (whether an earlier attempt reached GitHub is not known)"
+                ));
+                let ender = ulid::Ulid::new().to_string();
+                self.write_end(r, &e.token, AttemptEnd::by_owner(&completion, &ender))
+                    .await?;
+                tracing::warn!(job = r.job.id(), "{reason}");
+                Ok(Disposition::Ack)
+            }
+            Some(_) => Ok(Disposition::Ack),
         }
-        Ok(Disposition::Ack)
     }
 
     /// `ExecutionEnded` by outcome once an execution's end is written, and `DecisionToEffect`
