@@ -7,12 +7,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use countersign::webhook::WebhookSecret;
+use countersign_tests::github::{
+    FakeGithub, GH_ALICE, GITHUB_WEBHOOK_SECRET, PRODUCTION, deployment_event, github_headers,
+};
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::slack::{FakeSlack, Fault, SLACK_SIGNING_SECRET, U_ALICE, slack_headers};
 use countersign_tests::{
-    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET, decided_event,
-    decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
+    ACME_SECRET, ALICE, BOB, CAROL, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET,
+    decided_event, decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -253,6 +256,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let target = downstream.serve().await;
     // Tenant A decides in Slack too: every approval gets its message, some are decided there.
     let slack = FakeSlack::start().await;
+    // ... and gates GitHub deployments (after the rest, on the same runner).
+    let github = FakeGithub::start().await;
     let prefix = format!("ll-{}", ulid::Ulid::new().to_string().to_lowercase());
     let mut env = isolated_env(&prefix).await;
     env.extend(
@@ -275,6 +280,7 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 "https://approvals.example.com".to_owned(),
             ),
             ("SLACK", slack.config()),
+            ("GITHUB", github.config()),
             // A revoked table key stops within a second.
             ("KEY_CACHE_SECONDS", "1".to_owned()),
         ]
@@ -496,6 +502,11 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     println!(
         "then {agents} approval-only approvals on the same runner: each claimed once by one of two racing claimers, reported, never dispatched"
     );
+    let (deployments, told) = github_round(&runner, &github).await;
+    println!(
+        "then {deployments} GitHub deployments on the same runner, each a storm of deliveries: \
+         one approval each, GitHub told {told} decisions, one per round, none for a run that ended"
+    );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);
     let moto_rss = moto_resident_bytes();
@@ -514,6 +525,135 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     if let Some(rss) = moto_rss {
         assert!(rss < 1 << 30, "moto holds {rss} bytes");
     }
+}
+
+/// GitHub deployments on the long-lived runner: each run's job waits on production and GitHub
+/// sends three deliveries (one of them twice) at once — one approval. Two of three approve
+/// most (GitHub hears `approved`), bob rejects every fifth (`rejected`), and every seventh
+/// run ends first (cancelled, GitHub hears nothing). Returns the deployments and the decisions
+/// GitHub took.
+async fn github_round(runner: &LocalRunner, github: &FakeGithub) -> (usize, usize) {
+    const RUNS: u64 = 20;
+    let deliver = |delivery: String, body: String, event: &'static str| {
+        let mut request = runner
+            .http
+            .post(runner.url(&format!("/github/events/{TENANT_A}")))
+            .body(body.clone());
+        for (name, value) in github_headers(GITHUB_WEBHOOK_SECRET, event, &delivery, &body) {
+            request = request.header(name, value);
+        }
+        send(request)
+    };
+    let rounds: Vec<(u64, String)> = futures::stream::iter(1..=RUNS)
+        .map(|n| {
+            let run = 9_000 + n;
+            async move {
+                github.wait(run, PRODUCTION);
+                let body = deployment_event(&github.base, run, PRODUCTION, GH_ALICE).to_string();
+                let (a, b, c, d) = futures::join!(
+                    deliver(
+                        format!("ll-gh-{run}-a"),
+                        body.clone(),
+                        "deployment_protection_rule"
+                    ),
+                    deliver(
+                        format!("ll-gh-{run}-a"),
+                        body.clone(),
+                        "deployment_protection_rule"
+                    ),
+                    deliver(
+                        format!("ll-gh-{run}-b"),
+                        body.clone(),
+                        "deployment_protection_rule"
+                    ),
+                    deliver(
+                        format!("ll-gh-{run}-c"),
+                        body.clone(),
+                        "deployment_protection_rule"
+                    ),
+                );
+                let ids: std::collections::BTreeSet<String> = [&a, &b, &c, &d]
+                    .iter()
+                    .map(|r| {
+                        r.json()["approval_id"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned()
+                    })
+                    .filter(|id| !id.is_empty())
+                    .collect();
+                assert_eq!(ids.len(), 1, "run {run}: one round, one approval");
+                let id = ids.into_iter().next().expect("the approval");
+                if n % 7 == 0 {
+                    github.end_run(run);
+                    let end = json!({"action": "completed",
+                        "workflow_run": {"id": run, "conclusion": "cancelled"},
+                        "repository": {"id": countersign_tests::github::REPOSITORY_ID}});
+                    let ended =
+                        deliver(format!("ll-gh-{run}-end"), end.to_string(), "workflow_run").await;
+                    assert_eq!(ended.json()["outcome"], "cancelled");
+                } else if n % 5 == 0 {
+                    let rejected = runner
+                        .http
+                        .post(runner.url(&format!("/approvals/{id}/decision")))
+                        .bearer_auth(DECIDER_A)
+                        .json(&decision_body("reject", BOB));
+                    assert_eq!(send(rejected).await.status, 200);
+                } else {
+                    // Alice asked: her vote is refused; bob and carol approve.
+                    assert_eq!(
+                        send(decide(runner, DECIDER_A, &id, ALICE)).await.status,
+                        403
+                    );
+                    assert_eq!(send(decide(runner, DECIDER_A, &id, BOB)).await.status, 200);
+                    assert_eq!(
+                        send(decide(runner, DECIDER_A, &id, CAROL)).await.status,
+                        200
+                    );
+                }
+                (run, id)
+            }
+        })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for (run, id) in &rounds {
+        let n = run - 9_000;
+        let expected = if n % 7 == 0 { 0 } else { 1 };
+        loop {
+            let decisions = github.decisions(*run);
+            if decisions.len() == expected && !github.is_waiting(*run, PRODUCTION) {
+                if expected == 1 {
+                    let state = if n % 5 == 0 { "rejected" } else { "approved" };
+                    assert_eq!(decisions[0].state, state, "run {run} ({id})");
+                    assert!(decisions[0].comment.contains(id.as_str()));
+                }
+                break;
+            }
+            assert!(decisions.len() <= expected, "run {run}: {decisions:?}");
+            assert!(
+                Instant::now() < deadline,
+                "run {run} ({id}): {decisions:?}\n{}",
+                runner.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // And nothing more after a while: every round told once (or not at all).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let told: usize = rounds
+        .iter()
+        .map(|(run, _)| github.decisions(*run).len())
+        .sum();
+    assert_eq!(
+        told,
+        rounds
+            .iter()
+            .filter(|(run, _)| (run - 9_000) % 7 != 0)
+            .count()
+    );
+    (rounds.len(), told)
 }
 
 fn secret_for_agents() -> WebhookSecret {
