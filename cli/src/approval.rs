@@ -13,6 +13,9 @@ pub struct Approval {
     pub action: Action,
     pub approvers: Vec<String>,
     pub policy: Option<Policy>,
+    /// What the requester said of it (`summary`: what it gates, e.g. "Deploy acme/api@1a2b3c4 to
+    /// production, run 123" for a GitHub deployment).
+    pub context: serde_json::Value,
     pub created_at: String,
     pub expires_at: String,
     pub votes: Vec<Vote>,

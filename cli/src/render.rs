@@ -11,6 +11,12 @@ const MAX_DATA_CHARS: usize = 160;
 pub fn approval(a: &Approval) -> String {
     let mut lines = vec![format!("{}  {}", a.id, a.state_line())];
     let mut field = |name: &str, value: String| lines.push(format!("  {name:<11}{value}"));
+    if let Some(summary) = a.context["summary"]
+        .as_str()
+        .filter(|s| !s.trim().is_empty())
+    {
+        field("summary:", summary.to_owned());
+    }
     let payload = if a.action.payload.is_null() {
         String::new()
     } else {
@@ -119,6 +125,22 @@ mod tests {
         let line =
             event(&json!({"type": "execution.succeeded", "at": "t", "actor": {}, "data": {}}));
         assert!(line.ends_with("countersign"), "{line}");
+    }
+
+    #[test]
+    fn an_approval_says_what_it_gates() {
+        let a: Approval = serde_json::from_value(json!({
+            "id": "apr_1", "status": "pending", "requested_by": "github:octocat",
+            "action": {"type": "github_deployment", "payload": {"run_id": 123}},
+            "context": {"summary": "Deploy acme/api@1a2b3c4 to production, run 123"},
+            "approvers": ["alice@example.com"], "execution": {"status": "not_started"}
+        }))
+        .expect("approval");
+        let text = approval(&a);
+        assert!(
+            text.contains("summary:   Deploy acme/api@1a2b3c4 to production, run 123"),
+            "{text}"
+        );
     }
 
     #[test]

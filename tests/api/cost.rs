@@ -397,6 +397,11 @@ const CUTS: &[(&str, f64, f64)] = &[
         135.0,
         101.92,
     ),
+    (
+        "not a cut — `ApprovalCreated` names its `Channel` (api, or github for a GitHub deployment's round): 36 more EMF bytes",
+        135.0,
+        101.93,
+    ),
 ];
 
 /// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers

@@ -282,6 +282,14 @@ async fn opening_a_round_is_one_transaction_and_joining_it_two() {
         ["TransactWriteItems"],
         "a redelivery: one write, refused"
     );
+    // What GitHub opened is counted apart from what the API created.
+    let documents = t.metrics.take();
+    let opened: Vec<&String> = documents
+        .iter()
+        .filter(|d| d.contains("\"ApprovalCreated\"") && d.contains("\"Channel\":\"github\""))
+        .collect();
+    assert_eq!(opened.len(), 1, "{documents:?}");
+    assert!(opened[0].contains("\"ActionType\":\"github_deployment\""));
 }
 
 /// GitHub's API on a bad day: a 500, a 429 with Retry-After, a call that never answers, and an

@@ -151,7 +151,11 @@ async fn each_request_writes_what_it_did_and_nothing_else() {
     let id = t.create_ok(KEY_A, "m-1", &body).await;
     assert_eq!(
         taken(&t),
-        expect(&[("ApprovalCreated", "ActionType=deploy,Function=api", 1)])
+        expect(&[(
+            "ApprovalCreated",
+            "ActionType=deploy,Channel=api,Function=api",
+            1
+        )])
     );
     let replay = t.create(KEY_A, "m-1", &body).await;
     assert!(replay.replayed());
@@ -290,7 +294,11 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
         &t,
         &mut counted,
         &expect(&[
-            ("ApprovalCreated", "ActionType=deploy,Function=api", 3),
+            (
+                "ApprovalCreated",
+                "ActionType=deploy,Channel=api,Function=api",
+                3,
+            ),
             ("ApprovalDecided", "Function=dispatch,Outcome=approved", 1),
             ("ApprovalDecided", "Function=dispatch,Outcome=cancelled", 1),
             ("ApprovalDecided", "Function=dispatch,Outcome=rejected", 1),
@@ -325,7 +333,11 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
         &t,
         &mut counted,
         &expect(&[
-            ("ApprovalCreated", "ActionType=deploy,Function=api", 1),
+            (
+                "ApprovalCreated",
+                "ActionType=deploy,Channel=api,Function=api",
+                1,
+            ),
             ("ApprovalDecided", "Function=dispatch,Outcome=expired", 1),
             ("SweepItems", "Function=sweeper", 1),
         ]),
@@ -350,13 +362,21 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
         &t,
         &mut counted,
         &expect(&[
-            ("ApprovalCreated", "ActionType=reject_once,Function=api", 1),
             (
                 "ApprovalCreated",
-                "ActionType=unsafe_502_after,Function=api",
+                "ActionType=reject_once,Channel=api,Function=api",
                 1,
             ),
-            ("ApprovalCreated", "ActionType=unsafe_hang,Function=api", 1),
+            (
+                "ApprovalCreated",
+                "ActionType=unsafe_502_after,Channel=api,Function=api",
+                1,
+            ),
+            (
+                "ApprovalCreated",
+                "ActionType=unsafe_hang,Channel=api,Function=api",
+                1,
+            ),
             ("ApprovalDecided", "Function=dispatch,Outcome=approved", 3),
             (
                 "DecisionToEffect",
@@ -407,7 +427,11 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
         &t,
         &mut counted,
         &expect(&[
-            ("ApprovalCreated", "ActionType=deploy,Function=api", 1),
+            (
+                "ApprovalCreated",
+                "ActionType=deploy,Channel=api,Function=api",
+                1,
+            ),
             ("NotificationFailed", "Function=executor", 2),
         ]),
     )

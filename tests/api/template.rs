@@ -648,6 +648,46 @@ fn the_slack_manifest_asks_for_the_scopes_the_code_uses() {
     }
 }
 
+/// `examples/github/app-manifest.json` asks for what the App's calls and events need —
+/// Deployments read and write (reviewing a deployment protection rule), Actions read — and the
+/// two events acted on, and no more; its webhook goes to the route the template declares.
+#[test]
+fn the_github_app_manifest_asks_for_what_the_code_uses() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/github/app-manifest.json"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the manifest")).expect("JSON");
+    assert_eq!(
+        manifest["default_permissions"],
+        serde_json::json!({"deployments": "write", "actions": "read"})
+    );
+    let events: BTreeSet<&str> = manifest["default_events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    assert_eq!(
+        events,
+        BTreeSet::from(["deployment_protection_rule", "workflow_run"])
+    );
+    let url = manifest["hook_attributes"]["url"]
+        .as_str()
+        .expect("webhook URL");
+    assert!(
+        url.starts_with("https://") && url.contains("/github/events/"),
+        "{url}"
+    );
+    assert_eq!(manifest["hook_attributes"]["active"], true);
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/src/github/event.rs");
+    let source = std::fs::read_to_string(source).expect("the events");
+    for event in ["deployment_protection_rule", "workflow_run"] {
+        assert!(source.contains(event), "{event}");
+    }
+}
+
 /// Held reads (`GET /approvals/{id}?wait=20`) run in a function of their own (SPEC "Waiting
 /// without polling"): the route goes to it alone; its reserved concurrency is the
 /// `HeldReadConcurrency` parameter (default 50), of which `HeldReadHeadroom` is kept for plain

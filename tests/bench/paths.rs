@@ -25,6 +25,8 @@ pub struct Ratios {
     pub vote: f64,
     pub vote_completing: f64,
     pub webhook: f64,
+    /// A GitHub deployment's event: one that opens a round, one that joins it.
+    pub github: f64,
     /// create first's in-process ops/s on tables holding 20,000 approvals ÷ on empty tables.
     pub table_size: f64,
 }
@@ -40,6 +42,9 @@ const MODES: [Mode; 3] = [Mode::Raw, Mode::InProcess, Mode::Loopback];
 const CONCURRENCY: [usize; 3] = [1, 8, 32];
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
+
+/// The fake GitHub's URL: the tenant's `api_url`, which callback URLs must be on.
+static GITHUB_API: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// The keys the timed requests present: table keys (the requester's and the decider's), warm
 /// in the app's cache after their first request, as a deployment's are.
@@ -187,9 +192,11 @@ enum Op {
     VoteCompleting,
     WebhookFirst,
     WebhookDuplicate,
+    GithubOpen,
+    GithubJoin,
 }
 
-const OPS: [Op; 8] = [
+const OPS: [Op; 10] = [
     Op::CreateFirst,
     Op::CreateReplay,
     Op::DecideWinner,
@@ -198,6 +205,8 @@ const OPS: [Op; 8] = [
     Op::VoteCompleting,
     Op::WebhookFirst,
     Op::WebhookDuplicate,
+    Op::GithubOpen,
+    Op::GithubJoin,
 ];
 
 impl Op {
@@ -211,6 +220,8 @@ impl Op {
             Op::VoteCompleting => "vote completing 2-of-3",
             Op::WebhookFirst => "webhook first",
             Op::WebhookDuplicate => "webhook duplicate",
+            Op::GithubOpen => "github-event open",
+            Op::GithubJoin => "github-event join",
         }
     }
 }
@@ -239,6 +250,36 @@ impl<'a> Bench<'a> {
 
     fn key(&self, name: &str) -> String {
         format!("{}-{name}", self.tag)
+    }
+
+    /// A run of this cell's own (`n`: one per operation that opens a round; 0, the round joined).
+    fn run(&self, n: usize) -> u64 {
+        let cell: u64 = self.tag.trim_start_matches("cell").parse().unwrap_or(0);
+        cell * 1_000_000 + n as u64 + 1
+    }
+
+    /// A signed `deployment_protection_rule` delivery of `run` on production.
+    fn github_request(&self, delivery: &str, run: u64) -> Request<Body> {
+        let api = GITHUB_API
+            .get()
+            .map_or("https://api.github.com", String::as_str);
+        let body = countersign_tests::github::deployment_event(
+            api,
+            run,
+            countersign_tests::github::PRODUCTION,
+            countersign_tests::github::GH_DAVE,
+        )
+        .to_string();
+        let mut request = Request::post("/github/events/tenant-a");
+        for (name, value) in countersign_tests::github::github_headers(
+            countersign_tests::github::GITHUB_WEBHOOK_SECRET,
+            "deployment_protection_rule",
+            delivery,
+            &body,
+        ) {
+            request = request.header(name, value);
+        }
+        request.body(Body::from(body)).expect("request")
     }
 
     async fn prepare(&self, op: Op, mode: Mode, now: i64) -> Fixture {
@@ -273,6 +314,25 @@ impl<'a> Bench<'a> {
                 let approve = json!({"decision": "approve", "approver": ALICE});
                 assert_eq!(self.t.decide(DECIDER_A, &id, approve).await.status, 200);
                 vec![id]
+            }
+            Op::GithubOpen => Vec::new(),
+            // One round open, which every operation's delivery joins.
+            Op::GithubJoin => {
+                let run = self.run(0);
+                match mode {
+                    // The raw join names the open round's approval (Countersign learns it from
+                    // the refused open).
+                    Mode::Raw => vec![
+                        self.raw_github_open(&self.key("gh-open"), run, now)
+                            .await
+                            .expect("opened"),
+                    ],
+                    _ => {
+                        let request = self.github_request(&self.key("gh-open"), run);
+                        assert_eq!(self.send(Mode::InProcess, request).await, 200);
+                        Vec::new()
+                    }
+                }
             }
             Op::WebhookDuplicate => {
                 let id = self.pending(1, "bench-dup").await.remove(0);
@@ -351,6 +411,27 @@ impl<'a> Bench<'a> {
                 );
                 assert_eq!(self.send(mode, request).await, 200);
             }
+            (Op::GithubOpen, Mode::Raw) => {
+                let delivery = self.key(&format!("gh-{i}"));
+                assert!(
+                    self.raw_github_open(&delivery, self.run(i + 1), now)
+                        .await
+                        .is_some()
+                );
+            }
+            (Op::GithubOpen, _) => {
+                let request = self.github_request(&self.key(&format!("gh-{i}")), self.run(i + 1));
+                assert_eq!(self.send(mode, request).await, 200);
+            }
+            (Op::GithubJoin, Mode::Raw) => {
+                let delivery = self.key(&format!("gh-join-{i}"));
+                self.raw_github_join(&delivery, self.run(0), &fixture.ids[0], now)
+                    .await
+            }
+            (Op::GithubJoin, _) => {
+                let request = self.github_request(&self.key(&format!("gh-join-{i}")), self.run(0));
+                assert_eq!(self.send(mode, request).await, 200);
+            }
             (Op::WebhookDuplicate, Mode::Raw) => {
                 self.raw_webhook(&fixture.ids[0], &self.key("msg-dup"), now)
                     .await
@@ -412,7 +493,10 @@ async fn measure(
 pub async fn run(ops: usize) -> Ratios {
     // One set of tables for the whole run, as a deployment has.
     // Table keys kept for the whole run (a deployment's default is 60 s: one GetItem a minute).
-    let t = TestApp::start_with(&[("KEY_CACHE_SECONDS", "300")]).await;
+    let github = countersign_tests::github::FakeGithub::start().await;
+    let _ = GITHUB_API.set(github.base.clone());
+    let t =
+        TestApp::start_with(&[("KEY_CACHE_SECONDS", "300"), ("GITHUB", &github.config())]).await;
     let requester = countersign_tests::table_key(
         &t.app.store,
         countersign_tests::TENANT_A,
@@ -469,6 +553,7 @@ pub async fn run(ops: usize) -> Ratios {
         vote: ratio(["vote (2-of-3)", "vote (2-of-3)"]),
         vote_completing: ratio(["vote completing 2-of-3", "vote completing 2-of-3"]),
         webhook: ratio(["webhook first", "webhook duplicate"]),
+        github: ratio(["github-event open", "github-event join"]),
         table_size: table_size(ops).await,
     }
 }

@@ -58,13 +58,20 @@ mod tests {
         let body = b"Hello, World!";
         let header = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
         assert_eq!(sign(&secret, body), header);
-        assert_eq!(verify(&[secret.clone()], Some(header), body), Ok(()));
         assert_eq!(
-            verify(&[secret.clone()], Some(header), b"Hello, World?"),
+            verify(std::slice::from_ref(&secret), Some(header), body),
+            Ok(())
+        );
+        assert_eq!(
+            verify(
+                std::slice::from_ref(&secret),
+                Some(header),
+                b"Hello, World?"
+            ),
             Err(SignatureError::Mismatch)
         );
         assert_eq!(
-            verify(&[secret.clone()], None, body),
+            verify(std::slice::from_ref(&secret), None, body),
             Err(SignatureError::Missing)
         );
         let old = GithubSecret::new("old");

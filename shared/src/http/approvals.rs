@@ -114,7 +114,7 @@ pub async fn create(
     match outcome {
         CreateOutcome::Created => {
             tracing::Span::current().record("approval_id", approval.id.as_str());
-            observe::count(Metric::ApprovalCreated, &action_type);
+            observe::count(Metric::ApprovalCreated, &[action_type[0], "api"]);
         }
         CreateOutcome::Replayed(_) => observe::count(Metric::CreateReplayed, &action_type),
         CreateOutcome::KeyReused => {}

@@ -137,7 +137,13 @@ async fn deliver(
             {
                 RoundIngested::Opened(opened) => {
                     tracing::Span::current().record("approval_id", opened.id.as_str());
-                    observe::count(Metric::ApprovalCreated, &[opened.action_type.as_str()]);
+                    observe::count(
+                        Metric::ApprovalCreated,
+                        &[
+                            opened.action_type.as_str(),
+                            crate::domain::Channel::Github.as_str(),
+                        ],
+                    );
                     let outcome = if opened.status == crate::domain::Status::Pending {
                         WebhookOutcome::Opened
                     } else {

@@ -59,7 +59,8 @@ impl Expirer {
             }
         }
         if !self.app.secrets().github.is_empty() {
-            match super::redelivery::sweep(&self.app, &self.github).await {
+            // Boxed: GitHub's calls make a deep future, kept off the stack of the caller's.
+            match Box::pin(super::redelivery::sweep(&self.app, &self.github)).await {
                 Ok(done) => {
                     report.redelivered += done.asked;
                     report.failures += done.failures;

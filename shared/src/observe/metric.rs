@@ -77,8 +77,9 @@ macro_rules! metrics {
 }
 
 metrics! {
-    /// An approval was created (the first request with its key).
-    ApprovalCreated: Count [ActionType];
+    /// An approval was created (the first request with its key); `Channel` is what opened it:
+    /// `api`, or `github` (a GitHub deployment's round).
+    ApprovalCreated: Count [ActionType, Channel];
     /// A create repeated an earlier one (same key, same body): the first answer was replayed.
     CreateReplayed: Count [ActionType];
     /// A request answered 4xx; `Reason` is the problem's `code`.

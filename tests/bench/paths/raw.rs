@@ -408,3 +408,175 @@ impl Bench<'_> {
             .await;
     }
 }
+
+impl Bench<'_> {
+    /// A GitHub round's approval as Countersign writes it (the gate with its one delivery).
+    fn raw_github_approval(
+        id: &str,
+        delivery: &str,
+        run: u64,
+        now: i64,
+    ) -> HashMap<String, AttributeValue> {
+        let mut item = Bench::raw_approval_item(id, &format!("github:{delivery}"), now);
+        item.insert("action_type".to_owned(), s("github_deployment"));
+        item.insert(
+            "gh".to_owned(),
+            AttributeValue::M(HashMap::from([
+                ("iid".to_owned(), n(77_001)),
+                ("repo".to_owned(), s("acme/api")),
+                ("rid".to_owned(), n(5_150)),
+                ("run".to_owned(), n(run)),
+                ("env".to_owned(), s("production")),
+                (
+                    "cb".to_owned(),
+                    s(format!("https://api.github.com/repos/acme/api/actions/runs/{run}/deployment_protection_rule")),
+                ),
+                ("login".to_owned(), s("user1004")),
+                ("uid".to_owned(), n(1_004)),
+                (
+                    "dl".to_owned(),
+                    AttributeValue::L(vec![AttributeValue::M(HashMap::from([
+                        ("id".to_owned(), s(delivery)),
+                        ("at".to_owned(), n(now)),
+                    ]))]),
+                ),
+            ])),
+        );
+        item
+    }
+
+    fn raw_github_inbox(&self, delivery: &str, outcome: &str, now: i64) -> Put {
+        Put::builder()
+            .table_name(&self.t.app.config.tables.webhook_inbox)
+            .item("pk", s(format!("github.tenant-a#{delivery}")))
+            .item("source", s("github.tenant-a"))
+            .item("event_id", s(delivery))
+            .item("event_type", s("deployment_protection_rule"))
+            .item("outcome", s(outcome))
+            .item("received_at", n(now))
+            .item("webhook_timestamp", n(now))
+            .item("request_id", s("req_bench"))
+            .item("body_sha256", s("0".repeat(64)))
+            .item("expires_at", n(now + 2_592_000))
+            .condition_expression("attribute_not_exists(#pk)")
+            .set_expression_attribute_names(Some(names(&["pk"])))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .expect("put")
+    }
+
+    fn round_pk(run: u64) -> String {
+        format!("github.tenant-a#round#5150#{run}#production")
+    }
+
+    /// The open of a GitHub round: the inbox item, the round's pointer (only while no round is
+    /// open), the run's environments and the approval, in one transaction. The approval, if it
+    /// opened.
+    pub(super) async fn raw_github_open(
+        &self,
+        delivery: &str,
+        run: u64,
+        now: i64,
+    ) -> Option<String> {
+        let id = format!("apr_{}", ulid::Ulid::new());
+        let pointer = Update::builder()
+            .table_name(&self.t.app.config.tables.webhook_inbox)
+            .key("pk", s(Self::round_pk(run)))
+            .update_expression("SET #approval_id = :approval_id, #answered = :false, #opened_at = :now, #expires_at = :expires_at")
+            .condition_expression("attribute_not_exists(#pk) OR #answered = :true")
+            .set_expression_attribute_names(Some(names(&["pk", "approval_id", "answered", "opened_at", "expires_at"])))
+            .expression_attribute_values(":approval_id", s(&id))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":now", n(now))
+            .expression_attribute_values(":expires_at", n(now + 31 * 86_400))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .expect("update");
+        let run_item = Update::builder()
+            .table_name(&self.t.app.config.tables.webhook_inbox)
+            .key("pk", s(format!("github.tenant-a#run#5150#{run}")))
+            .update_expression("ADD #environments :environment SET #expires_at = :expires_at")
+            .set_expression_attribute_names(Some(names(&["environments", "expires_at"])))
+            .expression_attribute_values(
+                ":environment",
+                AttributeValue::Ss(vec!["production".to_owned()]),
+            )
+            .expression_attribute_values(":expires_at", n(now + 31 * 86_400))
+            .build()
+            .expect("update");
+        let approval = Put::builder()
+            .table_name(&self.t.app.config.tables.approvals)
+            .set_item(Some(Bench::raw_github_approval(&id, delivery, run, now)))
+            .condition_expression("attribute_not_exists(#pk)")
+            .set_expression_attribute_names(Some(names(&["pk"])))
+            .build()
+            .expect("put");
+        self.raw
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .put(self.raw_github_inbox(delivery, "opened", now))
+                    .build(),
+            )
+            .transact_items(TransactWriteItem::builder().update(pointer).build())
+            .transact_items(TransactWriteItem::builder().update(run_item).build())
+            .transact_items(TransactWriteItem::builder().put(approval).build())
+            .send()
+            .await
+            .ok()
+            .map(|_| id)
+    }
+
+    /// A delivery that joins the open round of `run` (approval `open`): the open, refused by the
+    /// pointer, then the join — the inbox item, a check that the round is still open, and the
+    /// delivery added to its approval.
+    pub(super) async fn raw_github_join(&self, delivery: &str, run: u64, open: &str, now: i64) {
+        assert!(
+            self.raw_github_open(delivery, run, now).await.is_none(),
+            "the round is open"
+        );
+        let still_open = aws_sdk_dynamodb::types::ConditionCheck::builder()
+            .table_name(&self.t.app.config.tables.webhook_inbox)
+            .key("pk", s(Self::round_pk(run)))
+            .condition_expression("#approval_id = :approval_id AND #answered = :false")
+            .set_expression_attribute_names(Some(names(&["approval_id", "answered"])))
+            .expression_attribute_values(":approval_id", s(open))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .build()
+            .expect("check");
+        let joined = Update::builder()
+            .table_name(&self.t.app.config.tables.approvals)
+            .key("pk", s(format!("tenant-a#{open}")))
+            .update_expression("SET #gh.#dl = list_append(#gh.#dl, :delivery)")
+            .condition_expression("attribute_exists(#pk) AND size(#gh.#dl) < :max")
+            .set_expression_attribute_names(Some(names(&["gh", "dl", "pk"])))
+            .expression_attribute_values(
+                ":delivery",
+                AttributeValue::L(vec![AttributeValue::M(HashMap::from([
+                    ("id".to_owned(), s(delivery)),
+                    ("at".to_owned(), n(now)),
+                ]))]),
+            )
+            .expression_attribute_values(":max", n(100))
+            .build()
+            .expect("update");
+        let joined_ok = self
+            .raw
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .put(self.raw_github_inbox(delivery, "joined", now))
+                    .build(),
+            )
+            .transact_items(
+                TransactWriteItem::builder()
+                    .condition_check(still_open)
+                    .build(),
+            )
+            .transact_items(TransactWriteItem::builder().update(joined).build())
+            .send()
+            .await;
+        assert!(joined_ok.is_ok(), "raw join: {joined_ok:?}");
+    }
+}

@@ -161,7 +161,9 @@ impl Executor {
             kind = job.kind(),
         );
         let tenant = job.tenant().clone();
-        let handled = self.handle(message, job, deadline);
+        // Boxed: one job's handling (a call, a GitHub answer, the ledger's writes) is a deep
+        // future; a batch's futures live on the heap, not on the stack of the one polling them.
+        let handled = Box::pin(self.handle(message, job, deadline));
         let result = observe::for_tenant(tenant.as_str(), async {
             let result = handled.await;
             if result.is_err() {
