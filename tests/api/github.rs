@@ -125,6 +125,8 @@ async fn a_storm_of_deliveries_is_one_round_and_github_hears_each_decision_once(
     let github = FakeGithub::start().await;
     let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
     let run = 201;
+    // Installation tokens live two seconds here: each answer mints its own, none is kept.
+    github.set_token_ttl(2);
     github.wait(run, PRODUCTION);
     let event = deployment_event(&github.base, run, PRODUCTION, GH_ALICE);
     let mut sends = Vec::new();
@@ -259,6 +261,11 @@ async fn a_storm_of_deliveries_is_one_round_and_github_hears_each_decision_once(
             .any(|e| e["type"] == "github.answered")
     })
     .await;
+    assert!(
+        github.refused().is_empty(),
+        "every JWT valid, every token fresh: {:?}",
+        github.refused()
+    );
 }
 
 #[tokio::test]

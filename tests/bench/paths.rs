@@ -43,6 +43,9 @@ const CONCURRENCY: [usize; 3] = [1, 8, 32];
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
 
+/// Deliveries that join one round in the benchmark: an approval names at most 100.
+const JOINS_PER_ROUND: usize = 50;
+
 /// The fake GitHub's URL: the tenant's `api_url`, which callback URLs must be on.
 static GITHUB_API: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
@@ -258,6 +261,11 @@ impl<'a> Bench<'a> {
         cell * 1_000_000 + n as u64 + 1
     }
 
+    /// The run whose round operation `i` joins.
+    fn join_run(&self, i: usize) -> u64 {
+        self.run(900_000 + i / JOINS_PER_ROUND)
+    }
+
     /// A signed `deployment_protection_rule` delivery of `run` on production.
     fn github_request(&self, delivery: &str, run: u64) -> Request<Body> {
         let api = GITHUB_API
@@ -316,23 +324,28 @@ impl<'a> Bench<'a> {
                 vec![id]
             }
             Op::GithubOpen => Vec::new(),
-            // One round open, which every operation's delivery joins.
+            // Rounds open, each joined by up to JOINS_PER_ROUND operations' deliveries (an
+            // approval names at most 100 deliveries).
             Op::GithubJoin => {
-                let run = self.run(0);
-                match mode {
-                    // The raw join names the open round's approval (Countersign learns it from
-                    // the refused open).
-                    Mode::Raw => vec![
-                        self.raw_github_open(&self.key("gh-open"), run, now)
-                            .await
-                            .expect("opened"),
-                    ],
-                    _ => {
-                        let request = self.github_request(&self.key("gh-open"), run);
-                        assert_eq!(self.send(Mode::InProcess, request).await, 200);
-                        Vec::new()
+                let mut ids = Vec::new();
+                for round in 0..self.ops.div_ceil(JOINS_PER_ROUND) {
+                    let run = self.join_run(round * JOINS_PER_ROUND);
+                    let delivery = self.key(&format!("gh-open-{round}"));
+                    match mode {
+                        // The raw join names the open round's approval (Countersign learns it
+                        // from the refused open).
+                        Mode::Raw => ids.push(
+                            self.raw_github_open(&delivery, run, now)
+                                .await
+                                .expect("opened"),
+                        ),
+                        _ => {
+                            let request = self.github_request(&delivery, run);
+                            assert_eq!(self.send(Mode::InProcess, request).await, 200);
+                        }
                     }
                 }
+                ids
             }
             Op::WebhookDuplicate => {
                 let id = self.pending(1, "bench-dup").await.remove(0);
@@ -425,11 +438,13 @@ impl<'a> Bench<'a> {
             }
             (Op::GithubJoin, Mode::Raw) => {
                 let delivery = self.key(&format!("gh-join-{i}"));
-                self.raw_github_join(&delivery, self.run(0), &fixture.ids[0], now)
+                let round = &fixture.ids[i / JOINS_PER_ROUND];
+                self.raw_github_join(&delivery, self.join_run(i), round, now)
                     .await
             }
             (Op::GithubJoin, _) => {
-                let request = self.github_request(&self.key(&format!("gh-join-{i}")), self.run(0));
+                let request =
+                    self.github_request(&self.key(&format!("gh-join-{i}")), self.join_run(i));
                 assert_eq!(self.send(mode, request).await, 200);
             }
             (Op::WebhookDuplicate, Mode::Raw) => {

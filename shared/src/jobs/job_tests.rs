@@ -375,3 +375,85 @@ fn a_job_carries_its_approvals_trace_and_one_queued_without_starts_one_it_keeps(
     assert_eq!(traced.trace(), traced.trace());
     assert_eq!(traced.trace().trace_id().len(), 32);
 }
+
+/// A GitHub deployment's gate, on an approval.
+fn gated(mut approval: Approval) -> Approval {
+    approval.github = Some(crate::domain::GithubGate {
+        installation_id: 42,
+        repository: "acme/api".into(),
+        repository_id: 7,
+        run_id: 123,
+        environment: "production".into(),
+        callback_url:
+            "https://api.github.com/repos/acme/api/actions/runs/123/deployment_protection_rule"
+                .into(),
+        sender_login: "octocat".into(),
+        sender_id: 1,
+        requester: None,
+        deliveries: Vec::new(),
+    });
+    approval
+}
+
+#[test]
+fn github_is_told_every_end_but_a_runs_own_once() {
+    use crate::domain::trail::events_for_change;
+    let before = gated(pending(1_000));
+    // Approved: the execution is the answer.
+    let approved = gated(decided(Outcome::Approved));
+    let jobs = jobs_for_change(Some(&before), Some(&approved), "");
+    let Job::Execute(execute) = &jobs[0] else {
+        panic!("an execute job: {jobs:?}");
+    };
+    let call = execute.github.as_ref().expect("the answer");
+    assert!(call.approved && call.comment.contains("approved by alice"));
+    assert!(github_job(Some(&before), Some(&approved), &[]).is_none());
+    // Rejected, expired, cancelled by a person: a rejection, once (not on a later change).
+    let rejected = gated(decided(Outcome::Rejected));
+    let events = events_for_change(Some(&before), Some(&rejected), "p");
+    let Some(Job::Github(job)) = github_job(Some(&before), Some(&rejected), &events) else {
+        panic!("a rejection");
+    };
+    assert!(!job.call.approved);
+    assert_eq!(job.after, events[events.len() - 1].order);
+    assert!(github_job(Some(&rejected), Some(&rejected), &[]).is_none());
+    let mut expired = before.clone();
+    expired.status = Status::Expired;
+    assert!(github_job(Some(&before), Some(&expired), &[]).is_some());
+    let cancelled_by = |channel| {
+        let mut c = before.clone();
+        c.status = Status::Cancelled;
+        c.cancellation = Some(crate::domain::Cancellation {
+            by: Approver::parse("github").unwrap(),
+            at: 9,
+            reason: Some("the workflow run ended: cancelled".into()),
+            channel,
+        });
+        c
+    };
+    assert!(github_job(Some(&before), Some(&cancelled_by(None)), &[]).is_some());
+    assert!(
+        github_job(
+            Some(&before),
+            Some(&cancelled_by(Some(Channel::Github))),
+            &[]
+        )
+        .is_none(),
+        "a run that ended is told nothing"
+    );
+    // Not a GitHub deployment: nothing.
+    assert!(
+        github_job(
+            Some(&pending(1_000)),
+            Some(&decided(Outcome::Rejected)),
+            &[]
+        )
+        .is_none()
+    );
+    // A rejection's job survives SQS and reads back.
+    let body = Job::Github(job.clone()).to_body().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Job>(&body).unwrap(),
+        Job::Github(job)
+    );
+}
