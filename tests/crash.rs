@@ -414,7 +414,13 @@ async fn a_crash_after_github_took_the_answer_ends_succeeded_with_one_decision()
 async fn an_older_rounds_answer_is_never_sent_again_once_a_newer_round_opened() {
     let scenario = FailScenario::setup();
     let github = FakeGithub::start().await;
-    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    // The retry comes back after the visibility timeout: long enough for the new round to open
+    // first (the order this test is about; the other order is a limit GitHub's API leaves).
+    let t = TestApp::start_jobs(&[
+        ("GITHUB", &github.config()),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "5"),
+    ])
+    .await;
     let run = 702;
     github.wait(run, SOLO);
     let first = open_round(&t, &github, run, "d-first").await;

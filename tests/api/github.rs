@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use countersign_tests::github::{
-    FakeGithub, Fault, GH_ALICE, GH_DAVE, GH_NOBODY, GITHUB_WEBHOOK_SECRET, HookDelivery,
+    FakeGithub, Fault, GH_ALICE, GH_BOB, GH_DAVE, GH_NOBODY, GITHUB_WEBHOOK_SECRET, HookDelivery,
     PRODUCTION, SOLO, deployment_event, github_headers, run_completed_event,
 };
 use countersign_tests::{
@@ -305,7 +305,13 @@ async fn opening_a_round_is_one_transaction_and_joining_it_two() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn github_errors_timeouts_and_a_lost_answer_still_end_in_one_decision() {
     let github = FakeGithub::start().await;
-    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    // Attempts enough for the four faults and the answer, with room for a slow call.
+    let t = TestApp::start_jobs(&[
+        ("GITHUB", &github.config()),
+        ("JOB_MAX_ATTEMPTS", "8"),
+        ("JOB_VISIBILITY_TIMEOUT_SECONDS", "3"),
+    ])
+    .await;
     let run = 401;
     github.wait(run, SOLO);
     github.fault_next(Fault::Fail);
@@ -524,5 +530,47 @@ async fn the_redelivery_sweep_asks_once_for_what_never_arrived() {
         .await
         .expect("the sweep");
     assert_eq!(github.redeliveries(), [9]);
+    // Its redelivery failed too (another attempt): asked for again; the ask itself fails once
+    // (GitHub down): released, and asked again the period after.
+    github.set_deliveries(vec![
+        delivery(10, "d-lost", 10, 502),
+        delivery(9, "d-lost", 100, 502),
+        delivery(5, "d-lost", 500, 504),
+    ]);
+    github.fail_redeliveries(1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let failed = countersign::jobs::Expirer::new(t.app.clone()).run().await;
+    println!("a sweep whose ask fails: {failed:?}");
+    assert_eq!(github.redeliveries(), [9]);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = countersign::jobs::Expirer::new(t.app.clone())
+        .run()
+        .await
+        .expect("the sweep");
+    assert_eq!(again.redelivered, 1, "{again:?}");
+    assert_eq!(github.redeliveries(), [9, 10]);
     assert!(github.refused().is_empty(), "{:?}", github.refused());
+}
+
+/// A delivery of another GitHub user that joins an open round (a re-run whose run's end was
+/// late): its sender asked too, so their vote is refused like the requester's.
+#[tokio::test]
+async fn whoever_joined_a_round_may_not_approve_it() {
+    let github = FakeGithub::start().await;
+    let t = TestApp::start_with(&[("GITHUB", &github.config())]).await;
+    let run = 801;
+    let opening = deployment_event(&github.base, run, PRODUCTION, GH_ALICE);
+    let id = opened_id(&deliver(&t, "deployment_protection_rule", "d-alice", &opening).await);
+    let joining = deployment_event(&github.base, run, PRODUCTION, GH_BOB);
+    let joined = deliver(&t, "deployment_protection_rule", "d-bob", &joining).await;
+    assert_eq!(joined.json()["outcome"], "joined");
+    for asker in [BOB, ALICE] {
+        t.decide(DECIDER_A, &id, decision_body("approve", asker))
+            .await
+            .assert_problem(403, "self_approval_forbidden");
+    }
+    let carol = t
+        .decide(DECIDER_A, &id, decision_body("approve", CAROL))
+        .await;
+    assert_eq!(carol.status, 200, "someone who did not ask still votes");
 }

@@ -38,6 +38,7 @@ pub const SOLO: &str = "solo";
 /// GitHub users: the sender of deployments is mapped to alice (the requester, for separation of
 /// duties); `GH_DAVE` to dave; `GH_NOBODY` to nobody.
 pub const GH_ALICE: u64 = 1_001;
+pub const GH_BOB: u64 = 1_002;
 pub const GH_DAVE: u64 = 1_004;
 pub const GH_NOBODY: u64 = 1_999;
 
@@ -91,6 +92,8 @@ struct Inner {
     deliveries: Vec<HookDelivery>,
     /// Deliveries asked for again, by id.
     redeliveries: Vec<u64>,
+    /// Asks for a redelivery to refuse (500) before taking one.
+    failing_redeliveries: usize,
     /// Review calls that arrived (before any scripted fault or delay).
     review_arrivals: usize,
 }
@@ -143,7 +146,7 @@ impl FakeGithub {
                 },
                 SOLO: {"approvers": [BOB], "expires_in_seconds": 60},
             },
-            "users": {GH_ALICE.to_string(): ALICE, GH_DAVE.to_string(): DAVE},
+            "users": {GH_ALICE.to_string(): ALICE, GH_BOB.to_string(): BOB, GH_DAVE.to_string(): DAVE},
         }})
         .to_string()
     }
@@ -217,6 +220,11 @@ impl FakeGithub {
     /// The App's hook deliveries listed from now on (newest first, as GitHub lists them).
     pub fn set_deliveries(&self, deliveries: Vec<HookDelivery>) {
         self.inner.lock().expect("fake GitHub").deliveries = deliveries;
+    }
+
+    /// The next `n` asks for a redelivery fail (500), nothing asked.
+    pub fn fail_redeliveries(&self, n: usize) {
+        self.inner.lock().expect("fake GitHub").failing_redeliveries = n;
     }
 
     pub fn redeliveries(&self) -> Vec<u64> {
@@ -422,9 +430,10 @@ async fn deliveries(
             let at = time::OffsetDateTime::from_unix_timestamp(now() - d.age_seconds)
                 .ok()
                 .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok());
+            let action = if d.event == "workflow_run" { "completed" } else { "requested" };
             json!({"id": d.id, "guid": d.guid, "delivered_at": at, "redelivery": false,
                    "duration": 0.1, "status": if d.status_code / 100 == 2 { "OK" } else { "failed" },
-                   "status_code": d.status_code, "event": d.event, "action": "requested"})
+                   "status_code": d.status_code, "event": d.event, "action": action})
         })
         .collect();
     let mut response = Json(Value::Array(page)).into_response();
@@ -449,12 +458,18 @@ async fn redeliver(
     if app_jwt(&headers).is_err() {
         return github.refuse("attempts");
     }
-    github
-        .inner
-        .lock()
-        .expect("fake GitHub")
-        .redeliveries
-        .push(id);
+    {
+        let mut inner = github.inner.lock().expect("fake GitHub");
+        if inner.failing_redeliveries > 0 {
+            inner.failing_redeliveries -= 1;
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"message": "boom"})),
+            )
+                .into_response();
+        }
+        inner.redeliveries.push(id);
+    }
     (StatusCode::ACCEPTED, Json(json!({}))).into_response()
 }
 

@@ -317,6 +317,17 @@ impl Approval {
             .or(self.requested_by.as_ref())
     }
 
+    /// Whether `who` asked for it (by identity): its requester, or the sender of a GitHub
+    /// delivery that joined its round.
+    pub fn is_requester(&self, who: &Approver) -> bool {
+        let identity = who.identity();
+        self.requester().is_some_and(|r| r.identity() == identity)
+            || self
+                .github
+                .as_ref()
+                .is_some_and(|g| g.joined_requesters.iter().any(|r| r.identity() == identity))
+    }
+
     /// Whether `approver` is listed, by identity (not by spelling).
     pub fn is_approver(&self, approver: &Approver) -> bool {
         self.listed_as(approver).is_some()

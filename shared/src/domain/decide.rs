@@ -145,8 +145,11 @@ pub fn classify_refusal(
         return DecideRefusal::NotFound;
     };
     // The requester's own key decides nothing, whoever it names and whatever state it finds.
-    let requester = old.requester().map(Approver::identity);
-    if requester.is_some() && request.sent_by.as_ref().map(Approver::identity) == requester {
+    if request
+        .sent_by
+        .as_ref()
+        .is_some_and(|s| old.is_requester(s))
+    {
         return DecideRefusal::SelfApproval;
     }
     let status = old.status_at(now);
@@ -166,13 +169,7 @@ pub fn classify_refusal(
         }
         Status::Expired => DecideRefusal::Expired,
         Status::Pending if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
-        Status::Pending
-            if old
-                .requester()
-                .is_some_and(|r| r.identity() == request.approver.identity()) =>
-        {
-            DecideRefusal::SelfApproval
-        }
+        Status::Pending if old.is_requester(&request.approver) => DecideRefusal::SelfApproval,
         Status::Pending if old.completed_by(&request.approver, request.outcome) => {
             DecideRefusal::Completes(Box::new(old))
         }

@@ -28,6 +28,9 @@ pub struct GithubGate {
     pub sender_id: u64,
     /// The approver `users` maps the sender to: the requester, for separation of duties.
     pub requester: Option<Approver>,
+    /// The senders of the deliveries that joined the round (their mapped approvers, or
+    /// `github:<login>`): each asked too, so none of them approves it.
+    pub joined_requesters: Vec<Approver>,
     /// The deliveries that opened the round (first) and joined it.
     pub deliveries: Vec<GithubDelivery>,
 }

@@ -58,11 +58,20 @@ pub struct Delivery {
     /// The HTTP status the delivery got (0: none, a timeout).
     pub status_code: u16,
     pub event: String,
+    /// The event's action, where it has one (`requested`, `completed`, …).
+    pub action: Option<String>,
 }
 
 impl Delivery {
     pub fn succeeded(&self) -> bool {
         (200..300).contains(&self.status_code)
+    }
+
+    /// Whether it is one Countersign acts on: a job waiting, or a run that ended (a failed
+    /// delivery of anything else is not worth asking for).
+    pub fn acted_on(&self) -> bool {
+        self.event == "deployment_protection_rule"
+            || (self.event == "workflow_run" && self.action.as_deref() == Some("completed"))
     }
 }
 
@@ -209,6 +218,7 @@ impl GithubApi {
         };
         let status = response.status();
         let retry_after = retry_after(&response);
+        let rate_limit_reset = rate_limit_reset(&response);
         let body: Value = response.json().await.unwrap_or(Value::Null);
         match status {
             StatusCode::NO_CONTENT | StatusCode::OK => Answered::Taken,
@@ -221,11 +231,14 @@ impl GithubApi {
                 why: format!("GitHub answered {}: {}", status.as_u16(), message(&body)),
                 retry_after,
             },
-            // Secondary rate limits come as 403 with Retry-After.
-            StatusCode::FORBIDDEN if retry_after.is_some() => Answered::Retryable {
-                why: format!("GitHub answered 403 (rate limited): {}", message(&body)),
-                retry_after,
-            },
+            // Rate limits come as 403 (or 429): a secondary one with Retry-After, the primary
+            // with no requests remaining until x-ratelimit-reset.
+            StatusCode::FORBIDDEN if retry_after.is_some() || rate_limit_reset.is_some() => {
+                Answered::Retryable {
+                    why: format!("GitHub answered 403 (rate limited): {}", message(&body)),
+                    retry_after: retry_after.or(rate_limit_reset),
+                }
+            }
             s if s.is_server_error() => Answered::Retryable {
                 why: format!("GitHub answered {}: {}", s.as_u16(), message(&body)),
                 retry_after,
@@ -316,6 +329,7 @@ fn delivery(item: &Value) -> Option<Delivery> {
             .and_then(|s| u16::try_from(s).ok())
             .unwrap_or(0),
         event: item["event"].as_str().unwrap_or_default().to_owned(),
+        action: item["action"].as_str().map(str::to_owned),
     })
 }
 
@@ -333,6 +347,26 @@ fn next_cursor(response: &reqwest::Response) -> Option<String> {
             .find(|(k, _)| k == "cursor")
             .map(|(_, v)| v.into_owned())
     })
+}
+
+/// Seconds until the primary rate limit resets, when no request remains
+/// (`x-ratelimit-remaining: 0`, `x-ratelimit-reset` in epoch seconds).
+fn rate_limit_reset(response: &reqwest::Response) -> Option<u64> {
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<i64>()
+            .ok()
+    };
+    if header("x-ratelimit-remaining")? != 0 {
+        return None;
+    }
+    let reset = header("x-ratelimit-reset")?;
+    u64::try_from(reset - wall_clock()).ok().map(|s| s.max(1))
 }
 
 fn retry_after(response: &reqwest::Response) -> Option<u64> {

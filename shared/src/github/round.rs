@@ -132,6 +132,7 @@ pub fn round_approval(
             sender_login: request.sender_login.clone(),
             sender_id: request.sender_id,
             requester,
+            joined_requesters: Vec::new(),
             deliveries: vec![GithubDelivery {
                 id: delivery.to_owned(),
                 at: now,

@@ -80,17 +80,18 @@ async fn deliver(
         },
     )?;
     let event = header(EVENT_HEADER).unwrap_or_default();
-    // The delivery becomes part of a DynamoDB key: bounded and printable, or no delivery.
+    // The delivery becomes part of a DynamoDB key, beside the tenant's rounds: a GUID's
+    // characters only (the header is not signed: no `#` may reach a key).
     let delivery = header(DELIVERY_HEADER)
         .filter(|d| {
             !d.is_empty()
                 && d.len() <= MAX_GITHUB_DELIVERY_BYTES
-                && d.bytes().all(|b| b.is_ascii_graphic())
+                && d.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
         .ok_or_else(|| {
             ApiError::invalid(vec![FieldError::new(
                 "X-GitHub-Delivery",
-                "a delivery id of 1 to 100 printable characters is required",
+                "a delivery id (a GUID: letters, digits and -) of 1 to 100 characters is required",
             )])
         })?;
     let parsed = crate::github::event::parse(event, &body, &github.api_url).map_err(|errors| {

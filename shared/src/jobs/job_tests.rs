@@ -390,6 +390,7 @@ fn gated(mut approval: Approval) -> Approval {
         sender_login: "octocat".into(),
         sender_id: 1,
         requester: None,
+        joined_requesters: Vec::new(),
         deliveries: Vec::new(),
     });
     approval

@@ -1,8 +1,9 @@
 //! No lost webhook leaves a job waiting (SPEC "Gate a GitHub deployment"): GitHub never
 //! redelivers a failed delivery by itself, so every `GITHUB_REDELIVERY_SECONDS` the scheduled
 //! sweep lists each tenant App's deliveries of the last 3 days (GitHub's window) and asks once
-//! for each one that failed and whose delivery neither the inbox holds nor any later attempt
-//! delivered.
+//! for each failed attempt of a delivery Countersign acts on that neither the inbox holds nor
+//! any later attempt delivered: a redelivery that fails too is asked for again next period (it
+//! is another attempt), an ask that fails is released and tried again.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -16,6 +17,10 @@ use crate::store::StoreError;
 const WINDOW_SECONDS: EpochSeconds = 3 * 86_400;
 /// Pages of 100 read at most per sweep: 10,000 deliveries in 3 days.
 const MAX_PAGES: usize = 100;
+/// How long one tenant's listing may take: the sweeper's invocation lasts 60 s, and expiry and
+/// the asks need their share. A listing cut short resumes from the newest next period, which
+/// is where lost deliveries that matter most are.
+const LISTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// What one sweep of the App's deliveries did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +71,15 @@ async fn sweep_tenant(
     let since = time::OffsetDateTime::now_utc().unix_timestamp() - WINDOW_SECONDS;
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut cursor: Option<String> = None;
+    let started = std::time::Instant::now();
     for _ in 0..MAX_PAGES {
+        if started.elapsed() > LISTING_BUDGET {
+            tracing::warn!(
+                tenant = tenant.as_str(),
+                "GitHub deliveries listed in part; the rest next period"
+            );
+            break;
+        }
         let page = api.deliveries(github, cursor.as_deref()).await?;
         let past_window = page.deliveries.iter().any(|d| d.delivered_at < since);
         deliveries.extend(
@@ -94,20 +107,26 @@ async fn sweep_tenant(
         if held.contains(&guid) {
             continue;
         }
-        // Once: of any number of sweeps, one asks (a crash after the claim loses this ask,
-        // never doubles it; GitHub's inbox dedupe would make a double harmless).
+        // Once per failed attempt: of any number of sweeps, one asks.
         if !app
             .store
-            .claim_github_redelivery(tenant, &guid, now)
+            .claim_github_redelivery(tenant, delivery, now)
             .await
             .map_err(|e| e.to_string())?
         {
             continue;
         }
-        api.redeliver(github, delivery).await?;
+        if let Err(problem) = api.redeliver(github, delivery).await {
+            // Not asked: released, so that the next sweep asks.
+            if let Err(e) = app.store.release_github_redelivery(tenant, delivery).await {
+                tracing::warn!(tenant = tenant.as_str(), error = %e, "a redelivery's claim not released");
+            }
+            return Err(problem);
+        }
         tracing::info!(
             tenant = tenant.as_str(),
             delivery = guid,
+            attempt = delivery,
             "GitHub delivery asked for again"
         );
         asked += 1;
@@ -124,7 +143,7 @@ fn lost(deliveries: &[Delivery]) -> BTreeMap<String, u64> {
         .map(|d| d.guid.as_str())
         .collect();
     let mut lost: BTreeMap<String, (EpochSeconds, u64)> = BTreeMap::new();
-    for d in deliveries.iter().filter(|d| !d.succeeded()) {
+    for d in deliveries.iter().filter(|d| !d.succeeded() && d.acted_on()) {
         if delivered.contains(d.guid.as_str()) {
             continue;
         }
@@ -148,6 +167,7 @@ mod tests {
             redelivery: false,
             status_code,
             event: "deployment_protection_rule".into(),
+            action: Some("requested".into()),
         }
     }
 
@@ -159,8 +179,22 @@ mod tests {
             delivery(3, "b", 10, 502),
             delivery(4, "b", 30, 200),
             delivery(5, "c", 15, 200),
+            Delivery {
+                event: "workflow_run".into(),
+                action: Some("in_progress".into()),
+                ..delivery(6, "d", 15, 500)
+            },
+            Delivery {
+                event: "workflow_run".into(),
+                action: Some("completed".into()),
+                ..delivery(7, "e", 15, 500)
+            },
         ];
         let lost = lost(&deliveries);
-        assert_eq!(lost.into_iter().collect::<Vec<_>>(), [("a".to_owned(), 2)]);
+        assert_eq!(
+            lost.into_iter().collect::<Vec<_>>(),
+            [("a".to_owned(), 2), ("e".to_owned(), 7)],
+            "a workflow run's progress is not worth asking for; its end is"
+        );
     }
 }

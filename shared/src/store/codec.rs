@@ -146,6 +146,18 @@ fn github_gate_to_attr(gate: &GithubGate) -> AttributeValue {
     if let Some(requester) = &gate.requester {
         map.insert("req".to_owned(), s(requester.as_str()));
     }
+    // A set of identities (what the decision's condition tests); never empty in DynamoDB.
+    if !gate.joined_requesters.is_empty() {
+        map.insert(
+            "rq".to_owned(),
+            AttributeValue::Ss(
+                gate.joined_requesters
+                    .iter()
+                    .map(Approver::identity)
+                    .collect(),
+            ),
+        );
+    }
     AttributeValue::M(map)
 }
 
@@ -167,6 +179,14 @@ fn github_gate_from(value: Option<&AttributeValue>) -> Result<Option<GithubGate>
         requester: opt_s(map, "req")
             .map(|r| Approver::from_stored(&r).map_err(|_| StoreError::corrupt("gh.req")))
             .transpose()?,
+        joined_requesters: match map.get("rq") {
+            None => Vec::new(),
+            Some(AttributeValue::Ss(set)) => set
+                .iter()
+                .map(|r| Approver::from_stored(r).map_err(|_| StoreError::corrupt("gh.rq")))
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(StoreError::corrupt("gh.rq")),
+        },
         deliveries: match map.get("dl") {
             Some(AttributeValue::L(list)) => list
                 .iter()
@@ -627,6 +647,7 @@ mod tests {
                 sender_login: "octocat".into(),
                 sender_id: 1,
                 requester: Some(Approver::parse("Carol@acme").unwrap()),
+                joined_requesters: vec![Approver::parse("dave@acme").unwrap()],
                 deliveries: vec![
                     GithubDelivery {
                         id: "d-1".into(),

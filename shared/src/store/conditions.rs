@@ -17,4 +17,5 @@ pub(crate) const ONLY_IF_EXISTS: &str = "attribute_exists(#pk)";
 /// none to compare.
 pub(crate) const ONLY_IF_DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
      AND (attribute_not_exists(#requested_by_id) \
-          OR (#requested_by_id <> :approver_id AND #requested_by_id <> :sender_id))";
+          OR (#requested_by_id <> :approver_id AND #requested_by_id <> :sender_id)) \
+     AND NOT contains(#gh.#rq, :approver_id) AND NOT contains(#gh.#rq, :sender_id)";

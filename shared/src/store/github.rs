@@ -51,9 +51,16 @@ const ONLY_IF_NO_ROUND_OPEN: &str = "attribute_not_exists(#pk) OR #answered = :t
 /// while its answer has not begun (after, the event opens the next round).
 const ONLY_IF_ROUND_STILL_OPEN: &str = "#approval_id = :approval_id AND #answered = :false";
 
-/// only_if_this_rounds_answer: an answer is sent only while the pointer names its own round —
-/// never once a newer one opened.
-const ONLY_IF_THIS_ROUNDS_ANSWER: &str = "#approval_id = :approval_id";
+/// only_if_this_rounds_answer: an answer is sent only while the pointer names its own round and
+/// its run has not ended — never once a newer round opened (a late answer would decide it), nor
+/// into a run that ended (nothing waits; a re-run's job would be decided by it).
+const ONLY_IF_THIS_ROUNDS_ANSWER: &str =
+    "#approval_id = :approval_id AND attribute_not_exists(#closed)";
+
+/// A round opened this close to its run's end (by the two clocks, GitHub's and ours) may be the
+/// re-run's: the run's end leaves it open rather than cancel a re-run's approval (an ended
+/// attempt's round left open expires, and its answer meets GitHub's 422).
+const RUN_END_MARGIN_SECONDS: EpochSeconds = 10;
 
 /// only_if_room_for_a_delivery: an approval names at most [`MAX_DELIVERIES`] deliveries.
 const ONLY_IF_ROOM_FOR_A_DELIVERY: &str = "attribute_exists(#pk) AND size(#gh.#dl) < :max";
@@ -165,7 +172,7 @@ impl Store {
             let mut room = true;
             loop {
                 let token = ulid::Ulid::new().to_string();
-                let join = self.join_round(record, round, &open, room)?;
+                let join = self.join_round(record, round, &open, room, approval.requester())?;
                 let reasons = match self.transact(join, &token).await? {
                     Transaction::Committed => return Ok(RoundIngested::Joined(open)),
                     Transaction::Cancelled(reasons) => reasons,
@@ -197,7 +204,7 @@ impl Store {
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let inbox = record.put(&self.tables.webhook_inbox, outcome)?;
         let pointer_update = "SET #approval_id = :approval_id, #answered = :false, \
-             #opened_at = :now, #expires_at = :expires_at";
+             #opened_at = :now, #expires_at = :expires_at REMOVE #closed";
         let pointer = Update::builder()
             .table_name(&self.tables.webhook_inbox)
             .key("pk", s(round.pk()))
@@ -252,12 +259,15 @@ impl Store {
         ])
     }
 
+    /// `requester`: who sent the joining delivery (as the approval it would have opened names
+    /// its requester): added to the round's askers, none of whom approves it.
     fn join_round(
         &self,
         record: &InboxRecord,
         round: &RoundKey,
         open: &ApprovalId,
         room: bool,
+        requester: Option<&crate::domain::Approver>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let inbox = record.put(&self.tables.webhook_inbox, WebhookOutcome::Joined)?;
         let still_open = ConditionCheck::builder()
@@ -277,27 +287,43 @@ impl Store {
                 .condition_check(still_open)
                 .build(),
         ];
-        if room {
-            // The trail shows each delivery that joined (derived from this change).
-            let update = "SET #gh.#dl = list_append(#gh.#dl, :delivery)";
-            let mut names = names(&[update, ONLY_IF_ROOM_FOR_A_DELIVERY]);
+        // Its sender asked too: never an approver of it (the decision's condition tests the set).
+        // The trail shows each delivery that joined (derived from this change), while the
+        // approval has room to name it.
+        let mut update = super::expr::UpdateExpr::default();
+        let mut vals = HashMap::new();
+        if let Some(requester) = requester {
+            update = update.add("#gh.#rq :requester");
+            vals.insert(
+                ":requester".to_owned(),
+                AttributeValue::Ss(vec![requester.identity()]),
+            );
+        }
+        let condition = if room {
+            update = update.set("#gh.#dl = list_append(#gh.#dl, :delivery)");
+            vals.insert(
+                ":delivery".to_owned(),
+                AttributeValue::L(vec![github_delivery_to_attr(&GithubDelivery {
+                    id: record.event_id.clone(),
+                    at: record.received_at,
+                })]),
+            );
+            vals.insert(":max".to_owned(), n(MAX_DELIVERIES));
+            ONLY_IF_ROOM_FOR_A_DELIVERY
+        } else {
+            ONLY_IF_EXISTS
+        };
+        if !vals.is_empty() {
+            let update = update.build();
+            let mut names = names(&[&update, condition]);
             names.insert("#gh".to_owned(), GITHUB_GATE.to_owned());
             let joined = Update::builder()
                 .table_name(&self.tables.approvals)
                 .key("pk", approval_key(&round.tenant, open))
-                .update_expression(update)
-                .condition_expression(ONLY_IF_ROOM_FOR_A_DELIVERY)
+                .update_expression(&update)
+                .condition_expression(condition)
                 .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(Some(values(&[
-                    (
-                        ":delivery",
-                        AttributeValue::L(vec![github_delivery_to_attr(&GithubDelivery {
-                            id: record.event_id.clone(),
-                            at: record.received_at,
-                        })]),
-                    ),
-                    (":max", n(MAX_DELIVERIES)),
-                ])))
+                .set_expression_attribute_values(Some(vals))
                 .build()
                 .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
             items.push(TransactWriteItem::builder().update(joined).build());
@@ -329,9 +355,10 @@ impl Store {
         Ok(TransactWriteItem::builder().update(fence).build())
     }
 
-    /// A run ended: each of its rounds still open is closed (answered: nothing waits at GitHub
-    /// any more), and its approval cancelled if still pending (actor `github`, reason the run's
-    /// conclusion) — in one transaction with the delivery's inbox item. The run's rounds are
+    /// A run ended: each of its rounds not closed yet is closed (nothing waits at GitHub any
+    /// more: no answer of it is sent from now on, a retry included), and its approval cancelled
+    /// if its round's answer has not begun and it is still pending (actor `github`, reason the
+    /// run's conclusion) — in one transaction with the delivery's inbox item. The run's rounds are
     /// read first (they are what to close); the transaction's conditions hold what was read, and
     /// a round that moved meanwhile is read again.
     /// `ended_at`: when the run ended (GitHub's word), if known — a re-run keeps the run's id,
@@ -356,13 +383,13 @@ impl Store {
                     .build(),
             ];
             let mut cancelled = Vec::new();
-            for (round, approval) in &open {
+            for (round, approval, answered) in &open {
                 items.push(
                     TransactWriteItem::builder()
-                        .update(self.close_round(round, &approval.id)?)
+                        .update(self.close_round(round, &approval.id, *answered)?)
                         .build(),
                 );
-                if approval.status == Status::Pending && approval.expires_at > now {
+                if !answered && approval.status == Status::Pending && approval.expires_at > now {
                     let cancellation = Cancellation {
                         by: crate::domain::Approver::parse("github")
                             .map_err(|_| StoreError::Corrupt("the github actor"))?,
@@ -396,14 +423,14 @@ impl Store {
         Err(StoreError::Contention("a GitHub run's rounds"))
     }
 
-    /// The run's rounds still open, with their approvals.
+    /// The run's rounds not closed yet, with their approvals and whether their answer began.
     async fn open_rounds(
         &self,
         tenant: &TenantId,
         repository_id: u64,
         run_id: u64,
         ended_at: Option<EpochSeconds>,
-    ) -> Result<Vec<(RoundKey, Approval)>, StoreError> {
+    ) -> Result<Vec<(RoundKey, Approval, bool)>, StoreError> {
         let run = self
             .client
             .get_item()
@@ -437,23 +464,27 @@ impl Store {
             let Some(pointer) = pointers.get(&round.pk()) else {
                 continue;
             };
-            if pointer.get("answered") == Some(&AttributeValue::Bool(true)) {
+            if pointer.contains_key("closed") {
                 continue;
             }
+            let answered = pointer.get("answered") == Some(&AttributeValue::Bool(true));
             let opened_at: EpochSeconds = super::attr::get_n(pointer, "opened_at").unwrap_or(0);
-            if ended_at.is_some_and(|ended| opened_at > ended) {
+            if ended_at.is_some_and(|ended| opened_at > ended - RUN_END_MARGIN_SECONDS) {
                 continue;
             }
             let id = ApprovalId::parse(get_s(pointer, "approval_id")?)
                 .map_err(|_| StoreError::corrupt("approval_id"))?;
-            open.push((round, id));
+            open.push((round, id, answered));
         }
-        let keys = open.iter().map(|(_, id)| approval_pk(tenant, id)).collect();
+        let keys = open
+            .iter()
+            .map(|(_, id, _)| approval_pk(tenant, id))
+            .collect();
         let approvals = self.get_many(&self.tables.approvals, keys).await?;
         let mut found = Vec::new();
-        for (round, id) in open {
+        for (round, id, answered) in open {
             if let Some(item) = approvals.get(&approval_pk(tenant, &id)) {
-                found.push((round, approval_from_item(item)?));
+                found.push((round, approval_from_item(item)?, answered));
             }
         }
         Ok(found)
@@ -504,9 +535,18 @@ impl Store {
         Ok(found)
     }
 
-    fn close_round(&self, round: &RoundKey, approval: &ApprovalId) -> Result<Update, StoreError> {
-        let update = "SET #answered = :true";
-        let condition = ONLY_IF_ROUND_STILL_OPEN;
+    /// Closes a round as read (`answered`: whether its answer had begun), on the condition that
+    /// it is still so.
+    fn close_round(
+        &self,
+        round: &RoundKey,
+        approval: &ApprovalId,
+        answered: bool,
+    ) -> Result<Update, StoreError> {
+        // Answered (the next event opens a new round) and closed (no answer of it is sent).
+        let update = "SET #answered = :true, #closed = :true";
+        let condition = "#approval_id = :approval_id AND #answered = :answered \
+                         AND attribute_not_exists(#closed)";
         Update::builder()
             .table_name(&self.tables.webhook_inbox)
             .key("pk", s(round.pk()))
@@ -515,7 +555,7 @@ impl Store {
             .set_expression_attribute_names(Some(names(&[update, condition])))
             .set_expression_attribute_values(Some(values(&[
                 (":approval_id", s(approval.as_str())),
-                (":false", AttributeValue::Bool(false)),
+                (":answered", AttributeValue::Bool(answered)),
                 (":true", AttributeValue::Bool(true)),
             ])))
             .build()
@@ -580,15 +620,15 @@ impl Store {
             .collect())
     }
 
-    /// Claims the asking for `guid` again, once: of any number of sweeps, one asks (a marker in
-    /// the inbox, kept past GitHub's 3-day window).
+    /// Claims the asking for a failed attempt (`delivery`, GitHub's id of it) again, once: of
+    /// any number of sweeps, one asks (a marker in the inbox, kept past GitHub's 3-day window).
     pub async fn claim_github_redelivery(
         &self,
         tenant: &TenantId,
-        guid: &str,
+        delivery: u64,
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
-        let pk = github_redelivery_key(tenant, guid);
+        let pk = github_redelivery_key(tenant, delivery);
         let put = self
             .client
             .put_item()
@@ -607,6 +647,22 @@ impl Store {
                 other => Err(StoreError::dynamo("PutItem", other)),
             },
         }
+    }
+
+    /// Releases the claim of an attempt whose ask failed, so that the next sweep asks.
+    pub async fn release_github_redelivery(
+        &self,
+        tenant: &TenantId,
+        delivery: u64,
+    ) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(github_redelivery_key(tenant, delivery)))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
+        Ok(())
     }
 
     /// Claims this period's redelivery sweep for `tenant` (an item of the inbox, beside the
@@ -647,7 +703,7 @@ fn approval_pk(tenant: &TenantId, id: &ApprovalId) -> String {
     format!("{tenant}#{id}")
 }
 
-/// The marker of a delivery asked for again.
-fn github_redelivery_key(tenant: &TenantId, guid: &str) -> String {
-    format!("{}#asked#{guid}", github_source(tenant))
+/// The marker of a failed attempt asked for again.
+fn github_redelivery_key(tenant: &TenantId, delivery: u64) -> String {
+    format!("{}#asked#{delivery}", github_source(tenant))
 }

@@ -11,7 +11,8 @@ use serde_json::json;
 use super::policy::{CallOutcome, StatusAnswer, classify};
 use crate::config::{Config, KEY_PLACEHOLDER, Secrets};
 use crate::domain::rfc3339;
-use crate::github::api::{Answered, GithubApi};
+pub(super) use crate::github::api::Answered;
+use crate::github::api::GithubApi;
 use crate::jobs::job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob};
 use crate::observe::trace::TRACEPARENT;
 use crate::{App, ConfigError};
@@ -186,20 +187,11 @@ impl Downstream {
         }
     }
 
-    /// Tells GitHub a deployment's answer (`call`), within `budget`. GitHub's API names no
-    /// round, so its own refusal of a second answer (422, "nothing pending") is what keeps an
-    /// answer from being sent twice: on a `retry` (an earlier attempt may have landed) a 422 is
-    /// that attempt's success; on a first attempt, the run no longer waits for a review.
-    pub async fn answer_github(
-        &self,
-        job: &Job,
-        call: &GithubCall,
-        budget: Duration,
-        retry: bool,
-    ) -> CallOutcome {
+    /// Tells GitHub a deployment's answer (`call`), within `budget`; what GitHub answered.
+    pub async fn answer_github(&self, job: &Job, call: &GithubCall, budget: Duration) -> Answered {
         let secrets = self.app.secrets();
         let Some(app) = secrets.github.get(job.tenant()) else {
-            return CallOutcome::Refused(format!(
+            return Answered::Refused(format!(
                 "the tenant {} has no GitHub App in GITHUB",
                 job.tenant()
             ));
@@ -218,15 +210,8 @@ impl Downstream {
                 &call.comment,
             ),
         )
-        .await
-        .unwrap_or_else(|_| Answered::Unknown("no answer within the timeout".to_owned()));
-        match answered {
-            Answered::Taken => CallOutcome::Succeeded,
-            Answered::NothingPending(_) if retry => CallOutcome::Succeeded,
-            Answered::NothingPending(why) | Answered::Refused(why) => CallOutcome::Refused(why),
-            Answered::Retryable { why, .. } => CallOutcome::Retryable(why),
-            Answered::Unknown(why) => CallOutcome::Unknown(why),
-        }
+        .await;
+        answered.unwrap_or_else(|_| Answered::Unknown("no answer within the timeout".to_owned()))
     }
 
     /// A notification: the approver's review link (minted here, never stored), and what to

@@ -285,6 +285,8 @@ impl Executor {
                 return self.finish(r, &attempt, end, disposition, back).await;
             }
         }
+        // How long GitHub asked to wait before the answer is sent again (429, a rate limit).
+        let mut github_wait: Option<u64> = None;
         // The budget left after the status query, if one was asked.
         let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
         let budget =
@@ -300,11 +302,8 @@ impl Executor {
                 }
                 let outcome = match r.job.github_call() {
                     Some(call) => {
-                        // An earlier attempt (or generation) may have landed.
-                        let retry = r.message.receive_count > 1 || r.job.generation() > 0;
-                        self.downstream
-                            .answer_github(&r.job, call, budget, retry)
-                            .await
+                        let answered = self.downstream.answer_github(&r.job, call, budget).await;
+                        self.github_outcome(r, answered, &mut github_wait).await?
                     }
                     None => {
                         self.downstream
@@ -365,7 +364,49 @@ impl Executor {
         );
         let end = AttemptEnd::by_owner(&completion, &attempt.token);
         let back = comes_back(&completion, disposition, r.message.receive_count);
+        // GitHub's Retry-After (or rate limit reset) is never shortened by the backoff.
+        let back = match (back, github_wait) {
+            (Some(back), Some(wait)) => Some(back.max(i32::try_from(wait).unwrap_or(i32::MAX))),
+            (back, _) => back,
+        };
         self.finish(r, &attempt, end, disposition, back).await
+    }
+
+    /// What GitHub's answer to a deployment's review means for its job. GitHub's API names no
+    /// round, so its own refusal of a second answer (422, nothing waits for a review) is what
+    /// keeps an answer from landing twice: after an earlier attempt that may have landed (the
+    /// ledger holds one before this; or an operator's retry), a 422 is that attempt's success;
+    /// on the first, the run no longer waits (cancelled, or reviewed in GitHub itself).
+    async fn github_outcome(
+        &self,
+        r: &Receipt<'_>,
+        answered: downstream::Answered,
+        wait: &mut Option<u64>,
+    ) -> Result<CallOutcome, StoreError> {
+        use downstream::Answered;
+        Ok(match answered {
+            Answered::Taken => CallOutcome::Succeeded,
+            Answered::NothingPending(why) => {
+                let earlier = r.job.generation() > 0
+                    || self
+                        .app
+                        .store
+                        .ledger_entry(&r.ledger)
+                        .await?
+                        .is_some_and(|e| e.attempts > 1);
+                if earlier {
+                    CallOutcome::Succeeded
+                } else {
+                    CallOutcome::Refused(why)
+                }
+            }
+            Answered::Refused(why) => CallOutcome::Refused(why),
+            Answered::Retryable { why, retry_after } => {
+                *wait = retry_after;
+                CallOutcome::Retryable(why)
+            }
+            Answered::Unknown(why) => CallOutcome::Unknown(why),
+        })
     }
 
     /// Records the end of this worker's attempt, then makes the message come back in `back`
@@ -513,14 +554,14 @@ impl Executor {
         Ok(written)
     }
 
-    /// A GitHub answer whose round is no longer its own: a newer round opened (a re-run, or a
-    /// later job of the run, after this answer began or the run ended), which its own approval
-    /// answers. Nothing was sent; the job ends `failed` with the reason, never sent blindly
-    /// (GitHub's API names no round: a late answer would decide the newer one).
+    /// A GitHub answer whose round is closed to it: a newer round opened (a re-run, or a later
+    /// job of the run, after this answer began), which its own approval answers; or the run
+    /// ended (nothing waits). Nothing is sent; the job ends `failed` with the reason, never sent
+    /// blindly (GitHub's API names no round: a late answer would decide the newer one).
     async fn superseded(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
-        let reason = "not sent: a newer round of this run and environment opened (a re-run, or a \
-                      later job after this answer began or the run ended); its own approval \
-                      answers it";
+        let reason = "not sent: its round is closed — a newer round of this run and environment \
+                      opened (a re-run, or a later job after this answer began), which its own \
+                      approval answers, or the run ended and nothing waits";
         let entry = self.app.store.ledger_entry(&r.ledger).await?;
         let begun = entry
             .as_ref()
