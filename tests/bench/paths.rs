@@ -274,7 +274,7 @@ impl<'a> Bench<'a> {
         let body = countersign_tests::github::deployment_event(
             api,
             run,
-            countersign_tests::github::PRODUCTION,
+            countersign_tests::github::SOLO,
             countersign_tests::github::GH_DAVE,
         )
         .to_string();

@@ -418,7 +418,19 @@ impl Bench<'_> {
         now: i64,
     ) -> HashMap<String, AttributeValue> {
         let mut item = Bench::raw_approval_item(id, &format!("github:{delivery}"), now);
+        // What a round's approval holds: the deployment, the summary, who asked.
         item.insert("action_type".to_owned(), s("github_deployment"));
+        item.insert(
+            "payload".to_owned(),
+            s(format!(r#"{{"repository":"acme/api","repository_id":5150,"run_id":{run},"environment":"solo","sha":"1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d","ref":"refs/heads/main","event":"push"}}"#)),
+        );
+        item.insert(
+            "context".to_owned(),
+            s(format!(r#"{{"summary":"Deploy acme/api@1a2b3c4 to solo, run {run}","requested_by":"github:user1004","github":{{"sender":"user1004","sender_approver":"dave@example.com"}}}}"#)),
+        );
+        item.insert("approvers".to_owned(), AttributeValue::L(vec![s(BOB)]));
+        item.insert("requested_by".to_owned(), s("github:user1004"));
+        item.insert("requested_by_id".to_owned(), s("dave@example.com"));
         item.insert(
             "gh".to_owned(),
             AttributeValue::M(HashMap::from([
@@ -426,7 +438,7 @@ impl Bench<'_> {
                 ("repo".to_owned(), s("acme/api")),
                 ("rid".to_owned(), n(5_150)),
                 ("run".to_owned(), n(run)),
-                ("env".to_owned(), s("production")),
+                ("env".to_owned(), s("solo")),
                 (
                     "cb".to_owned(),
                     s(format!("https://api.github.com/repos/acme/api/actions/runs/{run}/deployment_protection_rule")),
@@ -466,7 +478,7 @@ impl Bench<'_> {
     }
 
     fn round_pk(run: u64) -> String {
-        format!("github.tenant-a#round#5150#{run}#production")
+        format!("github.tenant-a#round#5150#{run}#solo")
     }
 
     /// The open of a GitHub round: the inbox item, the round's pointer (only while no round is
@@ -500,7 +512,7 @@ impl Bench<'_> {
             .set_expression_attribute_names(Some(names(&["environments", "expires_at"])))
             .expression_attribute_values(
                 ":environment",
-                AttributeValue::Ss(vec!["production".to_owned()]),
+                AttributeValue::Ss(vec!["solo".to_owned()]),
             )
             .expression_attribute_values(":expires_at", n(now + 31 * 86_400))
             .build()
