@@ -402,6 +402,21 @@ const CUTS: &[(&str, f64, f64)] = &[
         135.0,
         101.93,
     ),
+    (
+        "the approvals' listing indexes keys only: `by_status_keys` (status, then id) replaces `by_status` and `by_tenant`, which copied the whole item on every write; a keys-only index is written only when its keys move (the status), and a listing page is its query (one per status, sent together, without a status filter) and one BatchGetItem",
+        118.0,
+        91.31,
+    ),
+    (
+        "the trail keyed by its order in the events table itself, its local index no longer written: the events one change derives share one item, an event the executor records (a notification, a callback's outcome) is one item of its own",
+        96.0,
+        77.56,
+    ),
+    (
+        "the listing index keyed by facet and status, written once at the create and moved once at the decision (a delete and a put, no index entry to move), and without the approver-and-requester facets (4 items for three approvers, not 7): that filter reads the approver's facet and keeps the requester's approvals, a page possibly short",
+        73.0,
+        63.18,
+    ),
 ];
 
 /// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers

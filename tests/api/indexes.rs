@@ -1,6 +1,6 @@
 //! The approvals table's indexes follow every write (`shared/src/store/indexes.rs`: one place
 //! makes them): after each kind of write that changes an approval's status or its execution's,
-//! the approval is listed under its status in `by_status` and sits in the `due` partition its
+//! the approval is listed under its status in `by_status_keys` and sits in the `due` partition its
 //! state calls for — `expiry` while pending, `execution` while approved and queued or running,
 //! none otherwise — read back from the indexes themselves, against the local AWS.
 
@@ -16,7 +16,7 @@ use countersign_tests::{
 };
 use serde_json::json;
 
-/// Where the approval `id` is listed: its `by_status` entries (by status prefix) and its `due`
+/// Where the approval `id` is listed: its `by_status_keys` entries (by status prefix) and its `due`
 /// partitions, each read through its index.
 async fn indexed(t: &TestApp, id: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let table = &t.app.config.tables.approvals;
@@ -26,7 +26,7 @@ async fn indexed(t: &TestApp, id: &str) -> (BTreeSet<String>, BTreeSet<String>) 
             .dynamodb
             .query()
             .table_name(table)
-            .index_name("by_status")
+            .index_name("by_status_keys")
             .key_condition_expression("#tenant = :tenant AND begins_with(#status_id, :status)")
             .expression_attribute_names("#tenant", "tenant")
             .expression_attribute_names("#status_id", "status_id")
@@ -34,8 +34,12 @@ async fn indexed(t: &TestApp, id: &str) -> (BTreeSet<String>, BTreeSet<String>) 
             .expression_attribute_values(":status", AttributeValue::S(format!("{status}#")))
             .send()
             .await
-            .expect("query by_status");
-        if page.items().iter().any(|item| attr_s(item, "id") == id) {
+            .expect("query by_status_keys");
+        if page
+            .items()
+            .iter()
+            .any(|item| attr_s(item, "status_id") == format!("{status}#{id}"))
+        {
             statuses.insert(status.to_owned());
         }
     }

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use countersign::jobs::StreamChange;
 use countersign_tests::receiver::CallbackReceiver;
 use countersign_tests::{
     ALICE, BOB, CAROL, CreateBody, KEY_A, KEY_B, TestApp, event_types, events_of_type, eventually,
@@ -22,63 +21,6 @@ fn two_of_three(kind: &str) -> String {
         .payload(json!({"build": 7}))
         .policy(json!({"rules": [{"name": "eng", "approvers": [ALICE, BOB, CAROL], "min_approvals": 2}]}))
         .to_string()
-}
-
-/// Every record of the test's approvals stream, from its start.
-async fn whole_stream(t: &TestApp) -> Vec<StreamChange> {
-    let streams = aws_sdk_dynamodbstreams::Client::new(&t.sdk);
-    let table = t
-        .dynamodb
-        .describe_table()
-        .table_name(&t.app.config.tables.approvals)
-        .send()
-        .await
-        .expect("describe table");
-    let arn = table
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .expect("a stream")
-        .to_owned();
-    let stream = streams
-        .describe_stream()
-        .stream_arn(&arn)
-        .send()
-        .await
-        .expect("describe stream");
-    let mut changes = Vec::new();
-    for shard in stream
-        .stream_description()
-        .map(|d| d.shards())
-        .unwrap_or_default()
-    {
-        let mut iterator = streams
-            .get_shard_iterator()
-            .stream_arn(&arn)
-            .shard_id(shard.shard_id().expect("shard id"))
-            .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
-            .send()
-            .await
-            .expect("iterator")
-            .shard_iterator
-            .expect("an iterator");
-        loop {
-            let records = streams
-                .get_records()
-                .shard_iterator(&iterator)
-                .send()
-                .await
-                .expect("records");
-            if records.records().is_empty() {
-                break;
-            }
-            changes.extend(records.records().iter().map(StreamChange::from_streams));
-            match records.next_shard_iterator() {
-                Some(next) => iterator = next.to_owned(),
-                None => break,
-            }
-        }
-    }
-    changes
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -160,7 +102,7 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
 
     // Redeliver every stream record twice: the dispatcher derives the same events and sends
     // every job again (each job message twice more); the executor's ledger dedupes the jobs.
-    let changes = whole_stream(&t).await;
+    let changes = t.whole_stream().await;
     assert_eq!(changes.len(), 7, "create, 2 votes, 2 × (begin, end)");
     let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
     for _ in 0..2 {
@@ -407,7 +349,7 @@ async fn a_stream_batch_with_an_insert_and_its_decision_is_dispatched_and_indexe
     t.stop_runner().await;
     let id = t.create_ok(KEY_A, "batch-1", &deploy(&[ALICE, BOB])).await;
     t.approve(&id, ALICE).await;
-    let changes = whole_stream(&t).await;
+    let changes = t.whole_stream().await;
     assert_eq!(changes.len(), 2, "the insert and the decision");
     let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
     let sent = dispatcher

@@ -52,11 +52,20 @@ fn expected_key_schema(partition: &str, sort: Option<&str>) -> Vec<(String, Stri
 
 /// A table's indexes of one kind (`GlobalSecondaryIndexes` or `LocalSecondaryIndexes`), by name:
 /// key schema and projection type.
-fn indexes(table: &Value, property: &str) -> BTreeMap<String, (Vec<(String, String)>, String)> {
-    table[property]
-        .as_sequence()
+/// A list's entries as a stack created now has them: an entry under a condition
+/// (`!If [C, entry, !Ref AWS::NoValue]`, an upgrade step's) is left out — the conditions hold
+/// only on the way from an older stack (see `an_upgrade_changes_one_index_per_deploy`).
+fn final_entries(list: &Value) -> Vec<&Value> {
+    list.as_sequence()
         .into_iter()
         .flatten()
+        .filter(|entry| !matches!(entry, Value::Tagged(tagged) if tagged.tag == "!If"))
+        .collect()
+}
+
+fn indexes(table: &Value, property: &str) -> BTreeMap<String, (Vec<(String, String)>, String)> {
+    final_entries(&table[property])
+        .into_iter()
         .map(|index| {
             (
                 index["IndexName"].as_str().unwrap_or_default().to_owned(),
@@ -152,10 +161,8 @@ fn the_template_declares_the_tables_the_code_uses() {
 
         // Every key attribute (table and indexes), with its type, and nothing else: CloudFormation
         // refuses an attribute definition no key uses.
-        let attributes: Vec<(String, String)> = table["AttributeDefinitions"]
-            .as_sequence()
-            .expect("AttributeDefinitions")
-            .iter()
+        let attributes: Vec<(String, String)> = final_entries(&table["AttributeDefinitions"])
+            .into_iter()
             .map(|a| {
                 (
                     a["AttributeName"].as_str().unwrap_or_default().to_owned(),
@@ -217,6 +224,50 @@ fn the_template_declares_the_tables_the_code_uses() {
             def.name
         );
     }
+}
+
+/// A stack from before v5 reaches the final indexes in three deploys (`ApprovalsIndexesStep` 1,
+/// 2, final), each adding or removing one index of the approvals table (DynamoDB changes one
+/// per update), the new keys-only index there from the first (the code lists through it).
+#[test]
+fn an_upgrade_changes_one_index_per_deploy() {
+    let template = template();
+    let table = &template["Resources"]["ApprovalsTable"]["Properties"];
+    let step = |step: &str| -> BTreeSet<String> {
+        let holds = |condition: &str| match condition {
+            "KeepByTenant" => step == "1",
+            "KeepByStatus" => step != "final",
+            other => panic!("an unknown condition {other}"),
+        };
+        table["GlobalSecondaryIndexes"]
+            .as_sequence()
+            .expect("indexes")
+            .iter()
+            .filter_map(|entry| match entry {
+                Value::Tagged(tagged) if tagged.tag == "!If" => {
+                    let condition = tagged.value[0].as_str().expect("a condition");
+                    holds(condition).then(|| &tagged.value[1])
+                }
+                plain => Some(plain),
+            })
+            .map(|index| index["IndexName"].as_str().expect("a name").to_owned())
+            .collect()
+    };
+    let before: BTreeSet<String> = ["by_tenant", "by_status", "due"].map(String::from).into();
+    let steps = ["1", "2", "final"].map(step);
+    assert_eq!(
+        steps[2],
+        BTreeSet::from(["by_status_keys".to_owned(), "due".to_owned()])
+    );
+    let mut previous = before;
+    for (n, indexes) in steps.iter().enumerate() {
+        let changed = previous.symmetric_difference(indexes).count();
+        assert_eq!(changed, 1, "step {}: {previous:?} → {indexes:?}", n + 1);
+        assert!(indexes.contains("by_status_keys"), "step {}", n + 1);
+        previous = indexes.clone();
+    }
+    let parameter = &template["Parameters"]["ApprovalsIndexesStep"];
+    assert_eq!(parameter["Default"].as_str(), Some("final"));
 }
 
 #[test]

@@ -527,6 +527,68 @@ impl TestApp {
         self.count_items(&self.app.config.tables.approvals).await
     }
 
+    /// Every record of the test's approvals stream, from its start.
+    pub async fn whole_stream(&self) -> Vec<countersign::jobs::StreamChange> {
+        let streams = aws_sdk_dynamodbstreams::Client::new(&self.sdk);
+        let table = self
+            .dynamodb
+            .describe_table()
+            .table_name(&self.app.config.tables.approvals)
+            .send()
+            .await
+            .expect("describe table");
+        let arn = table
+            .table()
+            .and_then(|t| t.latest_stream_arn())
+            .expect("a stream")
+            .to_owned();
+        let stream = streams
+            .describe_stream()
+            .stream_arn(&arn)
+            .send()
+            .await
+            .expect("describe stream");
+        let mut changes = Vec::new();
+        for shard in stream
+            .stream_description()
+            .map(|d| d.shards())
+            .unwrap_or_default()
+        {
+            let mut iterator = streams
+                .get_shard_iterator()
+                .stream_arn(&arn)
+                .shard_id(shard.shard_id().expect("shard id"))
+                .shard_iterator_type(aws_sdk_dynamodbstreams::types::ShardIteratorType::TrimHorizon)
+                .send()
+                .await
+                .expect("iterator")
+                .shard_iterator
+                .expect("an iterator");
+            loop {
+                let records = streams
+                    .get_records()
+                    .shard_iterator(&iterator)
+                    .send()
+                    .await
+                    .expect("records");
+                if records.records().is_empty() {
+                    break;
+                }
+                changes.extend(
+                    records
+                        .records()
+                        .iter()
+                        .map(countersign::jobs::StreamChange::from_streams),
+                );
+                match records.next_shard_iterator() {
+                    Some(next) => iterator = next.to_owned(),
+                    None => break,
+                }
+            }
+        }
+        changes
+    }
+
     /// Tenant A's approval `id`'s item, attribute by attribute, read with the uncounted client.
     pub async fn approval_item(&self, id: &str) -> HashMap<String, AttributeValue> {
         self.item(

@@ -19,6 +19,15 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, as stored.
+    pub const ALL: [Status; 5] = [
+        Self::Pending,
+        Self::Approved,
+        Self::Rejected,
+        Self::Expired,
+        Self::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",

@@ -12,7 +12,7 @@ use super::job::{Job, callback_jobs, github_job, jobs_for_change, slack_job};
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Status};
 use crate::observe::{self, Metric};
-use crate::store::{StoreError, items_to_approval};
+use crate::store::{StatusMove, StoreError, items_to_approval};
 use crate::{App, Function};
 
 /// One change of one approval item, from whichever source delivers the stream.
@@ -200,10 +200,11 @@ impl Dispatcher {
                         decided.push(new.clone());
                     }
                     // The listing index follows the approval's status.
+                    let from = old.as_ref().map(|o| o.status);
                     if let Some(new) = new
-                        && old.as_ref().is_none_or(|o| o.status != new.status)
+                        && from != Some(new.status)
                     {
-                        indexed.push(new);
+                        indexed.push((from, new));
                     }
                 }
                 // Not an approval this version understands (a deploy in progress?). Skipping it
@@ -213,10 +214,14 @@ impl Dispatcher {
             }
         }
         self.app.store.put_events(&events).await?;
-        self.app
-            .store
-            .put_index_items(&indexed.iter().collect::<Vec<_>>())
-            .await?;
+        let moves: Vec<StatusMove> = indexed
+            .iter()
+            .map(|(from, approval)| StatusMove {
+                from: *from,
+                approval,
+            })
+            .collect();
+        self.app.store.move_index_items(&moves).await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
             bodies.push(

@@ -14,12 +14,15 @@ const BATCH_ITEMS: usize = 25;
 /// Tries of a batch whose items the store left unprocessed (throttled), with backoff between.
 const BATCH_TRIES: u32 = 8;
 
-/// The puts of `requests` with the last of each `pk`/`id` key kept, in the order of their first
-/// put (a later put of a key replaces the earlier one: the stream delivers an approval's changes
-/// in order, so the last is its latest state).
-fn last_put_per_key(requests: Vec<WriteRequest>) -> Vec<WriteRequest> {
+/// The writes of `requests` with the last of each `pk`/`id` key kept, in the order of their
+/// first write (a later put or delete of a key replaces the earlier one: the stream delivers an
+/// approval's changes in order, so the last is its latest state).
+fn last_write_per_key(requests: Vec<WriteRequest>) -> Vec<WriteRequest> {
     let key = |request: &WriteRequest| {
-        let item = request.put_request().map(|p| p.item());
+        let item = request
+            .put_request()
+            .map(|p| p.item())
+            .or(request.delete_request().map(|d| d.key()));
         let part = |name: &str| {
             item.and_then(|i| i.get(name))
                 .and_then(|v| v.as_s().ok())
@@ -43,7 +46,7 @@ fn last_put_per_key(requests: Vec<WriteRequest>) -> Vec<WriteRequest> {
 
 impl Store {
     /// BatchWriteItem in batches of 25, sending again what the store left unprocessed. The
-    /// items are puts keyed by `pk` and `id` (events, index items); of several puts of one key,
+    /// writes are keyed by `pk` and `id` (events, index items); of several writes of one key,
     /// only the last is sent: DynamoDB refuses a whole batch that names one key twice
     /// ("Provided list of item keys contains duplicates"), and a stream batch routinely holds
     /// two changes of one approval (its insert and its decision), each making the same key.
@@ -52,7 +55,7 @@ impl Store {
         table: &str,
         requests: Vec<WriteRequest>,
     ) -> Result<(), StoreError> {
-        let requests = last_put_per_key(requests);
+        let requests = last_write_per_key(requests);
         for chunk in requests.chunks(BATCH_ITEMS) {
             let mut pending = chunk.to_vec();
             let mut pause = Duration::from_millis(25);
@@ -112,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_batch_names_each_key_once_with_its_last_put() {
-        let kept = last_put_per_key(vec![
+        let kept = last_write_per_key(vec![
             put("a", "1", "pending"),
             put("b", "1", "pending"),
             put("a", "2", "pending"),
@@ -121,5 +124,19 @@ mod tests {
         ]);
         let got: Vec<String> = kept.iter().map(status).collect();
         assert_eq!(got, ["approved", "rejected", "pending"]);
+        let delete = |pk: &str| {
+            WriteRequest::builder()
+                .delete_request(
+                    aws_sdk_dynamodb::types::DeleteRequest::builder()
+                        .key("pk", s(pk))
+                        .key("id", s("1"))
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+        };
+        let kept = last_write_per_key(vec![delete("a"), delete("b"), put("a", "1", "x")]);
+        assert_eq!(kept.len(), 2, "deletes of two keys are two writes");
+        assert!(kept[0].put_request().is_some() && kept[1].delete_request().is_some());
     }
 }

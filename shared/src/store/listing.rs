@@ -1,29 +1,32 @@
-//! Listing approvals (`GET /approvals`) through indexes, a page at a time, newest first:
+//! Listing approvals (`GET /approvals`) through indexes, a page at a time, newest first. Every
+//! index holds keys only, so a page is its queries (sent together: one round trip) and one
+//! BatchGetItem of the approvals they name:
 //!
-//! - no filter, or only `status`: the approvals table's own indexes (`by_tenant`; `by_status`,
-//!   sorted by status then id), which project whole items — one Query per page;
-//! - `approver` and/or `requested_by` (with or without `status`): the `approval_index` table,
-//!   one item per approval and facet (the approver, the requester, or both), kept by dispatch
-//!   from the approvals stream; it holds keys only, so a page is one Query and one
-//!   BatchGetItem.
+//! - without `approver` or `requested_by`: the approvals table's `by_status_keys` index (sorted
+//!   by status, then id) — the filtered status's range, or every status's, merged by id. Keys
+//!   only, the index is written only when an approval's status moves, not on every write;
+//! - with `approver` and/or `requested_by`: the `approval_index` table, kept by dispatch from
+//!   the approvals stream: per approval, one item per facet (each approver, the requester) under
+//!   `{facet}␟{status}`, written at the create and moved at each change of status. Both filters
+//!   read the approver's facet and keep the requester's approvals. Items from before v5 (one
+//!   per facet, the approver-and-requester facet too, their status in the `by_status` index)
+//!   are read beside them, so approvals created before an upgrade stay listed.
 //!
-//! Approval ids are ULIDs: sorting by id is sorting by creation time.
-//!
-//! Each listed approval comes with the key that resumes its query right after it, so a page can
-//! end before the last approval read (the HTTP layer cuts pages by size) without skipping or
-//! repeating one.
+//! Approval ids are ULIDs: sorting by id is sorting by creation time. Pages resume after an id:
+//! each query from there on.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest,
+};
 
 use super::attr::{Item, get_s, s};
 use super::client::Store;
 use super::codec::approval_from_item;
 use super::error::StoreError;
 use super::keys::approval_key;
-use super::schema::start_key_attributes;
 use crate::domain::{Approval, ApprovalId, Status, TenantId};
 
 /// Separates a facet's parts: identities and tenant ids never hold a control character.
@@ -38,214 +41,303 @@ pub struct ListQuery {
     pub requested_by: Option<String>,
 }
 
+fn approver_facet(tenant: &TenantId, approver: &str) -> String {
+    format!("{tenant}{SEP}a{SEP}{approver}")
+}
+
+fn requester_facet(tenant: &TenantId, requester: &str) -> String {
+    format!("{tenant}{SEP}r{SEP}{requester}")
+}
+
+/// A facet's partition for one status: `approval_index`'s key (and, before v5, its
+/// `by_status` index's).
+fn facet_status(facet: &str, status: Status) -> String {
+    format!("{facet}{SEP}{}", status.as_str())
+}
+
 impl ListQuery {
-    /// The index partition that holds exactly the approvals of the approver / requester filter.
+    /// The facet whose items hold the listing's approvals: the approver's, else the
+    /// requester's. With both filters the approver's, its approvals kept by requester.
     fn facet(&self) -> Option<String> {
-        let t = self.tenant.as_str();
         match (&self.approver, &self.requested_by) {
+            (Some(a), _) => Some(approver_facet(&self.tenant, a)),
+            (None, Some(r)) => Some(requester_facet(&self.tenant, r)),
             (None, None) => None,
-            (Some(a), None) => Some(format!("{t}{SEP}a{SEP}{a}")),
-            (None, Some(r)) => Some(format!("{t}{SEP}r{SEP}{r}")),
-            (Some(a), Some(r)) => Some(format!("{t}{SEP}a{SEP}{a}{SEP}r{SEP}{r}")),
         }
+    }
+
+    /// The facet that held exactly the listing's approvals before v5 (approver and requester
+    /// had one of their own).
+    fn facet_before_v5(&self) -> Option<String> {
+        match (&self.approver, &self.requested_by) {
+            (Some(a), Some(r)) => {
+                Some(format!("{}{SEP}r{SEP}{r}", approver_facet(&self.tenant, a)))
+            }
+            _ => self.facet(),
+        }
+    }
+
+    fn statuses(&self) -> Vec<Status> {
+        self.status
+            .map_or_else(|| Status::ALL.to_vec(), |s| vec![s])
     }
 }
 
-/// A page of approvals, newest first, and where the next page starts once all of them are used
-/// (the last key the query read).
+/// A page of approvals, newest first, and where the next page starts once all of them are used.
 #[derive(Debug, Clone)]
 pub struct ListPage {
     pub approvals: Vec<Listed>,
     pub next: Option<HashMap<String, String>>,
 }
 
-/// A listed approval, and where its query resumes right after it.
+/// A listed approval, and where its listing resumes right after it.
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub approval: Approval,
-    /// The exclusive start key of the next page were this page to end here: the key DynamoDB
-    /// would return as LastEvaluatedKey (the table's key and the index's), taken from the item
-    /// the query read.
+    /// Where the next page starts were this page to end here: after this approval's id.
     pub resume: HashMap<String, String>,
 }
 
-fn facet_status(facet: &str, status: Status) -> String {
-    format!("{facet}{SEP}{}", status.as_str())
+fn resume_after(id: &ApprovalId) -> HashMap<String, String> {
+    HashMap::from([("after".to_owned(), id.to_string())])
 }
 
-/// The approval's index items: one per facet it belongs to, each with its status.
-pub(crate) fn index_items(approval: &Approval) -> Vec<Item> {
-    let tenant = approval.tenant.clone();
-    let requester = approval.requested_by.as_ref().map(|r| r.identity());
+/// The id a page's `next` resumes after: `after`, or (a cursor given out before v5, a query's
+/// own last key) the key's approval id.
+fn after_of(start: &HashMap<String, String>) -> Option<String> {
+    if let Some(after) = start.get("after") {
+        return Some(after.clone());
+    }
+    if let Some(status_id) = start.get("status_id") {
+        return status_id.split_once('#').map(|(_, id)| id.to_owned());
+    }
+    start.get("id").cloned()
+}
+
+/// The approval's facets: the requester's and each approver's.
+fn facets(approval: &Approval) -> Vec<String> {
+    let tenant = &approval.tenant;
     let mut approvers: Vec<String> = approval.approvers.iter().map(|a| a.identity()).collect();
     approvers.sort();
     approvers.dedup();
-    let mut queries: Vec<ListQuery> = Vec::new();
-    let query = |approver: Option<String>, requested_by: Option<String>| ListQuery {
-        tenant: tenant.clone(),
-        status: None,
-        approver,
-        requested_by,
-    };
-    if let Some(r) = &requester {
-        queries.push(query(None, Some(r.clone())));
-    }
-    for a in &approvers {
-        queries.push(query(Some(a.clone()), None));
-        if let Some(r) = &requester {
-            queries.push(query(Some(a.clone()), Some(r.clone())));
-        }
-    }
-    queries
+    let requester = approval.requested_by.as_ref().map(|r| r.identity());
+    requester
         .iter()
-        .filter_map(ListQuery::facet)
+        .map(|r| requester_facet(tenant, r))
+        .chain(approvers.iter().map(|a| approver_facet(tenant, a)))
+        .collect()
+}
+
+/// The approval's index items at `status`: one per facet.
+pub(crate) fn index_items(approval: &Approval, status: Status) -> Vec<Item> {
+    facets(approval)
+        .iter()
         .map(|facet| {
             HashMap::from([
-                (
-                    "facet_status".to_owned(),
-                    s(facet_status(&facet, approval.status)),
-                ),
-                ("pk".to_owned(), s(facet)),
+                ("pk".to_owned(), s(facet_status(facet, status))),
                 ("id".to_owned(), s(approval.id.as_str())),
             ])
         })
         .collect()
 }
 
-fn strings(key: &HashMap<String, AttributeValue>) -> HashMap<String, String> {
-    key.iter()
-        .filter_map(|(k, v)| v.as_s().ok().map(|v| (k.clone(), v.clone())))
-        .collect()
-}
-
-fn attributes(key: HashMap<String, String>) -> HashMap<String, AttributeValue> {
-    key.into_iter().map(|(k, v)| (k, s(v))).collect()
+/// How an approval's status moved in one committed change: from (none when it was created)
+/// and to.
+pub struct StatusMove<'a> {
+    pub from: Option<Status>,
+    pub approval: &'a Approval,
 }
 
 impl Store {
-    /// Writes the index items of approvals whose status (or existence) changed. Writing one
-    /// again writes the same item, so a redelivered change is harmless; the stream delivers one
-    /// approval's changes in order, so the last write is its latest status.
-    pub async fn put_index_items(&self, approvals: &[&Approval]) -> Result<(), StoreError> {
-        let mut requests = Vec::new();
-        for approval in approvals {
-            for item in index_items(approval) {
-                let put = PutRequest::builder()
-                    .set_item(Some(item))
-                    .build()
-                    .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?;
-                requests.push(WriteRequest::builder().put_request(put).build());
+    /// Moves the index items of approvals whose status changed (or that were created): the
+    /// items at the old status deleted, at the new one put. Writing them again writes the same
+    /// items, so a redelivered change is harmless; the stream delivers one approval's changes in
+    /// order, and a batch's writes to one item are folded into its last.
+    pub async fn move_index_items(&self, moves: &[StatusMove<'_>]) -> Result<(), StoreError> {
+        let mut writes: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
+        let key = |item: &Item| -> Result<(String, String), StoreError> {
+            Ok((get_s(item, "pk")?.to_owned(), get_s(item, "id")?.to_owned()))
+        };
+        for m in moves {
+            if let Some(from) = m.from.filter(|from| *from != m.approval.status) {
+                for item in index_items(m.approval, from) {
+                    writes.insert(key(&item)?, None);
+                }
             }
+            for item in index_items(m.approval, m.approval.status) {
+                writes.insert(key(&item)?, Some(item));
+            }
+        }
+        let mut requests = Vec::with_capacity(writes.len());
+        for ((pk, id), write) in writes {
+            let request = match write {
+                Some(item) => WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
+                    )
+                    .build(),
+                None => WriteRequest::builder()
+                    .delete_request(
+                        DeleteRequest::builder()
+                            .key("pk", s(pk))
+                            .key("id", s(id))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
+                    )
+                    .build(),
+            };
+            requests.push(request);
         }
         self.batch_write(&self.tables.approval_index, requests)
             .await
     }
 
     /// One page of the tenant's approvals matching `query`, newest first, from `start` (a
-    /// page's `next`).
+    /// page's `next`, or a listed approval's `resume`).
     pub async fn list_approvals(
         &self,
         query: &ListQuery,
         start: Option<HashMap<String, String>>,
         limit: i32,
     ) -> Result<ListPage, StoreError> {
-        let tenant = query.tenant.as_str();
-        let request = self
-            .client
-            .query()
-            .scan_index_forward(false)
-            .limit(limit)
-            .set_exclusive_start_key(start.map(attributes));
-        // The table (logical name) and index each query reads: their keys resume it.
-        let (table, index, request) = match (query.facet(), query.status) {
-            (None, None) => (
-                "approvals",
-                Some("by_tenant"),
-                request
-                    .table_name(&self.tables.approvals)
-                    .key_condition_expression("#tenant = :tenant")
-                    .expression_attribute_names("#tenant", "tenant")
-                    .expression_attribute_values(":tenant", s(tenant)),
-            ),
-            (None, Some(status)) => (
-                "approvals",
-                Some("by_status"),
-                request
-                    .table_name(&self.tables.approvals)
-                    .key_condition_expression(
-                        "#tenant = :tenant AND begins_with(#status_id, :status)",
-                    )
-                    .expression_attribute_names("#tenant", "tenant")
-                    .expression_attribute_names("#status_id", "status_id")
-                    .expression_attribute_values(":tenant", s(tenant))
-                    .expression_attribute_values(":status", s(format!("{}#", status.as_str()))),
-            ),
-            (Some(facet), None) => (
-                "approval_index",
-                None,
-                request
-                    .table_name(&self.tables.approval_index)
-                    .key_condition_expression("#pk = :facet")
-                    .expression_attribute_names("#pk", "pk")
-                    .expression_attribute_values(":facet", s(facet)),
-            ),
-            (Some(facet), Some(status)) => (
-                "approval_index",
-                Some("by_status"),
-                request
-                    .table_name(&self.tables.approval_index)
-                    .key_condition_expression("#facet_status = :facet_status")
-                    .expression_attribute_names("#facet_status", "facet_status")
-                    .expression_attribute_values(":facet_status", s(facet_status(&facet, status))),
-            ),
+        let after = start.as_ref().and_then(after_of);
+        let mut queries = Vec::new();
+        // Each query reads its range newest first, from just below `after`; a bound that is a
+        // key's own (BETWEEN takes its ends) costs one item more, skipped below.
+        let newest = |query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder| {
+            query
+                .scan_index_forward(false)
+                .limit(limit.saturating_add(1))
         };
-        let output = request
-            .set_index_name(index.map(str::to_owned))
-            .send()
+        match (query.facet(), query.facet_before_v5()) {
+            (Some(facet), Some(before_v5)) => {
+                let below =
+                    |q: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+                     partition: &str,
+                     key: &str| {
+                        let q = q.expression_attribute_names("#p", partition);
+                        match &after {
+                            Some(after) => q
+                                .key_condition_expression("#p = :p AND #id < :after")
+                                .expression_attribute_names("#id", "id")
+                                .expression_attribute_values(":after", s(after)),
+                            None => q.key_condition_expression("#p = :p"),
+                        }
+                        .expression_attribute_values(":p", s(key))
+                    };
+                let table = || newest(self.client.query().table_name(&self.tables.approval_index));
+                for status in query.statuses() {
+                    queries.push(below(table(), "pk", &facet_status(&facet, status)).send());
+                }
+                queries.push(
+                    match query.status {
+                        Some(status) => below(
+                            table().index_name("by_status"),
+                            "facet_status",
+                            &facet_status(&before_v5, status),
+                        ),
+                        None => below(table(), "pk", &before_v5),
+                    }
+                    .send(),
+                );
+            }
+            _ => {
+                for status in query.statuses() {
+                    let prefix = format!("{}#", status.as_str());
+                    let top = match &after {
+                        Some(id) => format!("{prefix}{id}"),
+                        None => format!("{prefix}\u{10ffff}"),
+                    };
+                    queries.push(
+                        newest(self.client.query())
+                            .table_name(&self.tables.approvals)
+                            .index_name("by_status_keys")
+                            .key_condition_expression(
+                                "#tenant = :tenant AND #status_id BETWEEN :low AND :top",
+                            )
+                            .expression_attribute_names("#tenant", "tenant")
+                            .expression_attribute_names("#status_id", "status_id")
+                            .expression_attribute_values(":tenant", s(query.tenant.as_str()))
+                            .expression_attribute_values(":low", s(prefix))
+                            .expression_attribute_values(":top", s(top))
+                            .send(),
+                    );
+                }
+            }
+        }
+        let answers = futures::future::try_join_all(queries)
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let next = output.last_evaluated_key().map(strings);
-        let resume_attributes =
-            start_key_attributes(table, index).ok_or(StoreError::Corrupt("infra/tables.json"))?;
-        let resume = |item: &Item| -> Result<HashMap<String, String>, StoreError> {
-            resume_attributes
-                .iter()
-                .map(|&name| Ok((name.to_owned(), get_s(item, name)?.to_owned())))
-                .collect()
-        };
-        let approvals = if query.facet().is_some() {
-            let keys = output
-                .items()
-                .iter()
-                .map(|item| {
-                    let id = ApprovalId::parse(get_s(item, "id")?)
-                        .map_err(|_| StoreError::corrupt("id"))?;
-                    Ok((id, resume(item)?))
+        let mut more = false;
+        let mut ids: Vec<ApprovalId> = Vec::new();
+        for answer in &answers {
+            more |= answer.last_evaluated_key().is_some();
+            for item in answer.items() {
+                // `approval_index` names the approval in `id`; `by_status_keys` after the status.
+                let id = match item.get("status_id") {
+                    Some(_) => get_s(item, "status_id")?.split_once('#').map(|(_, id)| id),
+                    None => Some(get_s(item, "id")?),
+                }
+                .and_then(|id| ApprovalId::parse(id).ok())
+                .ok_or(StoreError::corrupt("id"))?;
+                if after.as_deref() != Some(id.as_str()) {
+                    ids.push(id);
+                }
+            }
+        }
+        // Newest first; an approval indexed both before and since v5 once. A query that stopped
+        // early read more than the page's worth, so the page's newest are all here.
+        ids.sort_by(|a, b| b.as_str().cmp(a.as_str()));
+        ids.dedup();
+        let limit = usize::try_from(limit).unwrap_or(0);
+        more |= ids.len() > limit;
+        ids.truncate(limit);
+        let next = ids.last().filter(|_| more).map(resume_after);
+        let wanted = query
+            .requested_by
+            .as_deref()
+            .filter(|_| query.approver.is_some());
+        let approvals = self
+            .fetch_listed(&query.tenant, &ids)
+            .await?
+            .into_iter()
+            // Both filters read the approver's facet: the requester's approvals are kept.
+            .filter(|listed| {
+                wanted.is_none_or(|r| {
+                    listed
+                        .approval
+                        .requested_by
+                        .as_ref()
+                        .map(|a| a.identity())
+                        .as_deref()
+                        == Some(r)
                 })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            let ids: Vec<&ApprovalId> = keys.iter().map(|(id, _)| id).collect();
-            let mut found = self.approvals_by_id(&query.tenant, &ids).await?;
-            // An index item whose approval is gone (never: approvals are not deleted) is skipped.
-            keys.into_iter()
-                .filter_map(|(id, resume)| {
-                    found
-                        .remove(id.as_str())
-                        .map(|approval| Listed { approval, resume })
-                })
-                .collect()
-        } else {
-            output
-                .items()
-                .iter()
-                .map(|item| {
-                    Ok(Listed {
-                        approval: approval_from_item(item)?,
-                        resume: resume(item)?,
-                    })
-                })
-                .collect::<Result<_, StoreError>>()?
-        };
+            })
+            .collect();
         Ok(ListPage { approvals, next })
+    }
+
+    /// The approvals `ids` name, in their order: one BatchGetItem.
+    async fn fetch_listed(
+        &self,
+        tenant: &TenantId,
+        ids: &[ApprovalId],
+    ) -> Result<Vec<Listed>, StoreError> {
+        let refs: Vec<&ApprovalId> = ids.iter().collect();
+        let mut found = self.approvals_by_id(tenant, &refs).await?;
+        // A key whose approval is gone (never: approvals are not deleted) is skipped.
+        Ok(ids
+            .iter()
+            .filter_map(|id| {
+                found.remove(id.as_str()).map(|approval| Listed {
+                    approval,
+                    resume: resume_after(id),
+                })
+            })
+            .collect())
     }
 
     /// The tenant's approvals `ids`, by id (one BatchGetItem; what the store leaves
@@ -315,32 +407,44 @@ mod tests {
     use crate::domain::approval::tests::pending;
 
     #[test]
-    fn an_approval_is_indexed_under_each_approver_its_requester_and_both() {
+    fn an_approval_is_indexed_under_each_approver_and_its_requester_at_its_status() {
         let mut approval = pending(1_000);
         approval.requested_by = Some(Approver::parse("CI@acme").unwrap());
         approval.approvers = vec![
             Approver::parse("alice").unwrap(),
             Approver::parse("Bob").unwrap(),
         ];
-        let items = index_items(&approval);
-        let facets: Vec<String> = items
+        let items = index_items(&approval, Status::Approved);
+        let keys: Vec<String> = items
             .iter()
             .map(|i| get_s(i, "pk").unwrap().replace(SEP, "|"))
             .collect();
         assert_eq!(
-            facets,
+            keys,
             [
-                "acme|r|ci@acme",
-                "acme|a|alice",
-                "acme|a|alice|r|ci@acme",
-                "acme|a|bob",
-                "acme|a|bob|r|ci@acme",
+                "acme|r|ci@acme|approved",
+                "acme|a|alice|approved",
+                "acme|a|bob|approved",
             ]
         );
-        assert!(
-            items
+        assert!(items.iter().all(|i| i.len() == 2), "keys only");
+    }
+
+    #[test]
+    fn a_page_resumes_after_an_id_also_from_a_cursor_given_out_before_v5() {
+        let id = "01J0000000000000000000000A";
+        let cursor = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
                 .iter()
-                .all(|i| get_s(i, "facet_status").unwrap().ends_with("pending"))
-        );
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(after_of(&cursor(&[("after", id)])).as_deref(), Some(id));
+        let by_status = format!("pending#{id}");
+        let before = cursor(&[("pk", "x"), ("tenant", "t"), ("status_id", &by_status)]);
+        assert_eq!(after_of(&before).as_deref(), Some(id));
+        let by_tenant = cursor(&[("pk", "x"), ("tenant", "t"), ("id", id)]);
+        assert_eq!(after_of(&by_tenant).as_deref(), Some(id));
+        assert_eq!(after_of(&cursor(&[("pk", "x")])), None);
     }
 }

@@ -1,7 +1,6 @@
 //! The table definitions (`infra/tables.json`, shared with the deployment) and their creation on
 //! a local or test AWS. Lambdas never create tables; the SAM template does.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::client::Waiters;
@@ -101,25 +100,6 @@ pub fn definitions() -> Vec<TableDefinition> {
     serde_json::from_str::<Definitions>(DEFINITIONS)
         .map(|d| d.tables)
         .unwrap_or_default()
-}
-
-static DEFINED: LazyLock<Vec<TableDefinition>> = LazyLock::new(definitions);
-
-/// The attributes of the key that resumes a Query of `table` (a logical name), or of its
-/// `index`, right after an item — what DynamoDB returns as a page's LastEvaluatedKey: the
-/// table's key, and for a secondary index the index's key attributes as well. `None` for a
-/// table or index that is not defined.
-pub(crate) fn start_key_attributes(table: &str, index: Option<&str>) -> Option<Vec<&'static str>> {
-    let def = DEFINED.iter().find(|d| d.name == table)?;
-    let mut names = vec![def.partition_key.as_str()];
-    names.extend(def.sort_key.as_deref());
-    if let Some(index) = index {
-        let index = def.indexes.iter().find(|i| i.name == index)?;
-        names.extend([index.partition_key.as_str(), index.sort_key.as_str()]);
-    }
-    names.sort_unstable();
-    names.dedup();
-    Some(names)
 }
 
 fn physical_name<'a>(tables: &'a Tables, logical: &str) -> Option<&'a str> {
@@ -267,26 +247,5 @@ mod tests {
                 .all(|d| physical_name(&tables, &d.name).is_some())
         );
         assert_eq!(defs[0].stream.as_deref(), Some("NEW_AND_OLD_IMAGES"));
-    }
-
-    #[test]
-    fn a_query_resumes_from_the_table_key_and_its_index_key() {
-        let attributes = |table, index| start_key_attributes(table, index).unwrap();
-        assert_eq!(attributes("approvals", None), ["pk"]);
-        assert_eq!(
-            attributes("approvals", Some("by_tenant")),
-            ["id", "pk", "tenant"]
-        );
-        assert_eq!(
-            attributes("approvals", Some("by_status")),
-            ["pk", "status_id", "tenant"]
-        );
-        assert_eq!(attributes("approval_index", None), ["id", "pk"]);
-        assert_eq!(
-            attributes("approval_index", Some("by_status")),
-            ["facet_status", "id", "pk"]
-        );
-        assert_eq!(start_key_attributes("approvals", Some("by_colour")), None);
-        assert_eq!(start_key_attributes("colours", None), None);
     }
 }

@@ -1,9 +1,22 @@
-//! The events table: the audit trail (its events derived in [`crate::domain::trail`]), one item per event id (so an event derived twice is
-//! stored once), listed in trail order through the `by_order` local index.
+//! The events table: the audit trail (its events derived in [`crate::domain::trail`]).
+//!
+//! An approval's events are items under its key, sorted by the table's own sort key, so the
+//! trail needs no index: each item holds the events that share an order up to its last `#`, as
+//! a list `e` of `{i: id, t: type, a: at, c: actor, d: data}` (the `#NN` is the event's place in
+//! the list). That is one item for the events one change derives (a stream record's,
+//! `{position}`), and one for each event the executor records (`{cause}~{what}`). Writing an
+//! item again writes the same item: a redelivered change adds nothing, and a callback's
+//! delivered and failed share one item (one record, written once).
+//!
+//! Events stored before v5 are items of their own, keyed by event id and listed through the
+//! `by_order` local index (`trail_order`); a trail reads both and merges them by order, so an
+//! approval created before an upgrade keeps its trail. New items have no `trail_order`: the
+//! index, which a table keeps for life, is never written again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashSet};
 
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, PutRequest, WriteRequest};
 use serde_json::Value;
 
@@ -11,42 +24,96 @@ use super::attr::{Item, get_n, get_s, n, s};
 use super::client::Store;
 use super::error::{StoreError, is_transient};
 use super::keys::trail_key;
-use crate::domain::trail::{EventType, TrailEvent};
+use crate::domain::trail::{EventType, TrailEvent, order_place};
 use crate::domain::{ApprovalId, TenantId};
 
-pub(crate) fn event_to_item(event: &TrailEvent) -> Item {
-    HashMap::from([
-        (
-            "pk".to_owned(),
-            s(trail_key(&event.tenant, &event.approval_id)),
-        ),
-        ("id".to_owned(), s(&event.id)),
-        ("trail_order".to_owned(), s(&event.order)),
-        ("type".to_owned(), s(event.kind.as_str())),
-        ("at".to_owned(), n(event.at)),
-        ("actor".to_owned(), s(event.actor.to_string())),
-        ("data".to_owned(), s(event.data.to_string())),
-        ("tenant".to_owned(), s(event.tenant.as_str())),
-        ("approval_id".to_owned(), s(event.approval_id.as_str())),
-    ])
+/// The list of an item's events.
+const EVENTS: &str = "e";
+
+/// The item key an order is stored under.
+fn item_key(order: &str) -> &str {
+    order_place(order).0
 }
 
-fn event_from_item(item: &Item) -> Result<TrailEvent, StoreError> {
-    let json = |name: &'static str| -> Result<Value, StoreError> {
-        serde_json::from_str(get_s(item, name)?).map_err(|_| StoreError::corrupt(name))
+fn event_entry(event: &TrailEvent) -> AttributeValue {
+    AttributeValue::M(
+        [
+            ("i", s(&event.id)),
+            ("t", s(event.kind.as_str())),
+            ("a", n(event.at)),
+            ("c", s(event.actor.to_string())),
+            ("d", s(event.data.to_string())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect(),
+    )
+}
+
+/// The items `events` are stored as: one per item key, its events in their places.
+pub(crate) fn event_items(events: &[TrailEvent]) -> Vec<Item> {
+    let mut items: BTreeMap<(String, &str), Vec<(usize, &TrailEvent)>> = BTreeMap::new();
+    for event in events {
+        let (key, index) = order_place(&event.order);
+        items
+            .entry((trail_key(&event.tenant, &event.approval_id), key))
+            .or_default()
+            .push((index, event));
+    }
+    items
+        .into_iter()
+        .map(|((pk, key), mut events)| {
+            events.sort_by_key(|(index, _)| *index);
+            let list = events.iter().map(|(_, e)| event_entry(e)).collect();
+            Item::from([
+                ("pk".to_owned(), s(pk)),
+                ("id".to_owned(), s(key)),
+                (EVENTS.to_owned(), AttributeValue::L(list)),
+            ])
+        })
+        .collect()
+}
+
+fn json(value: &str, name: &'static str) -> Result<Value, StoreError> {
+    serde_json::from_str(value).map_err(|_| StoreError::corrupt(name))
+}
+
+/// The events an item holds: a list of them, or (before v5) one event.
+fn events_from_item(
+    item: &Item,
+    tenant: &TenantId,
+    approval_id: &ApprovalId,
+) -> Result<Vec<TrailEvent>, StoreError> {
+    let Some(list) = item.get(EVENTS) else {
+        return Ok(vec![TrailEvent {
+            id: get_s(item, "id")?.to_owned(),
+            kind: EventType::parse(get_s(item, "type")?).ok_or(StoreError::corrupt("type"))?,
+            at: get_n(item, "at")?,
+            actor: json(get_s(item, "actor")?, "actor")?,
+            data: json(get_s(item, "data")?, "data")?,
+            order: get_s(item, "trail_order")?.to_owned(),
+            tenant: tenant.clone(),
+            approval_id: approval_id.clone(),
+        }]);
     };
-    Ok(TrailEvent {
-        id: get_s(item, "id")?.to_owned(),
-        kind: EventType::parse(get_s(item, "type")?).ok_or(StoreError::corrupt("type"))?,
-        at: get_n(item, "at")?,
-        actor: json("actor")?,
-        data: json("data")?,
-        order: get_s(item, "trail_order")?.to_owned(),
-        tenant: TenantId::parse(get_s(item, "tenant")?)
-            .map_err(|_| StoreError::corrupt("tenant"))?,
-        approval_id: ApprovalId::parse(get_s(item, "approval_id")?)
-            .map_err(|_| StoreError::corrupt("approval_id"))?,
-    })
+    let key = get_s(item, "id")?;
+    let list = list.as_l().map_err(|_| StoreError::corrupt(EVENTS))?;
+    list.iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let entry = entry.as_m().map_err(|_| StoreError::corrupt(EVENTS))?;
+            Ok(TrailEvent {
+                id: get_s(entry, "i")?.to_owned(),
+                kind: EventType::parse(get_s(entry, "t")?).ok_or(StoreError::corrupt("t"))?,
+                at: get_n(entry, "a")?,
+                actor: json(get_s(entry, "c")?, "c")?,
+                data: json(get_s(entry, "d")?, "d")?,
+                order: format!("{key}#{index:02}"),
+                tenant: tenant.clone(),
+                approval_id: approval_id.clone(),
+            })
+        })
+        .collect()
 }
 
 /// A page of an approval's trail.
@@ -57,23 +124,29 @@ pub struct EventPage {
     pub next: Option<(String, String)>,
 }
 
+/// Where an event sorts in its trail: by order, then id (two events may share an order before
+/// v5: a callback's and a GitHub answer's after the same event).
+fn place(event: &TrailEvent) -> (&str, &str) {
+    (&event.order, &event.id)
+}
+
 impl Store {
-    /// A Put of the event, for a transaction that commits it with the transition it records.
+    /// The Put of the event recorded with a transition, for the transaction that commits them.
     pub(crate) fn event_put(&self, event: &TrailEvent) -> Result<Put, StoreError> {
         Put::builder()
             .table_name(&self.tables.events)
-            .set_item(Some(event_to_item(event)))
+            .set_item(event_items(std::slice::from_ref(event)).pop())
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 
-    /// Stores events (derived from committed changes). Writing one again writes the same item:
-    /// a redelivered change adds nothing.
+    /// Stores events (derived from committed changes), one item per change. Writing one again
+    /// writes the same item: a redelivered change adds nothing.
     pub async fn put_events(&self, events: &[TrailEvent]) -> Result<(), StoreError> {
-        let mut requests = Vec::with_capacity(events.len());
-        for event in events {
+        let mut requests = Vec::new();
+        for item in event_items(events) {
             let put = PutRequest::builder()
-                .set_item(Some(event_to_item(event)))
+                .set_item(Some(item))
                 .build()
                 .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?;
             requests.push(WriteRequest::builder().put_request(put).build());
@@ -81,35 +154,33 @@ impl Store {
         self.batch_write(&self.tables.events, requests).await
     }
 
-    /// The type of the event stored under `event_id` in the approval's trail, if there is one:
-    /// one strongly consistent read (a callback's outcome, before it is delivered again).
+    /// The type of the event stored where `event` would be (a callback's outcome, delivered or
+    /// failed), if one is: one strongly consistent read, before a callback is delivered again.
     pub async fn recorded_event(
         &self,
-        tenant: &TenantId,
-        approval_id: &ApprovalId,
-        event_id: &str,
+        event: &TrailEvent,
     ) -> Result<Option<EventType>, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.tables.events)
-            .key("pk", s(trail_key(tenant, approval_id)))
-            .key("id", s(event_id))
-            .projection_expression("#type")
-            .expression_attribute_names("#type", "type")
+            .key("pk", s(trail_key(&event.tenant, &event.approval_id)))
+            .key("id", s(item_key(&event.order)))
             .consistent_read(true)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        output
-            .item()
-            .map(|item| EventType::parse(get_s(item, "type")?).ok_or(StoreError::corrupt("type")))
-            .transpose()
+        let Some(item) = output.item() else {
+            return Ok(None);
+        };
+        let stored = events_from_item(item, &event.tenant, &event.approval_id)?;
+        Ok(stored.first().map(|e| e.kind))
     }
 
-    /// Stores `event` unless its id is stored already (by this event, or another that shares
-    /// its id: a callback's two outcomes) — or is stored as `replaces` (a failure a delivery
-    /// that came after all outdoes): true when this put stored it. One conditional write.
+    /// Stores `event` (alone in its item) unless its item is stored already (by this event, or
+    /// another that shares it: a callback's two outcomes) — or holds `replaces` (a failure a
+    /// delivery that came after all outdoes): true when this put stored it. One conditional
+    /// write.
     pub async fn put_event_once(
         &self,
         event: &TrailEvent,
@@ -119,13 +190,14 @@ impl Store {
             .client
             .put_item()
             .table_name(&self.tables.events)
-            .set_item(Some(event_to_item(event)))
+            .set_item(event_items(std::slice::from_ref(event)).pop())
             .expression_attribute_names("#pk", "pk");
         let put = match replaces {
             None => put.condition_expression("attribute_not_exists(#pk)"),
             Some(kind) => put
-                .condition_expression("attribute_not_exists(#pk) OR #type = :replaces")
-                .expression_attribute_names("#type", "type")
+                .condition_expression("attribute_not_exists(#pk) OR #e[0].#t = :replaces")
+                .expression_attribute_names("#e", EVENTS)
+                .expression_attribute_names("#t", "t")
                 .expression_attribute_values(":replaces", s(kind.as_str())),
         };
         let result = put.send().await;
@@ -139,7 +211,9 @@ impl Store {
         }
     }
 
-    /// One page of the approval's events, oldest first, after `after` (a page's `next`).
+    /// One page of the approval's events, oldest first, after `after` (a page's `next`): the
+    /// table's items from the one that holds `after` on, and (for events stored before v5) the
+    /// `by_order` index from `after`'s order on, queried together and merged.
     pub async fn list_events(
         &self,
         tenant: &TenantId,
@@ -148,37 +222,130 @@ impl Store {
         limit: i32,
     ) -> Result<EventPage, StoreError> {
         let key = trail_key(tenant, id);
-        let mut query = self
+        let from = after.as_ref().map(|(order, _)| order.as_str());
+        // Items' keys begin with a stream position (digits); ids before v5 with `evt_`. One
+        // item more than the page, as the first may hold only events the page starts after.
+        let items = self
+            .client
+            .query()
+            .table_name(&self.tables.events)
+            .key_condition_expression("#pk = :pk AND #id BETWEEN :from AND :to")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#id", "id")
+            .expression_attribute_values(":pk", s(&key))
+            .expression_attribute_values(":from", s(from.map_or("0", item_key)))
+            .expression_attribute_values(":to", s(":"))
+            .scan_index_forward(true)
+            .limit(limit.saturating_add(1))
+            .send();
+        // Two events before v5 may share an order: read past them.
+        let legacy = self
             .client
             .query()
             .table_name(&self.tables.events)
             .index_name("by_order")
-            .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", "pk")
             .expression_attribute_values(":pk", s(&key))
             .scan_index_forward(true)
-            .limit(limit);
-        if let Some((order, event_id)) = after {
-            query = query.set_exclusive_start_key(Some(HashMap::from([
-                ("pk".to_owned(), s(&key)),
-                ("id".to_owned(), AttributeValue::S(event_id)),
-                ("trail_order".to_owned(), AttributeValue::S(order)),
-            ])));
+            .limit(limit.saturating_add(2));
+        let legacy = match from {
+            Some(order) => legacy
+                .key_condition_expression("#pk = :pk AND #order >= :order")
+                .expression_attribute_names("#order", "trail_order")
+                .expression_attribute_values(":order", s(order)),
+            None => legacy.key_condition_expression("#pk = :pk"),
         }
-        let output = query
-            .send()
+        .send();
+        let (items, legacy) = futures::future::try_join(items, legacy)
             .await
             .map_err(|e| StoreError::from_sdk("Query", e))?;
-        let events = output
-            .items()
+        let read = |output: &QueryOutput| -> Result<Vec<TrailEvent>, StoreError> {
+            let mut events = Vec::new();
+            for item in output.items() {
+                events.extend(events_from_item(item, tenant, id)?);
+            }
+            Ok(events)
+        };
+        let sources = [read(&items)?, read(&legacy)?];
+        // A source that stopped before its end may hold events before the other's last: the
+        // page ends at the earliest place a source stopped.
+        let stopped = [&items, &legacy]
             .iter()
-            .map(event_from_item)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next = output
-            .last_evaluated_key()
-            .filter(|_| !events.is_empty())
-            .and_then(|_| events.last())
+            .zip(&sources)
+            .filter(|(output, _)| output.last_evaluated_key().is_some())
+            .filter_map(|(_, events)| events.iter().map(place).max())
+            .min()
+            .map(|(order, id)| (order.to_owned(), id.to_owned()));
+        let mut events: Vec<TrailEvent> = sources
+            .into_iter()
+            .flatten()
+            .filter(|e| {
+                after
+                    .as_ref()
+                    .is_none_or(|(order, id)| place(e) > (order.as_str(), id.as_str()))
+            })
+            .filter(|e| {
+                stopped
+                    .as_ref()
+                    .is_none_or(|(order, id)| place(e) <= (order.as_str(), id.as_str()))
+            })
+            .collect();
+        events.sort_by(|a, b| place(a).cmp(&place(b)));
+        // An event stored both ways (a change redelivered across the upgrade) is listed once.
+        let mut seen = HashSet::new();
+        events.retain(|e| seen.insert(e.id.clone()));
+        let limit = usize::try_from(limit).unwrap_or(0);
+        let more = stopped.is_some() || events.len() > limit;
+        events.truncate(limit);
+        let next = events
+            .last()
+            .filter(|_| more)
             .map(|e| (e.order.clone(), e.id.clone()));
         Ok(EventPage { events, next })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(order: &str, id: &str) -> TrailEvent {
+        TrailEvent {
+            id: id.to_owned(),
+            kind: EventType::VoteRecorded,
+            at: 1,
+            actor: json!({"channel": "api"}),
+            data: json!({}),
+            order: order.to_owned(),
+            tenant: TenantId::parse("tenant-a").unwrap(),
+            approval_id: ApprovalId::generate_for(1),
+        }
+    }
+
+    #[test]
+    fn one_item_per_change_its_events_in_their_places_and_read_back_in_order() {
+        let mut events = vec![
+            event("p1#01", "evt_b"),
+            event("p1#00", "evt_a"),
+            event("p1~00c#00", "evt_c"),
+        ];
+        let id = events[0].approval_id.clone();
+        for e in &mut events {
+            e.approval_id = id.clone();
+        }
+        let items = event_items(&events);
+        assert_eq!(items.len(), 2, "the change's two events, and the callback");
+        let tenant = TenantId::parse("tenant-a").unwrap();
+        let back: Vec<TrailEvent> = items
+            .iter()
+            .flat_map(|item| events_from_item(item, &tenant, &id).unwrap())
+            .collect();
+        let orders: Vec<&str> = back.iter().map(|e| e.order.as_str()).collect();
+        assert_eq!(orders, ["p1#00", "p1#01", "p1~00c#00"]);
+        assert_eq!(back[0], events[1]);
+        assert_eq!(item_key("p1~00c#00"), "p1~00c");
+        assert_eq!(order_place("0042#07"), ("0042", 7));
+        assert_eq!(order_place("0042#00#n#alice"), ("0042#00#n#alice", 0));
     }
 }

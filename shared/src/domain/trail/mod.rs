@@ -10,9 +10,11 @@
 //! and attempt), never of when or how often it was seen: a stream record or job delivered twice
 //! derives the same ids, and the events table is keyed by id, so it holds each event once.
 //! Events are listed in `order`: the stream record's sequence number (DynamoDB keeps one item's
-//! changes in order) and the event's index in its record; an event the executor records sorts
-//! right after the event that caused it (a notification after the creation, a callback's
-//! delivery after the event it delivered).
+//! changes in order) and the event's index in its record (`{position}#{index}`); an event the
+//! executor records sorts after the event that caused it (a notification after the creation, a
+//! callback's delivery after the event it delivered), after every event of the cause's change:
+//! `{cause's key}~{cause's place}{what}#00` (see [`order_place`]). Stored, the events of one key
+//! share one item (see `store/trail.rs`).
 
 mod derive;
 #[cfg(test)]
@@ -203,19 +205,41 @@ impl TrailEvent {
             at,
             actor,
             data,
-            order: format!("{after}#{}", order_suffix(kind, discriminator)),
+            order: {
+                let (key, index) = order_place(after);
+                format!("{key}~{index:02}{}#00", order_suffix(kind, discriminator))
+            },
             tenant: tenant.clone(),
             approval_id: approval_id.clone(),
         }
     }
 }
 
+/// What tells apart the events recorded after one event: each approver's notification (by a
+/// hash of the identity, which may hold any character), the event's callback, the GitHub
+/// answer. A notification's sent and failed share it, as a callback's delivered and failed do
+/// (they are one record, written once).
 fn order_suffix(kind: EventType, discriminator: &str) -> String {
     match kind {
         EventType::NotificationSent | EventType::NotificationFailed => {
-            format!("n#{discriminator}")
+            let digest = Sha256::digest(discriminator.as_bytes());
+            format!("n{}", hex::encode(&digest[..8]))
         }
+        EventType::GithubAnswered | EventType::GithubAnswerFailed => "g".to_owned(),
         _ => "c".to_owned(),
+    }
+}
+
+/// An order's key and place: `{key}#{NN}` — the events of one change share a key, each at its
+/// place. Keys hold no `#`, so orders sort as their keys, then places, do (and as the events
+/// table's items, keyed by key, are read). An order of another shape (stored before v5) is its
+/// own key, at place 0.
+pub fn order_place(order: &str) -> (&str, usize) {
+    match order.rsplit_once('#') {
+        Some((key, place)) if place.len() == 2 && place.bytes().all(|b| b.is_ascii_digit()) => {
+            (key, place.parse().unwrap_or(0))
+        }
+        _ => (order, 0),
     }
 }
 

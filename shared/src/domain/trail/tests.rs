@@ -198,8 +198,10 @@ fn each_status_query_is_an_event_before_what_it_led_to() {
     );
 }
 
+/// An event the executor records sorts after its cause's change (every event of it), before
+/// the next change; its order's key holds no `#`, so orders sort as the items that store them.
 #[test]
-fn executor_events_sort_right_after_their_cause() {
+fn executor_events_sort_after_their_cause() {
     let created = format!("{}#00", stream_position("7"));
     let next = format!("{}#01", stream_position("7"));
     let (tenant, id) = (TenantId::parse("acme").unwrap(), ApprovalId::generate());
@@ -212,8 +214,23 @@ fn executor_events_sort_right_after_their_cause() {
         json!({}),
         json!({}),
     );
-    assert!(created < sent.order && sent.order < next);
+    assert!(created < next && next < sent.order);
     assert!(sent.order < format!("{}#00", stream_position("8")));
+    let (key, place) = order_place(&sent.order);
+    assert_eq!(place, 0);
+    assert!(!key.contains('#') && key.starts_with(&stream_position("7")));
+    let delivered = TrailEvent::recorded_after(
+        &sent.order,
+        EventType::CallbackDelivered,
+        (&tenant, &id),
+        &sent.id,
+        6,
+        json!({}),
+        json!({}),
+    );
+    assert!(sent.order < delivered.order);
+    assert!(delivered.order < format!("{}#00", stream_position("8")));
+    assert!(!order_place(&delivered.order).0.contains('#'));
     assert_eq!(
         sent.id,
         event_id(&tenant, &id, EventType::NotificationSent, "alice")

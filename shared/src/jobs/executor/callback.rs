@@ -22,14 +22,11 @@ impl Executor {
         &self,
         r: &Receipt<'_>,
     ) -> Result<Disposition, StoreError> {
-        let Some(outcome_id) = r.job.outcome_id() else {
+        // Where its outcome is stored, delivered or failed alike.
+        let Some(outcome) = r.job.ended_event(&Completion::Succeeded, 0) else {
             return Ok(Disposition::Retry);
         };
-        let recorded = self
-            .app
-            .store
-            .recorded_event(r.job.tenant(), r.job.approval_id(), &outcome_id)
-            .await?;
+        let recorded = self.app.store.recorded_event(&outcome).await?;
         match recorded {
             Some(EventType::CallbackFailed) => {
                 // Failed for good: on to the DLQ (its alarm), however many copies come back.
