@@ -417,6 +417,11 @@ const CUTS: &[(&str, f64, f64)] = &[
         73.0,
         63.18,
     ),
+    (
+        "an approval's notifications one job under one ledger item (each approver still called once, with its own key, all at once; a retry calls only those not done), their events one item per attempt",
+        63.0,
+        56.73,
+    ),
 ];
 
 /// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers

@@ -100,6 +100,65 @@ async fn each_approver_gets_one_review_link() {
     );
 }
 
+/// An approval's notifications are one job: each approver is called once with its own key, at
+/// once; the ones the notifier answers are recorded together, and only the others are called
+/// again. A notification refused for good is recorded failed, and the job's message goes on to
+/// the DLQ (its alarm) once every approver is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approvals_notifications_are_one_job_and_a_retry_calls_only_those_not_done() {
+    let t = TestApp::start_jobs(&[]).await;
+    let (flaky, refused) = ("flaky-bob@example.com", "refused-carol@example.com");
+    let id = t
+        .create_ok(
+            KEY_A,
+            "notify-mixed",
+            &action_body("deploy", &[ALICE, flaky, refused]),
+        )
+        .await;
+    eventually("every approver's notification is recorded", || async {
+        let trail = t.trail(KEY_A, &id, 100).await;
+        trail
+            .iter()
+            .filter(|e| e["type"] == "notification.sent" || e["type"] == "notification.failed")
+            .count()
+            == 3
+    })
+    .await;
+    let key = |approver: &str| format!("{id}:notify:{approver}");
+    assert_eq!(
+        t.downstream().calls(&key(ALICE)),
+        1,
+        "done at once, never again"
+    );
+    assert_eq!(t.downstream().calls(&key(flaky)), 2, "503, then sent");
+    assert_eq!(
+        t.downstream().calls(&key(refused)),
+        1,
+        "410: failed for good"
+    );
+    let trail = t.trail(KEY_A, &id, 100).await;
+    let outcome = |approver: &str| {
+        trail
+            .iter()
+            .filter(|e| e["data"]["approver"] == approver)
+            .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(outcome(ALICE), ["notification.sent"]);
+    assert_eq!(outcome(flaky), ["notification.sent"]);
+    assert_eq!(outcome(refused), ["notification.failed"]);
+    let ledger = &t.app.config.tables.execution_ledger;
+    let item = t
+        .item(ledger, &format!("{id}#notify"))
+        .await
+        .expect("one ledger item");
+    assert_eq!(countersign_tests::attr_s(&item, "status"), "failed");
+    eventually("the notify job's message reached the DLQ", || async {
+        t.queue_depth(&t.queues().dlq_url).await >= 1
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn server_errors_are_retried_with_the_same_key() {
     let t = TestApp::start_jobs(&[]).await;

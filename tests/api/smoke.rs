@@ -262,8 +262,8 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
     invoke("dispatch", env, event).await;
     assert_eq!(
         t.queue_depth(&t.queues().queue_url).await,
-        2,
-        "one notify job per approver"
+        1,
+        "one notify job for the approvers"
     );
 }
 

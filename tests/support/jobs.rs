@@ -49,6 +49,9 @@ struct Recorded {
 /// - `gateway-timeout-acts-later`: answers 504 at once, and acts 3 s later — every call, as a
 ///   backend behind a gateway that does not dedupe (each call is one more effect).
 ///
+/// `/notify` is the notifier: 200, but for an approver named `flaky-…` 503 to the first call
+/// of its key, and for one named `refused-…` 410 to every call.
+///
 /// `GET /status/{mode}/{key}` is the targets' status URL (never counted as a call):
 /// - `truth`: `succeeded` once the key's effect happened, `not_found` before;
 /// - `pending-twice`: `pending` to the first two queries of a key, then as `truth`;
@@ -167,6 +170,7 @@ async fn answer(
         .unwrap_or_default()
         .to_owned();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body_approver = body["approver"].as_str().map(str::to_owned);
     let earlier = {
         let mut recorded = downstream.lock();
         recorded
@@ -180,8 +184,13 @@ async fn answer(
         earlier
     };
     let refused = downstream.lock().notify_status;
+    // The notifier answers by approver too: `flaky-…` 503 to a key's first call, `refused-…`
+    // 410 to every call.
+    let approver = body_approver.unwrap_or_default();
     let status = match (behaviour.as_str(), earlier) {
         ("notify", _) if refused.is_some() => refused.unwrap_or(StatusCode::OK),
+        ("notify", 0) if approver.starts_with("flaky-") => StatusCode::SERVICE_UNAVAILABLE,
+        ("notify", _) if approver.starts_with("refused-") => StatusCode::GONE,
         ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
         ("slow-reject-once", 0) => {

@@ -97,21 +97,133 @@ pub struct SlackJob {
     pub trace: Option<String>,
 }
 
+/// An approval's notifications: one call per approver (each with its own `Idempotency-Key`),
+/// made together, under one ledger item that keeps which approvers are done.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "NotifyJobBody")]
 pub struct NotifyJob {
     pub approval_id: ApprovalId,
     pub tenant: TenantId,
-    pub approver: Approver,
+    pub approvers: Vec<Approver>,
+    /// A job queued before v5 notified one approver under a ledger item of its own, which it
+    /// keeps (a deploy may find such a job in the queue).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_approver: bool,
     pub action: Value,
     pub context: Value,
     pub expires_at: EpochSeconds,
-    /// The trail order of the approval's `approval.created` event: `notification.sent` sorts
-    /// right after it.
+    /// The trail order of the approval's `approval.created` event: the notifications' events
+    /// sort after it.
     #[serde(default)]
     pub after: String,
     /// The approval's trace ([`crate::observe::TraceContext::stored`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+}
+
+/// A notify job as a message body holds it: as [`NotifyJob`] writes it, or (queued before v5)
+/// one job per approver (`approver`).
+#[derive(Deserialize)]
+struct NotifyJobBody {
+    approval_id: ApprovalId,
+    tenant: TenantId,
+    #[serde(default)]
+    approvers: Option<Vec<Approver>>,
+    #[serde(default)]
+    approver: Option<Approver>,
+    #[serde(default)]
+    per_approver: bool,
+    action: Value,
+    context: Value,
+    expires_at: EpochSeconds,
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    trace: Option<String>,
+}
+
+impl TryFrom<NotifyJobBody> for NotifyJob {
+    type Error = &'static str;
+
+    fn try_from(body: NotifyJobBody) -> Result<Self, Self::Error> {
+        let per_approver = body.per_approver || body.approver.is_some();
+        let approvers = match (body.approvers, body.approver) {
+            (Some(approvers), _) if !approvers.is_empty() => approvers,
+            (_, Some(approver)) => vec![approver],
+            _ => return Err("a notify job names its approvers"),
+        };
+        Ok(Self {
+            approval_id: body.approval_id,
+            tenant: body.tenant,
+            approvers,
+            per_approver,
+            action: body.action,
+            context: body.context,
+            expires_at: body.expires_at,
+            after: body.after,
+            trace: body.trace,
+        })
+    }
+}
+
+impl NotifyJob {
+    /// The `Idempotency-Key` of `approver`'s notification: the same on every attempt. An
+    /// approver's name may hold any character but controls; a header value only visible ASCII
+    /// (and surrounding spaces are trimmed): the rest is percent-encoded, so
+    /// `alice@example.com` stays as it is.
+    pub fn key_for(&self, approver: &Approver) -> String {
+        format!(
+            "{}:notify:{}",
+            self.approval_id,
+            percent_encoding::utf8_percent_encode(approver.as_str(), HEADER_UNSAFE)
+        )
+    }
+
+    /// The events of one end of the job: each approver's notification sent or failed
+    /// (`outcomes`), in one item of the trail after the creation — `attempt` tells apart the
+    /// ends of one job (each attempt ends once; a give-up counts as one more).
+    pub fn events(
+        &self,
+        outcomes: &[(&Approver, Result<(), String>)],
+        attempt: u32,
+        now: EpochSeconds,
+    ) -> Vec<TrailEvent> {
+        outcomes
+            .iter()
+            .enumerate()
+            .map(|(place, (approver, outcome))| {
+                let (kind, data) = match outcome {
+                    Ok(()) => (
+                        EventType::NotificationSent,
+                        json!({ "approver": approver }),
+                    ),
+                    // Refused by the notifier, or out of attempts: no review link reached the
+                    // approver.
+                    Err(error) => (
+                        EventType::NotificationFailed,
+                        json!({ "approver": approver, "error": size::cut(error, size::MAX_ERROR_CHARS) }),
+                    ),
+                };
+                let mut event = TrailEvent::recorded_after(
+                    &self.after,
+                    kind,
+                    (&self.tenant, &self.approval_id),
+                    &approver.identity(),
+                    now,
+                    json!({ "channel": "notify" }),
+                    data,
+                );
+                event.order = notification_order(&self.after, attempt, place);
+                event
+            })
+            .collect()
+    }
+}
+
+/// Where the notifications one end records sort: after the creation, by end, then approver.
+fn notification_order(after: &str, attempt: u32, place: usize) -> String {
+    let (key, index) = crate::domain::trail::order_place(after);
+    format!("{key}~{index:02}n{attempt:03}#{place:02}")
 }
 
 /// One event delivered to the tenant's subscription.
@@ -249,7 +361,10 @@ impl Job {
     /// The job's deduplication identity.
     pub fn id(&self) -> String {
         match self {
-            Self::Notify(j) => format!("{}#notify#{}", j.approval_id, j.approver.as_str()),
+            Self::Notify(j) if j.per_approver => {
+                format!("{}#notify#{}", j.approval_id, j.approvers[0].as_str())
+            }
+            Self::Notify(j) => format!("{}#notify", j.approval_id),
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
@@ -270,7 +385,8 @@ impl Job {
     /// per callback, and per execution across its operator retries) and its generation.
     pub fn ledger(&self) -> LedgerKey {
         let guards = match self {
-            Self::Notify(j) => Guarded::Notification(j.approver.clone()),
+            Self::Notify(j) if j.per_approver => Guarded::Notification(j.approvers[0].clone()),
+            Self::Notify(_) => Guarded::Notifications,
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
             Self::Slack(_) => Guarded::SlackMessage,
@@ -285,24 +401,12 @@ impl Job {
     }
 
     /// The trail event an attempt's end makes (`completion`, as the ledger keeps it): a
-    /// notification sent or failed, a callback delivered or failed. An execution's events come
-    /// from the approval's own change, on the stream, so an execute job's end makes none here.
+    /// callback delivered or failed, a GitHub answer given or failed. An execution's events come
+    /// from the approval's own change, on the stream, so an execute job's end makes none here;
+    /// a notify job's are its approvers' ([`NotifyJob::events`]).
     pub fn ended_event(&self, completion: &Completion, now: EpochSeconds) -> Option<TrailEvent> {
         let completion = size::kept(completion);
         let (after, kind, discriminator, data) = match (self, &completion) {
-            (Self::Notify(j), Completion::Succeeded) => (
-                &j.after,
-                EventType::NotificationSent,
-                j.approver.identity(),
-                json!({ "approver": j.approver }),
-            ),
-            // Refused by the notifier, or out of attempts: no review link reached the approver.
-            (Self::Notify(j), Completion::Failed(error)) => (
-                &j.after,
-                EventType::NotificationFailed,
-                j.approver.identity(),
-                json!({ "approver": j.approver, "error": error }),
-            ),
             (Self::Callback(j), Completion::Succeeded) => (
                 &j.event_order,
                 EventType::CallbackDelivered,
@@ -365,14 +469,8 @@ impl Job {
     /// The `Idempotency-Key` sent downstream: the same on every attempt of the job.
     pub fn business_key(&self) -> String {
         match self {
-            // An approver's name may hold any character but controls; a header value only
-            // visible ASCII (and surrounding spaces are trimmed): the rest is percent-encoded, so
-            // `alice@example.com` stays as it is.
-            Self::Notify(j) => format!(
-                "{}:notify:{}",
-                j.approval_id,
-                percent_encoding::utf8_percent_encode(j.approver.as_str(), HEADER_UNSAFE)
-            ),
+            // Each approver's call has its own ([`NotifyJob::key_for`]).
+            Self::Notify(j) => format!("{}:notify", j.approval_id),
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored
             // result at a target that dedupes. (An approval from before keeps the key its
@@ -463,8 +561,8 @@ impl Job {
     }
 }
 
-/// The jobs one committed change of an approval makes: a new approval → one notify job per
-/// approver; pending → approved, or an operator retry (a new execution generation) → one
+/// The jobs one committed change of an approval makes: a new approval → one notify job for its
+/// approvers; pending → approved, or an operator retry (a new execution generation) → one
 /// execute job. Anything else → none.
 /// `created`: the order of the change's `approval.created` event, if it has one.
 pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: &str) -> Vec<Job> {
@@ -473,18 +571,17 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
     };
     let view = json!(new.view(new.created_at));
     let mut jobs = Vec::new();
-    if old.is_none() && new.status == Status::Pending {
-        jobs.extend(new.approvers.iter().map(|approver| {
-            Job::Notify(NotifyJob {
-                approval_id: new.id.clone(),
-                tenant: new.tenant.clone(),
-                approver: approver.clone(),
-                action: view["action"].clone(),
-                context: view["context"].clone(),
-                expires_at: new.expires_at,
-                after: created.to_owned(),
-                trace: new.trace.clone(),
-            })
+    if old.is_none() && new.status == Status::Pending && !new.approvers.is_empty() {
+        jobs.push(Job::Notify(NotifyJob {
+            approval_id: new.id.clone(),
+            tenant: new.tenant.clone(),
+            approvers: new.approvers.clone(),
+            per_approver: false,
+            action: view["action"].clone(),
+            context: view["context"].clone(),
+            expires_at: new.expires_at,
+            after: created.to_owned(),
+            trace: new.trace.clone(),
         }));
     }
     let newly_approved =

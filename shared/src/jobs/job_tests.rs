@@ -44,29 +44,81 @@ fn a_callbacks_two_outcomes_share_one_id_so_only_one_is_ever_stored() {
         job.ended_event(&Completion::RetryWait("HTTP 503".into()), 7)
             .is_none()
     );
-    // Notifications keep their ledger item, and their two outcomes their own ids.
+    // Notifications keep their ledger item.
     let notify = &jobs_for_change(None, Some(&approval), "p")[0];
     assert_eq!(notify.outcome_id(), None);
 }
 
 #[test]
-fn a_new_approval_notifies_each_approver_once() {
+fn a_new_approval_notifies_its_approvers_in_one_job_each_call_with_its_own_key() {
     let new = pending(1_000);
     let jobs = jobs_for_change(None, Some(&new), "");
     let ids: Vec<_> = jobs.iter().map(Job::id).collect();
+    assert_eq!(ids, [format!("{}#notify", new.id)]);
+    assert_eq!(jobs[0].ledger().pk(), format!("{}#notify", new.id));
+    let Job::Notify(job) = &jobs[0] else {
+        panic!("not a notify job")
+    };
+    let approvers: Vec<&str> = job.approvers.iter().map(Approver::as_str).collect();
+    assert_eq!(approvers, ["alice", "bob"]);
     assert_eq!(
-        ids,
-        [
-            format!("{}#notify#alice", new.id),
-            format!("{}#notify#bob", new.id)
-        ]
+        job.key_for(&job.approvers[0]),
+        format!("{}:notify:alice", new.id)
     );
-    assert_eq!(jobs[0].business_key(), format!("{}:notify:alice", new.id));
-    let mut odd = pending(1_000);
-    odd.approvers = vec![Approver::from_stored("José \u{FFFF}%").unwrap()];
-    let key = jobs_for_change(None, Some(&odd), "")[0].business_key();
-    assert_eq!(key, format!("{}:notify:Jos%C3%A9%20%EF%BF%BF%25", odd.id));
+    let odd = Approver::from_stored("José \u{FFFF}%").unwrap();
+    let key = job.key_for(&odd);
+    assert_eq!(key, format!("{}:notify:Jos%C3%A9%20%EF%BF%BF%25", new.id));
     assert!(axum::http::HeaderValue::from_str(&key).is_ok());
+}
+
+/// A notify job queued before v5 named one approver and had a ledger item of its own: read from
+/// the queue after an upgrade, it keeps both.
+#[test]
+fn a_notify_job_queued_before_v5_keeps_its_approver_and_its_ledger_item() {
+    let new = pending(1_000);
+    let queued_before = format!(
+        r#"{{"kind": "notify", "approval_id": "{}", "tenant": "acme", "approver": "alice",
+        "action": {{}}, "context": null, "expires_at": 5, "after": "p#00"}}"#,
+        new.id
+    );
+    let job: Job = serde_json::from_str(&queued_before).unwrap();
+    assert_eq!(job.id(), format!("{}#notify#alice", new.id));
+    assert_eq!(job.ledger().pk(), format!("{}#notify#alice", new.id));
+    let again: Job = serde_json::from_str(&job.to_body().unwrap()).unwrap();
+    assert_eq!(again, job, "it keeps them through the queue");
+}
+
+/// The events of one end of a notify job share one item of the trail, after the creation and
+/// before the next change; two ends (attempts) never share one.
+#[test]
+fn a_notify_jobs_end_records_its_approvers_in_one_item() {
+    use crate::domain::trail::{order_place, stream_position};
+    let new = pending(1_000);
+    let created = format!("{}#00", stream_position("7"));
+    let Job::Notify(job) = jobs_for_change(None, Some(&new), &created).remove(0) else {
+        panic!("not a notify job")
+    };
+    let outcomes = [
+        (&job.approvers[0], Ok(())),
+        (&job.approvers[1], Err("HTTP 410".to_owned())),
+    ];
+    let events = job.events(&outcomes, 1, 9);
+    assert_eq!(events[0].kind, EventType::NotificationSent);
+    assert_eq!(events[1].kind, EventType::NotificationFailed);
+    assert_eq!(
+        order_place(&events[0].order).0,
+        order_place(&events[1].order).0
+    );
+    assert!(created < events[0].order && events[1].order < format!("{}#00", stream_position("8")));
+    let later = job.events(&outcomes[..1], 2, 9);
+    assert_ne!(
+        order_place(&later[0].order).0,
+        order_place(&events[0].order).0
+    );
+    assert_eq!(
+        later[0].id, events[0].id,
+        "one id per approver's notification"
+    );
 }
 
 #[test]

@@ -108,7 +108,7 @@ impl Reconciler {
                 let reason = format!(
                     "never attempted: its job was lost and re-queued {tries} times without an attempt beginning"
                 );
-                let ended = store.fail_unbegun_job(&key, &reason, None, now).await?;
+                let ended = store.fail_unbegun_job(&key, &reason, &[], now).await?;
                 (ended, "failed")
             }
             Some(e) if e.generation > key.generation => (false, ""),

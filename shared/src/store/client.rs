@@ -174,6 +174,23 @@ impl Store {
     /// answer was lost meets its own result in the condition; the one-update callers (a ledger
     /// begin or end) tell their own write from the item returned, by its token.
     async fn update_alone(&self, update: &Update) -> Result<Transaction, StoreError> {
+        Ok(self.update_alone_with(update, false).await?.0)
+    }
+
+    /// [`Store::update_alone`], and the item as the update left it (DynamoDB's `ALL_NEW`, at
+    /// no extra capacity) when it applied.
+    pub(crate) async fn update_returning(
+        &self,
+        update: &Update,
+    ) -> Result<(Transaction, Option<Item>), StoreError> {
+        self.update_alone_with(update, true).await
+    }
+
+    async fn update_alone_with(
+        &self,
+        update: &Update,
+        return_new: bool,
+    ) -> Result<(Transaction, Option<Item>), StoreError> {
         let mut tries = 1;
         loop {
             let result = self
@@ -188,21 +205,21 @@ impl Store {
                 .set_return_values_on_condition_check_failure(
                     update.return_values_on_condition_check_failure().cloned(),
                 )
+                .set_return_values(return_new.then_some(ReturnValue::AllNew))
                 .send()
                 .await;
             let error = match result {
-                Ok(_) => return Ok(Transaction::Committed),
+                Ok(output) => return Ok((Transaction::Committed, output.attributes)),
                 Err(e) if is_transient(&e) => return Err(StoreError::from_sdk("UpdateItem", e)),
                 Err(e) => e.into_service_error(),
             };
             match error {
                 UpdateItemError::ConditionalCheckFailedException(failed) => {
-                    return Ok(Transaction::Cancelled(vec![
-                        CancellationReason::builder()
-                            .code("ConditionalCheckFailed")
-                            .set_item(failed.item)
-                            .build(),
-                    ]));
+                    let reason = CancellationReason::builder()
+                        .code("ConditionalCheckFailed")
+                        .set_item(failed.item)
+                        .build();
+                    return Ok((Transaction::Cancelled(vec![reason]), None));
                 }
                 // The item is in another transaction in flight: tried again with jitter, as a
                 // transaction cancelled by the conflict would be.

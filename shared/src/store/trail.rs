@@ -131,13 +131,19 @@ fn place(event: &TrailEvent) -> (&str, &str) {
 }
 
 impl Store {
-    /// The Put of the event recorded with a transition, for the transaction that commits them.
-    pub(crate) fn event_put(&self, event: &TrailEvent) -> Result<Put, StoreError> {
-        Put::builder()
-            .table_name(&self.tables.events)
-            .set_item(event_items(std::slice::from_ref(event)).pop())
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    /// The Puts of the events recorded with a transition (one item, for events of one end),
+    /// for the transaction that commits them.
+    pub(crate) fn event_puts(&self, events: &[TrailEvent]) -> Result<Vec<Put>, StoreError> {
+        event_items(events)
+            .into_iter()
+            .map(|item| {
+                Put::builder()
+                    .table_name(&self.tables.events)
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+            })
+            .collect()
     }
 
     /// Stores events (derived from committed changes), one item per change. Writing one again

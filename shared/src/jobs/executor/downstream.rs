@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::policy::{CallOutcome, StatusAnswer, classify};
 use crate::config::{Config, KEY_PLACEHOLDER, Secrets};
-use crate::domain::rfc3339;
+use crate::domain::{Approver, rfc3339};
 pub(super) use crate::github::api::Answered;
 use crate::github::api::GithubApi;
 use crate::jobs::job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob};
@@ -154,12 +154,10 @@ impl Downstream {
                 "context": j.context,
                 "decision": j.decision,
             })),
-            // Required at start (`Config::jobs`), and a refresh that no longer parses keeps the
-            // last values: never absent in practice.
-            Job::Notify(j) => match self.notification(j) {
-                Some(body) => self.http.post(url).json(&body),
-                None => return CallOutcome::Refused("no DECISION_TOKEN_SECRET".to_owned()),
-            },
+            // Each approver's call is its own ([`Downstream::notify`]).
+            Job::Notify(_) => {
+                return CallOutcome::Refused("a notify job calls each approver".into());
+            }
             Job::Slack(_) => return CallOutcome::Refused("a Slack job has no target URL".into()),
             Job::Github(_) => {
                 return CallOutcome::Refused("a GitHub answer has no target URL".into());
@@ -171,20 +169,31 @@ impl Downstream {
                 request.header("Idempotency-Key", job.business_key())
             }
         };
-        // The approval's trace, continued: the same trace id, a new parent span.
-        let request = request.header(TRACEPARENT, job.trace().traceparent());
-        let result = request.timeout(budget).send().await;
-        match result {
-            Ok(response) => classify(response.status().as_u16(), idempotent),
-            // Nothing reached the target.
-            Err(e) if e.is_connect() => {
-                CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
-            }
-            Err(e) if e.is_timeout() => {
-                CallOutcome::Unknown("no answer within the timeout".to_owned())
-            }
-            Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
-        }
+        call(request, job, idempotent, budget).await
+    }
+
+    /// Sends `approver`'s notification of `job` to the notifier at `url`, with the approver's
+    /// own `Idempotency-Key` ([`NotifyJob::key_for`]), within `budget`.
+    pub async fn notify(
+        &self,
+        job: &Job,
+        notify: &NotifyJob,
+        approver: &Approver,
+        url: &str,
+        budget: Duration,
+    ) -> CallOutcome {
+        // Required at start (`Config::jobs`), and a refresh that no longer parses keeps the
+        // last values: never absent in practice.
+        let Some(body) = self.notification(notify, approver) else {
+            return CallOutcome::Refused("no DECISION_TOKEN_SECRET".to_owned());
+        };
+        let request = self
+            .http
+            .post(url)
+            .json(&body)
+            .header("Idempotency-Key", notify.key_for(approver));
+        // The notifier dedupes by the key.
+        call(request, job, true, budget).await
     }
 
     /// Tells GitHub a deployment's answer (`call`), within `budget`; what GitHub answered.
@@ -216,17 +225,17 @@ impl Downstream {
 
     /// A notification: the approver's review link (minted here, never stored), and what to
     /// review.
-    fn notification(&self, job: &NotifyJob) -> Option<serde_json::Value> {
+    fn notification(&self, job: &NotifyJob, approver: &Approver) -> Option<serde_json::Value> {
         let secrets = self.app.secrets();
         let token = secrets.decision_token_secret.as_ref()?.mint(
             &job.tenant,
             &job.approval_id,
-            &job.approver,
+            approver,
             job.expires_at + REVIEW_LINK_GRACE_SECONDS,
         );
         Some(json!({
             "approval_id": job.approval_id,
-            "approver": job.approver,
+            "approver": approver,
             "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, job.approval_id),
             "action": job.action,
             "context": job.context,
@@ -298,6 +307,27 @@ impl Downstream {
             Ok(body) => StatusAnswer::parse(&body),
             Err(_) => StatusAnswer::CouldNotTell("status answer is not JSON".to_owned()),
         }
+    }
+}
+
+/// Sends `request` (the job's call) within `budget`, continuing the approval's trace: what the
+/// answer, or its absence, tells.
+async fn call(
+    request: reqwest::RequestBuilder,
+    job: &Job,
+    idempotent: bool,
+    budget: Duration,
+) -> CallOutcome {
+    // The approval's trace, continued: the same trace id, a new parent span.
+    let request = request.header(TRACEPARENT, job.trace().traceparent());
+    match request.timeout(budget).send().await {
+        Ok(response) => classify(response.status().as_u16(), idempotent),
+        // Nothing reached the target.
+        Err(e) if e.is_connect() => {
+            CallOutcome::Retryable(format!("connection failed: {}", error_kind(&e)))
+        }
+        Err(e) if e.is_timeout() => CallOutcome::Unknown("no answer within the timeout".to_owned()),
+        Err(e) => CallOutcome::Unknown(format!("request failed: {}", error_kind(&e))),
     }
 }
 

@@ -18,10 +18,11 @@ mod slack;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::domain::{Completion, LedgerStatus, rfc3339};
-use crate::jobs::job::Job;
+use crate::domain::trail::TrailEvent;
+use crate::domain::{Approver, Completion, LedgerStatus, rfc3339};
+use crate::jobs::job::{Job, NotifyJob};
 use crate::observe::{self, Metric};
-use crate::store::{AttemptEnd, Begin, LedgerKey, StoreError};
+use crate::store::{AttemptEnd, Begin, LedgerEntry, LedgerKey, StoreError};
 use crate::{App, ConfigError, Function};
 use downstream::{Downstream, Target};
 use message::{Disposition, JobQueue};
@@ -245,16 +246,19 @@ impl Executor {
                     .as_ref(),
             )
             .await?;
-        match begun {
-            Begin::Started => {}
+        let left = match begun {
+            Begin::Started(left) => left,
             Begin::Refused(entry) => return self.refused(r, entry).await,
             Begin::Superseded => return self.superseded(r).await,
-        }
+        };
 
         // Again after the begin, which a throttled store can make slow: the call must still end
         // before the invocation and the lease do, or the attempt's end could not be written.
         let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
         let budget = call_budget(self.call_timeout, r.remaining(), until_lease_end);
+        if let Job::Notify(job) = &r.job {
+            return self.notify(r, job, &attempt, left.as_ref(), budget).await;
+        }
         // An operator's retry (a generation after the first) follows an execution whose
         // outcome may be unknown: a target that can say what became of the key is asked before
         // it is called again, as every automatic retry does. A target that says it acted records
@@ -311,10 +315,6 @@ impl Executor {
                             .await
                     }
                 };
-                if let (Job::Notify(_), false) = (&r.job, matches!(outcome, CallOutcome::Succeeded))
-                {
-                    observe::count(Metric::NotificationFailed, &[]);
-                }
                 outcome
             }
             (None, _) => {
@@ -333,8 +333,7 @@ impl Executor {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }
             }
-            Job::Notify(_) => fail::fail_point!("notify::after_downstream"),
-            Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {}
+            Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it
@@ -356,12 +355,8 @@ impl Executor {
                 .finish(r, &attempt, end, Disposition::Retry, back)
                 .await;
         }
-        let (completion, disposition) = policy::after_call(
-            outcome,
-            matches!(r.job, Job::Notify(_)),
-            r.target.idempotent,
-            self.last_attempt(r),
-        );
+        let (completion, disposition) =
+            policy::after_call(outcome, false, r.target.idempotent, self.last_attempt(r));
         let end = AttemptEnd::by_owner(&completion, &attempt.token);
         let back = comes_back(&completion, disposition, r.message.receive_count);
         // GitHub's Retry-After (or rate limit reset) is never shortened by the backoff.
@@ -370,6 +365,100 @@ impl Executor {
             (back, _) => back,
         };
         self.finish(r, &attempt, end, disposition, back).await
+    }
+
+    /// An approval's notifications, in the attempt this worker began (`left`: the ledger as
+    /// the begin left it): every approver not done yet is called at once, each by a call of its
+    /// own with its own key (the notifier dedupes by it). The end records, with their events in
+    /// one item, the approvers done — sent, or refused for good — and leaves the others to the
+    /// next attempt, which calls only them.
+    async fn notify(
+        &self,
+        r: &Receipt<'_>,
+        job: &NotifyJob,
+        attempt: &Attempt,
+        left: Option<&LedgerEntry>,
+        budget: Option<Duration>,
+    ) -> Result<Disposition, StoreError> {
+        let done = |approver: &&Approver| {
+            left.is_some_and(|e| e.notified.iter().any(|d| d == approver.as_str()))
+        };
+        let remaining: Vec<&Approver> = job.approvers.iter().filter(|a| !done(a)).collect();
+        let outcomes: Vec<CallOutcome> = match (&r.target.url, budget) {
+            (Some(url), Some(budget)) => {
+                let calls = remaining
+                    .iter()
+                    .map(|approver| self.downstream.notify(&r.job, job, approver, url, budget));
+                futures::future::join_all(calls).await
+            }
+            (Some(_), None) => remaining
+                .iter()
+                .map(|_| {
+                    CallOutcome::Retryable(
+                        "not sent: too little of the invocation or the lease was left after the begin"
+                            .to_owned(),
+                    )
+                })
+                .collect(),
+            (None, _) => remaining
+                .iter()
+                .map(|_| CallOutcome::Refused("no notifier URL".to_owned()))
+                .collect(),
+        };
+        fail::fail_point!("notify::after_downstream");
+        let last = self.last_attempt(r);
+        let mut finished: Vec<(&Approver, Result<(), String>)> = Vec::new();
+        let mut waiting: Option<String> = None;
+        for (approver, outcome) in remaining.iter().zip(outcomes) {
+            if !matches!(outcome, CallOutcome::Succeeded) {
+                observe::count(Metric::NotificationFailed, &[]);
+            }
+            match policy::after_call(outcome, true, true, last).0 {
+                Completion::Succeeded => finished.push((approver, Ok(()))),
+                Completion::Failed(error) => finished.push((approver, Err(error))),
+                Completion::RetryWait(error)
+                | Completion::Unknown(error)
+                | Completion::NeedsReconciliation(error) => {
+                    waiting.get_or_insert(error);
+                }
+            }
+        }
+        let not_notified: Vec<String> = finished
+            .iter()
+            .filter(|(_, outcome)| outcome.is_err())
+            .map(|(approver, _)| approver.as_str().to_owned())
+            .collect();
+        let failed_before = left.is_some_and(|e| !e.not_notified.is_empty());
+        // A refused notification is lost to its approver: the job ends failed, its message on
+        // to the DLQ, once every approver is done.
+        let (completion, disposition) = match waiting {
+            Some(error) => (Completion::RetryWait(error), Disposition::Retry),
+            None if !not_notified.is_empty() || failed_before => (
+                Completion::Failed(format!(
+                    "not every approver was notified: {}",
+                    finished
+                        .iter()
+                        .find_map(|(_, outcome)| outcome.as_ref().err())
+                        .map_or("refused in an earlier attempt", String::as_str)
+                )),
+                Disposition::Retry,
+            ),
+            None => (Completion::Succeeded, Disposition::Ack),
+        };
+        let number = left.map_or(1, |e| e.attempts);
+        let events = job.events(&finished, number, self.app.clock.now());
+        let notified: Vec<String> = finished
+            .iter()
+            .map(|(approver, _)| approver.as_str().to_owned())
+            .collect();
+        let end = AttemptEnd {
+            events: &events,
+            notified: &notified,
+            not_notified: &not_notified,
+            ..AttemptEnd::by_owner(&completion, &attempt.token)
+        };
+        let back = comes_back(&completion, disposition, r.message.receive_count);
+        self.finish(r, attempt, end, disposition, back).await
     }
 
     /// What GitHub's answer to a deployment's review means for its job. GitHub's API names no
@@ -530,9 +619,13 @@ impl Executor {
         end: AttemptEnd<'_>,
     ) -> Result<bool, StoreError> {
         let now = self.app.clock.now();
-        let event = r.job.ended_event(end.completion, now);
+        // A notify job's end brings its own events; the others' come from the completion.
+        let event: Vec<TrailEvent> = match &r.job {
+            Job::Notify(_) => Vec::new(),
+            _ => r.job.ended_event(end.completion, now).into_iter().collect(),
+        };
         let end = AttemptEnd {
-            event: event.as_ref(),
+            events: if event.is_empty() { end.events } else { &event },
             ..end
         };
         let written = self
@@ -570,11 +663,12 @@ impl Executor {
             None => {
                 let completion = Completion::Failed(reason.to_owned());
                 let now = self.app.clock.now();
-                let event = r.job.ended_event(&completion, now);
+                let event: Vec<TrailEvent> =
+                    r.job.ended_event(&completion, now).into_iter().collect();
                 let written = self
                     .app
                     .store
-                    .fail_unbegun_job(&r.ledger, reason, event.as_ref(), now)
+                    .fail_unbegun_job(&r.ledger, reason, &event, now)
                     .await?;
                 tracing::warn!(job = r.job.id(), written, "{reason}");
                 if written {

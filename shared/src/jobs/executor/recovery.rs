@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::message::Disposition;
 use super::policy::{after_status, call_budget, comes_back, seconds_from_ms};
 use super::{Executor, Receipt};
-use crate::domain::{Completion, LedgerStatus};
+use crate::domain::trail::TrailEvent;
+use crate::domain::{Approver, Completion, LedgerStatus};
 use crate::jobs::job::Job;
 use crate::store::{AttemptEnd, LedgerEntry, StoreError};
 
@@ -138,6 +139,36 @@ impl Executor {
         Ok(disposition)
     }
 
+    /// The events of a job given up (`entry`: its ledger, if an attempt began): a notify job's
+    /// approvers not done yet, each failed, in one item after the last attempt's; any other
+    /// job's failure as its completion makes it.
+    fn failed_events(
+        &self,
+        r: &Receipt<'_>,
+        entry: Option<&LedgerEntry>,
+        reason: &str,
+    ) -> Vec<TrailEvent> {
+        let now = self.app.clock.now();
+        let Job::Notify(job) = &r.job else {
+            return r
+                .job
+                .ended_event(&Completion::Failed(reason.to_owned()), now)
+                .into_iter()
+                .collect();
+        };
+        let done = |approver: &Approver| {
+            entry.is_some_and(|e| e.notified.iter().any(|d| d == approver.as_str()))
+        };
+        let failed: Vec<(&Approver, Result<(), String>)> = job
+            .approvers
+            .iter()
+            .filter(|a| !done(a))
+            .map(|a| (a, Err(reason.to_owned())))
+            .collect();
+        // After the last attempt's own end (each attempt ends once).
+        job.events(&failed, entry.map_or(0, |e| e.attempts) + 1, now)
+    }
+
     /// A message received more often than `JOB_MAX_ATTEMPTS` (the queue's redrive policy allows
     /// a few more receives, for this): make no attempt, but make sure the execution does not
     /// stay `running` or `queued` — an attempt whose worker died during the last allowed
@@ -155,9 +186,9 @@ impl Executor {
                 r.message.receive_count
             );
             let now = self.app.clock.now();
-            let event = r.job.ended_event(&Completion::Failed(reason.clone()), now);
+            let events = self.failed_events(r, None, &reason);
             let recorded = store
-                .fail_unbegun_job(&r.ledger, &reason, event.as_ref(), now)
+                .fail_unbegun_job(&r.ledger, &reason, &events, now)
                 .await?;
             tracing::error!(
                 job = r.job.id(),
@@ -202,8 +233,15 @@ impl Executor {
         };
         if let Some(completion) = completion {
             let ender = ulid::Ulid::new().to_string();
-            self.write_end(r, &entry.token, AttemptEnd::by_owner(&completion, &ender))
-                .await?;
+            let events = match &completion {
+                Completion::Failed(reason) => self.failed_events(r, Some(&entry), reason),
+                _ => Vec::new(),
+            };
+            let end = AttemptEnd {
+                events: &events,
+                ..AttemptEnd::by_owner(&completion, &ender)
+            };
+            self.write_end(r, &entry.token, end).await?;
             tracing::warn!(job = r.job.id(), attempt_outcome = ?completion, "job out of attempts");
         }
         self.queue.come_back_in(r.message, 0).await;

@@ -43,9 +43,13 @@ pub struct AttemptEnd<'a> {
     /// delay puts off. The reconciler counts its bound from then, so a long status delay is not
     /// taken for a lost job.
     pub due_at: Option<EpochSeconds>,
-    /// The trail event the end makes, committed with it: a notification's or a callback's
-    /// outcome (an execution's events are derived from the approval's change instead).
-    pub event: Option<&'a TrailEvent>,
+    /// The trail events the end makes, committed with it: the notifications' outcomes, a
+    /// GitHub answer's (an execution's events are derived from the approval's change instead).
+    pub events: &'a [TrailEvent],
+    /// The approvers a notify job's end adds to those done (`notified`), and of them to those
+    /// whose notification failed (`not_notified`).
+    pub notified: &'a [String],
+    pub not_notified: &'a [String],
 }
 
 impl<'a> AttemptEnd<'a> {
@@ -57,7 +61,9 @@ impl<'a> AttemptEnd<'a> {
             ended_by: token,
             call_ended_ms: None,
             due_at: None,
-            event: None,
+            events: &[],
+            notified: &[],
+            not_notified: &[],
         }
     }
 }
@@ -115,6 +121,18 @@ impl Store {
             Some(_) => " REMOVE #lease_until",
             None => " REMOVE #lease_until, #last_error",
         });
+        let sets = [
+            ("notified", end.notified),
+            ("not_notified", end.not_notified),
+        ];
+        let added: Vec<String> = sets
+            .iter()
+            .filter(|(_, members)| !members.is_empty())
+            .map(|(name, _)| format!("#{name} :{name}"))
+            .collect();
+        if !added.is_empty() {
+            ledger_update.push_str(&format!(" ADD {}", added.join(", ")));
+        }
         let mut ledger_vals = values(&[
             (":status", s(status.as_str())),
             (":now", epoch(now)),
@@ -130,6 +148,9 @@ impl Store {
         if let Some(ms) = end.call_ended_ms {
             ledger_vals.insert(":call_ended_at".to_owned(), n(ms));
         }
+        for (name, members) in sets.iter().filter(|(_, members)| !members.is_empty()) {
+            ledger_vals.insert(format!(":{name}"), AttributeValue::Ss(members.to_vec()));
+        }
         let mut ledger_condition = ONLY_IF_OWNER.to_owned();
         if let Some(cutoff) = unchanged_since {
             ledger_condition.push_str(" AND #updated_at <= :cutoff");
@@ -141,7 +162,7 @@ impl Store {
             let execution =
                 self.execution_end(key, completion, check, now, end.due_at, unchanged_since)?;
             match self
-                .ledger_transaction(ledger.clone(), execution, end.event)
+                .ledger_transaction(ledger.clone(), execution, end.events)
                 .await?
             {
                 Transaction::Committed => return Ok(true),

@@ -45,10 +45,14 @@ pub struct LedgerKey {
     pub generation: u32,
 }
 
-/// What a ledger item guards: one notification per approver, one callback per event, and one
-/// execution per approval across its operator retries (each a generation of the same item).
+/// What a ledger item guards: an approval's notifications, one execution per approval across
+/// its operator retries (each a generation of the same item), its Slack message, a GitHub
+/// rejection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Guarded {
+    /// Every approver's notification: one item, which keeps the approvers done (`notified`).
+    Notifications,
+    /// One approver's notification, as jobs queued before v5 kept it.
     Notification(Approver),
     Execution,
     /// The event id it delivers.
@@ -64,6 +68,7 @@ impl LedgerKey {
     pub fn pk(&self) -> String {
         let id = &self.approval_id;
         match &self.guards {
+            Guarded::Notifications => format!("{id}#notify"),
             Guarded::Notification(approver) => format!("{id}#notify#{}", approver.as_str()),
             Guarded::Execution => format!("{id}#execute"),
             Guarded::Callback(event_id) => format!("{id}#callback#{event_id}"),
@@ -75,7 +80,7 @@ impl LedgerKey {
     /// The job's kind, as the ledger item records it.
     pub fn kind(&self) -> &'static str {
         match self.guards {
-            Guarded::Notification(_) => "notify",
+            Guarded::Notifications | Guarded::Notification(_) => "notify",
             Guarded::Execution => "execute",
             Guarded::Callback(_) => "callback",
             Guarded::SlackMessage => "slack",
@@ -103,6 +108,12 @@ pub struct LedgerEntry {
     pub call_ended_ms: Option<i64>,
     /// The last write's time (epoch seconds).
     pub updated_at: EpochSeconds,
+    /// The approvers whose notification is done (sent, or failed for good): a notify job's
+    /// later attempts call only the others.
+    pub notified: Vec<String>,
+    /// Of those, the ones whose notification failed for good: the job ends failed (its message
+    /// on to the DLQ, whose alarm someone watches) even when the last to be done was sent.
+    pub not_notified: Vec<String>,
 }
 
 impl LedgerEntry {
@@ -117,15 +128,26 @@ impl LedgerEntry {
             last_error: opt_s(item, "last_error"),
             call_ended_ms: get_n(item, "call_ended_at").ok(),
             updated_at: get_n(item, "updated_at").unwrap_or(0),
+            notified: strings(item, "notified"),
+            not_notified: strings(item, "not_notified"),
         })
+    }
+}
+
+/// A string set attribute's members (none when absent).
+fn strings(item: &Item, name: &str) -> Vec<String> {
+    match item.get(name) {
+        Some(AttributeValue::Ss(members)) => members.clone(),
+        _ => Vec::new(),
     }
 }
 
 /// How a begin ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Begin {
-    /// This worker owns a new attempt.
-    Started,
+    /// This worker owns a new attempt: the ledger as the begin left it, when the store said
+    /// (a begin that wrote the ledger alone).
+    Started(Option<LedgerEntry>),
     /// Refused: the ledger as it was. `None` when the approval refused instead (the job is of
     /// an older execution generation).
     Refused(Option<LedgerEntry>),
@@ -232,9 +254,9 @@ impl Store {
         &self,
         ledger: Update,
         execution: Option<Update>,
-        event: Option<&TrailEvent>,
+        events: &[TrailEvent],
     ) -> Result<Transaction, StoreError> {
-        self.ledger_transaction_fenced(ledger, execution, event, None)
+        self.ledger_transaction_fenced(ledger, execution, events, None)
             .await
     }
 
@@ -243,19 +265,15 @@ impl Store {
         &self,
         ledger: Update,
         execution: Option<Update>,
-        event: Option<&TrailEvent>,
+        events: &[TrailEvent],
         fence: Option<TransactWriteItem>,
     ) -> Result<Transaction, StoreError> {
         let mut items = vec![TransactWriteItem::builder().update(ledger).build()];
         if let Some(execution) = execution {
             items.push(TransactWriteItem::builder().update(execution).build());
         }
-        if let Some(event) = event {
-            items.push(
-                TransactWriteItem::builder()
-                    .put(self.event_put(event)?)
-                    .build(),
-            );
+        for put in self.event_puts(events)? {
+            items.push(TransactWriteItem::builder().put(put).build());
         }
         items.extend(fence);
         self.transact(items, &ulid::Ulid::new().to_string()).await
@@ -323,11 +341,18 @@ impl Store {
             .map(|round| self.github_answer_fence(round, &key.approval_id))
             .transpose()?;
         let fenced = fence.is_some();
-        match self
-            .ledger_transaction_fenced(ledger, execution, None, fence)
-            .await?
-        {
-            Transaction::Committed => Ok(Begin::Started),
+        // The ledger alone: one update, which says what it left.
+        let (begun, left) = if execution.is_none() && fence.is_none() {
+            self.update_returning(&ledger).await?
+        } else {
+            let begun = self
+                .ledger_transaction_fenced(ledger, execution, &[], fence)
+                .await?;
+            (begun, None)
+        };
+        let left = left.as_ref().map(LedgerEntry::from_item).transpose()?;
+        match begun {
+            Transaction::Committed => Ok(Begin::Started(left)),
             // The ledger's own refusal comes first (a job already done is done, fence or not).
             Transaction::Cancelled(reasons)
                 if fenced
@@ -343,7 +368,7 @@ impl Store {
                         && opt_s(old, "status").as_deref()
                             == Some(LedgerStatus::InProgress.as_str()) =>
                 {
-                    Ok(Begin::Started)
+                    Ok(Begin::Started(Some(LedgerEntry::from_item(old)?)))
                 }
                 Some(old) => Ok(Begin::Refused(Some(LedgerEntry::from_item(old)?))),
                 None => Ok(Begin::Refused(None)),
@@ -352,14 +377,14 @@ impl Store {
     }
 
     /// Records that the job never began within its attempts: `failed`, so that an operator's
-    /// retry resumes it (nothing was sent), with the event that makes (`event`: a notification's
-    /// or a callback's failure; an execution's is derived from the approval's change). Returns
-    /// false when an attempt began meanwhile.
+    /// retry resumes it (nothing was sent), with the events that makes (`events`: the
+    /// notifications' or a GitHub answer's failure; an execution's is derived from the
+    /// approval's change). Returns false when an attempt began meanwhile.
     pub async fn fail_unbegun_job(
         &self,
         key: &LedgerKey,
         reason: &str,
-        event: Option<&TrailEvent>,
+        events: &[TrailEvent],
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
         let ledger = self.ledger_update(
@@ -397,7 +422,7 @@ impl Store {
             ONLY_IF_CURRENT_GENERATION,
         )?;
         Ok(matches!(
-            self.ledger_transaction(ledger, execution, event).await?,
+            self.ledger_transaction(ledger, execution, events).await?,
             Transaction::Committed
         ))
     }
