@@ -304,7 +304,7 @@ impl Executor {
                 if let Job::Execute(j) = &r.job {
                     observe::count(Metric::ExecutionAttempt, &[j.action_type.as_str()]);
                 }
-                let outcome = match r.job.github_call() {
+                match r.job.github_call() {
                     Some(call) => {
                         let answered = self.downstream.answer_github(&r.job, call, budget).await;
                         self.github_outcome(r, answered, &mut github_wait).await?
@@ -314,8 +314,7 @@ impl Executor {
                             .send(&r.job, url, r.target.idempotent, budget)
                             .await
                     }
-                };
-                outcome
+                }
             }
             (None, _) => {
                 let kind = match &r.job {
