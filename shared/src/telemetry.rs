@@ -10,19 +10,55 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::fmt::{
+    FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter, SubscriberBuilder,
+};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Installs the JSON log subscriber (`RUST_LOG` overrides the level). Safe to call twice.
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn"));
-    let _ = tracing_subscriber::fmt()
+/// What is written when `RUST_LOG` says nothing (the template sets it from its `LogLevel`):
+/// one line per API request and whatever needs attention; a job's routine progress is `debug`
+/// (the trail records it).
+pub const DEFAULT_FILTER: &str = "info,aws_config=warn,aws_smithy_runtime=warn";
+
+fn builder<W>(writer: W, filter: EnvFilter) -> SubscriberBuilder<JsonFields, FlatJson, EnvFilter, W>
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .with_ansi(false)
         .fmt_fields(JsonFields::new())
         .event_format(FlatJson)
         .with_env_filter(filter)
-        .try_init();
+        .with_writer(writer)
+}
+
+/// The filter of a log level (`LOG_LEVEL`: error, warn, info or debug): that level for
+/// Countersign and what it uses, the AWS SDK's own chatter from `warn`.
+pub fn filter_for(level: &str) -> String {
+    format!("{level},aws_config=warn,aws_smithy_runtime=warn")
+}
+
+/// Installs the JSON log subscriber: at `RUST_LOG` if set, else at `LOG_LEVEL` (the template's
+/// `LogLevel`), else [`DEFAULT_FILTER`]. Safe to call twice.
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        match std::env::var("LOG_LEVEL").ok().as_deref() {
+            Some(level @ ("error" | "warn" | "info" | "debug")) => {
+                EnvFilter::new(filter_for(level))
+            }
+            _ => EnvFilter::new(DEFAULT_FILTER),
+        }
+    });
+    let _ = builder(std::io::stdout, filter).try_init();
+}
+
+/// The same lines, written to `writer` at `filter` (an `EnvFilter` directive): what the cost
+/// test counts.
+pub fn subscriber<W>(writer: W, filter: &str) -> impl Subscriber + Send + Sync + 'static
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    builder(writer, EnvFilter::new(filter)).finish()
 }
 
 /// One JSON object per event: `timestamp`, `level`, the fields of its spans (outermost first,

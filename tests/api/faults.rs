@@ -333,8 +333,9 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
         .await;
     assert_eq!(decided.status, 200, "{}", decided.text());
 
-    // The call is in flight (its answer comes a second later): from now on, every transaction
-    // is throttled, until the worker's first write of the end has used up the SDK's tries.
+    // The call is in flight (its answer comes a second later): from now on, every update (the
+    // end is one write of the approval, which carries its execution's ledger) is throttled,
+    // until the worker's first write of the end has used up the SDK's tries.
     let key = &execute_key("end-write-1", &id);
     let began = Instant::now();
     while t.downstream().calls(key) == 0 {
@@ -342,14 +343,14 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     proxy.set_rules(vec![Rule {
-        operation: "TransactWriteItems",
+        operation: "UpdateItem",
         fault: Fault::Throttled,
         probability: 1.0,
     }]);
     let throttled = || {
         proxy
             .injected()
-            .get(&("TransactWriteItems".to_owned(), Fault::Throttled))
+            .get(&("UpdateItem".to_owned(), Fault::Throttled))
             .copied()
             .unwrap_or(0)
     };
@@ -365,5 +366,5 @@ async fn an_attempts_end_is_written_through_a_throttled_store() {
     assert_eq!(done["execution"]["status"], "failed", "{done}");
     assert_eq!(done["execution"]["attempts"], 1, "{done}");
     assert_eq!(t.downstream().calls(key), 1, "the target was called once");
-    println!("throttled transactions: {}", throttled());
+    println!("throttled updates: {}", throttled());
 }

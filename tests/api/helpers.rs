@@ -6,8 +6,7 @@ use std::time::Duration;
 use countersign_tests::{ALICE, CreateBody, TestApp};
 use serde_json::json;
 
-/// The secret of the callback subscriptions below.
-pub const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=";
+pub use countersign_tests::CALLBACK_SECRET;
 
 /// `EVENT_SUBSCRIPTIONS` for tenant A: `url`, signed with [`CALLBACK_SECRET`], for `types` (all
 /// when `None`).

@@ -9,7 +9,6 @@
 
 mod alarms;
 mod claims;
-mod cost;
 mod create;
 mod decide;
 mod faults;

@@ -126,15 +126,12 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         t.app.secrets().event_subscriptions.get(&tenant),
     )[0];
     // A notification's begin is one item alone (a conditional update: a transaction of one
-    // item costs twice as much); an execution's begins with the approval's `execution`; a
-    // callback keeps no ledger item: it reads its outcome and puts it once.
+    // item costs twice as much), its complete a transaction with its events; an execution's
+    // ledger is on its approval, so its begin and its complete are one update each; a callback
+    // keeps no ledger item: it reads its outcome and puts it once.
     for (name, job, writes) in [
         ("notify", notify, ["UpdateItem", "TransactWriteItems"]),
-        (
-            "execute",
-            execute,
-            ["TransactWriteItems", "TransactWriteItems"],
-        ),
+        ("execute", execute, ["UpdateItem", "UpdateItem"]),
         ("callback", callback, ["GetItem", "PutItem"]),
     ] {
         let message = countersign::jobs::JobMessage {

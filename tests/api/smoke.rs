@@ -348,15 +348,11 @@ async fn executor_ends_a_slow_call_before_the_invocation_does() {
         json!({"batchItemFailures": [{"itemIdentifier": "m-1"}]}),
         "the message comes back for another attempt"
     );
-    let ledger = t
-        .item(
-            &t.app.config.tables.execution_ledger,
-            &format!("{id}#execute"),
-        )
-        .await
-        .expect("the attempt is in the ledger");
+    // The execution's ledger is on its approval.
+    let approval = t.approval_item(&id).await;
+    let execution = approval["execution"].as_m().expect("an execution");
     assert_eq!(
-        countersign_tests::attr_s(&ledger, "status"),
+        countersign_tests::attr_s(execution, "lg_status"),
         "retry_wait",
         "the attempt's end is recorded"
     );

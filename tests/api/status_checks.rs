@@ -71,13 +71,13 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
         "no second call"
     );
     assert_eq!(t.downstream().status_queries(key), 1);
-    // Round trips: the status query adds none. Two writes per notify job (a begin, one item
-    // alone, and a complete with its event);
-    // the execute job's call ends in doubt, so it writes its begin and an `unknown` end, and
-    // comes back after the target's status delay: a begin the ledger refuses (it reads the
-    // attempt from the refusal), the query, and the end it leads to. Besides create and decide,
-    // the dispatcher's batch writes (events, listing index) and the local runner's own
-    // bookkeeping (PutItem: its stream position).
+    // Round trips: the status query adds none. Two writes for the notify job (a begin, one item
+    // alone, and a complete with its events); the execute job's ledger is on its approval, so
+    // each of its writes is one update: its call ends in doubt, so it writes its begin and an
+    // `unknown` end, and comes back after the target's status delay: a begin the ledger
+    // refuses (it reads the attempt from the refusal), the query, and the end it leads to.
+    // Besides create and decide, the dispatcher's batch writes (events, listing index) and the
+    // local runner's own bookkeeping (PutItem: its stream position).
     eventually("the notification is recorded", || async {
         t.downstream().calls(&format!("{after}:notify:{ALICE}")) == 1
     })
@@ -96,10 +96,10 @@ async fn a_502_without_acting_is_not_found_and_called_again_after_acting_is_succ
         [
             "TransactWriteItems", // create
             "TransactWriteItems", // the notification's complete
-            "TransactWriteItems", // the execution's begin, its unknown end,
-            "TransactWriteItems", // the begin the ledger refuses,
-            "TransactWriteItems", // and the end the status query leads to
-            "TransactWriteItems",
+            "UpdateItem",         // the execution's begin, its unknown end,
+            "UpdateItem",         // the begin the ledger refuses,
+            "UpdateItem",         // and the end the status query leads to
+            "UpdateItem",
             "UpdateItem", // decide
             "UpdateItem", // the notification's begin
         ],

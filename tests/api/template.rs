@@ -8,11 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use countersign::store::schema::{IndexDefinition, definitions};
 use serde_norway::Value;
 
-pub(crate) fn template() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
-    let text = std::fs::read_to_string(path).expect("infra/template.yaml");
-    serde_norway::from_str(&text).expect("the template is YAML")
-}
+pub(crate) use countersign_tests::template;
 
 pub(crate) fn resources(template: &Value) -> Vec<(String, &Value)> {
     template["Resources"]
@@ -407,7 +403,22 @@ fn every_function_runs_on_graviton_al2023_with_its_own_role_and_binary() {
             text(&function["Properties"]["Role"]).contains("Role.Arn"),
             "{id}: its own role"
         );
+        // JSON logs, none of Lambda's own per invocation (START and REPORT are its INFO), and
+        // whatever the functions' LOG_LEVEL writes let through (the EMF metrics, which carry no
+        // level, count as INFO): what docs/COST.md counts.
+        let logging = &function["Properties"]["LoggingConfig"];
+        assert_eq!(logging["LogFormat"].as_str(), Some("JSON"), "{id}");
+        assert_eq!(logging["SystemLogLevel"].as_str(), Some("WARN"), "{id}");
+        assert_eq!(
+            logging["ApplicationLogLevel"].as_str(),
+            Some("DEBUG"),
+            "{id}"
+        );
     }
+    assert_eq!(
+        text(&globals["Environment"]["Variables"]["LOG_LEVEL"]),
+        "!Ref LogLevel"
+    );
     let executor = &template["Resources"]["ExecutorFunction"]["Properties"];
     assert_eq!(
         executor["Events"]["Jobs"]["Properties"]["FunctionResponseTypes"][0].as_str(),

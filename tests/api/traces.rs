@@ -71,7 +71,7 @@ async fn one_trace_from_create_to_every_call_and_nothing_requester_written_in_an
                 "WEBHOOK_SOURCES",
                 json!({"acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]}}).to_string(),
             ),
-            ("RUST_LOG", "info".to_owned()),
+            ("RUST_LOG", "info,countersign=debug".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
@@ -267,7 +267,7 @@ async fn the_lines_of_a_slack_decided_approval_name_it_and_its_trace() {
                 "https://approvals.example.com".to_owned(),
             ),
             ("NOTIFIER_URL", format!("{base}/notify")),
-            ("RUST_LOG", "info".to_owned()),
+            ("RUST_LOG", "info,countersign=debug".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );

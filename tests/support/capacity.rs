@@ -130,6 +130,8 @@ struct Table {
     name: String,
     keys: Vec<String>,
     indexes: Vec<Index>,
+    /// Its TTL attribute: an item that has it is deleted when it passes.
+    ttl: Option<String>,
 }
 
 /// The app's tables as `infra/tables.json` declares them, by their names in this test.
@@ -179,6 +181,7 @@ impl Schema {
                     name: t["name"].as_str().unwrap_or_default().to_owned(),
                     keys: key_names(t),
                     indexes,
+                    ttl: t["ttl_attribute"].as_str().map(str::to_owned),
                 };
                 (named(t["name"].as_str().expect("name")), table)
             })
@@ -268,6 +271,39 @@ impl Schema {
         units
     }
 
+    /// The bytes DynamoDB bills as stored for what `snapshot` keeps for good (an item with its
+    /// table's TTL attribute is deleted within days, and left out): each item's size and 100
+    /// bytes of overhead, and each index entry's (its keys and projection) and 100 more
+    /// ("Storage", DynamoDB pricing; "Item sizes and formats").
+    pub fn kept_bytes(&self, snapshot: &Snapshot) -> usize {
+        self.kept_items(snapshot)
+            .map(|(table, item)| {
+                let spec = self.table(table);
+                {
+                    let entries: usize = spec
+                        .indexes
+                        .iter()
+                        .filter_map(|index| self.entry(spec, index, Some(item)))
+                        .map(|entry| item_size(&entry) + 100)
+                        .sum();
+                    item_size(item) + 100 + entries
+                }
+            })
+            .sum()
+    }
+
+    /// The items `snapshot` keeps for good (not those its table's TTL deletes), by table.
+    pub fn kept_items<'s>(
+        &'s self,
+        snapshot: &'s Snapshot,
+    ) -> impl Iterator<Item = (&'s str, &'s Item)> + 's {
+        snapshot.0.iter().filter_map(|((table, _), item)| {
+            let spec = self.table(table);
+            let expires = spec.ttl.as_ref().is_some_and(|ttl| item.contains_key(ttl));
+            (!expires).then_some((table.as_str(), item))
+        })
+    }
+
     /// The units of a write whose condition failed: the item it checked.
     pub fn refused_write(&self, before: Option<&Item>, transactional: bool) -> f64 {
         let factor = if transactional { 2.0 } else { 1.0 };
@@ -302,11 +338,6 @@ pub struct Snapshot(pub HashMap<(String, String), Item>);
 impl Snapshot {
     fn get(&self, table: &str, key: &str) -> Option<&Item> {
         self.0.get(&(table.to_owned(), key.to_owned()))
-    }
-
-    /// All items' sizes, and how many there are.
-    pub fn stored(&self) -> (usize, usize) {
-        (self.0.values().map(item_size).sum(), self.0.len())
     }
 }
 

@@ -35,6 +35,18 @@ pub struct Step {
     pub sqs_billed: f64,
     /// HTTP calls it sent out (targets, notifier, callbacks).
     pub outbound: usize,
+    /// An executor's jobs, which a batch runs at once: each one's AWS requests (a range of
+    /// `calls`) and how many rounds of calls it sent out (a notify job's calls, made together,
+    /// are one). Empty for the other functions.
+    pub jobs: Vec<JobLane>,
+}
+
+/// One job of an executor's batch: its AWS requests (`calls[range]`) and its rounds of calls
+/// out, one after another.
+#[derive(Debug, Clone)]
+pub struct JobLane {
+    pub calls: std::ops::Range<usize>,
+    pub rounds: usize,
 }
 
 /// Billed SQS requests for one request of `bytes` payload: one per 64 KiB chunk.
@@ -55,13 +67,13 @@ pub struct Chain<'a> {
     tables: Snapshot,
     /// Changes committed and not yet dispatched.
     pending: Vec<StreamChange>,
-    outbound: Box<dyn Fn() -> usize + 'a>,
+    outbound: std::sync::Arc<dyn Fn() -> usize + Send + Sync + 'a>,
     pub steps: Vec<Step>,
 }
 
 impl<'a> Chain<'a> {
     /// `outbound`: how many calls the targets, the notifier and the subscriber have received.
-    pub async fn new(t: &'a TestApp, outbound: impl Fn() -> usize + 'a) -> Self {
+    pub async fn new(t: &'a TestApp, outbound: impl Fn() -> usize + Send + Sync + 'a) -> Self {
         let stream_arn = t
             .app
             .store
@@ -81,7 +93,7 @@ impl<'a> Chain<'a> {
             ),
             tables: Snapshot::default(),
             pending: Vec::new(),
-            outbound: Box::new(outbound),
+            outbound: std::sync::Arc::new(outbound),
             steps: Vec::new(),
             t,
         };
@@ -234,6 +246,7 @@ impl<'a> Chain<'a> {
                 .collect(),
             sqs_billed,
             outbound: (self.outbound)() - sent_before,
+            jobs: Vec::new(),
         });
         self.tables = after;
         self.pending.extend(changes);
@@ -270,11 +283,43 @@ impl<'a> Chain<'a> {
             if messages.is_empty() {
                 return;
             }
+            // As `handle_batch` runs them, each job's requests and calls out told apart: its
+            // jobs, one after another here, are independent (each its own items and calls).
             let executor = self.executor.clone();
-            let failed = self
-                .step("executor", executor.handle_batch(&messages, None))
-                .await;
-            assert!(failed.is_empty(), "every job succeeds: {failed:?} failed");
+            let app = self.t.app.clone();
+            let meter = self.t.meter.clone();
+            let outbound = self.outbound.clone();
+            let lanes = std::sync::Mutex::new(Vec::new());
+            let batch = async {
+                for message in &messages {
+                    let (first, sent) = (meter.count(), outbound());
+                    let done = executor.handle_message(message, None).await;
+                    assert!(
+                        done,
+                        "every job succeeds: {} comes back",
+                        message.message_id
+                    );
+                    let job: countersign::jobs::Job =
+                        serde_json::from_str(&message.body).expect("a job");
+                    let sent = outbound() - sent;
+                    let rounds = match job {
+                        countersign::jobs::Job::Notify(_) => sent.min(1),
+                        _ => sent,
+                    };
+                    lanes.lock().expect("lanes").push(JobLane {
+                        calls: first..meter.count(),
+                        rounds,
+                    });
+                }
+            };
+            self.step(
+                "executor",
+                app.metrics
+                    .invocation(countersign::Function::Executor.as_str(), batch),
+            )
+            .await;
+            let step = self.steps.last_mut().expect("the executor's step");
+            step.jobs = lanes.into_inner().expect("lanes");
             let entries = messages.iter().enumerate().map(|(i, m)| {
                 DeleteMessageBatchRequestEntry::builder()
                     .id(format!("m{i}"))
@@ -303,8 +348,18 @@ impl<'a> Chain<'a> {
         report.expect("the sweep succeeds");
     }
 
-    /// Every item the tables hold now: (bytes, items).
+    /// The items the tables keep for good now (not those TTL deletes): (bytes, items).
     pub fn stored(&self) -> (usize, usize) {
-        self.tables.stored()
+        self.schema
+            .kept_items(&self.tables)
+            .fold((0, 0), |(bytes, items), (_, item)| {
+                (bytes + crate::capacity::item_size(item), items + 1)
+            })
+    }
+
+    /// The bytes billed as stored for what the tables keep for good
+    /// ([`Schema::kept_bytes`]).
+    pub fn kept_bytes(&self) -> usize {
+        self.schema.kept_bytes(&self.tables)
     }
 }

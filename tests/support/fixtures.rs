@@ -7,6 +7,8 @@ use std::fmt;
 use serde_json::{Value, json};
 
 // People: approvers, and principals of their own keys where a suite gives them one.
+/// The secret of the callback subscriptions below.
+pub const CALLBACK_SECRET: &str = "whsec_Y2FsbGJhY2stc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY=";
 pub const ALICE: &str = "alice@example.com";
 pub const BOB: &str = "bob@example.com";
 pub const CAROL: &str = "carol@example.com";

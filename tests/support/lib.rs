@@ -17,6 +17,13 @@ pub mod runtime_api;
 pub mod slack;
 
 pub use fixtures::*;
+
+/// `infra/template.yaml`, parsed.
+pub fn template() -> serde_norway::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml");
+    let text = std::fs::read_to_string(path).expect("infra/template.yaml");
+    serde_norway::from_str(&text).expect("the template is YAML")
+}
 pub use local_aws::{aws_endpoint, moto_resident_bytes, python, sdk_config, workspace_root};
 
 use std::collections::HashMap;

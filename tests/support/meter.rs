@@ -55,6 +55,11 @@ impl Meter {
         self.on.store(true, Ordering::SeqCst);
     }
 
+    /// How many calls were recorded since the last take.
+    pub fn count(&self) -> usize {
+        self.calls.lock().expect("meter lock").len()
+    }
+
     /// The calls recorded since the last take, in the order their answers came.
     pub fn take(&self) -> Vec<AwsCall> {
         std::mem::take(&mut *self.calls.lock().expect("meter lock"))

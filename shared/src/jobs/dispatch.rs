@@ -274,7 +274,7 @@ impl Dispatcher {
             )));
         }
         for job in jobs {
-            tracing::info!(
+            tracing::debug!(
                 job = job.id(),
                 kind = job.kind(),
                 approval_id = job.approval_id().as_str(),

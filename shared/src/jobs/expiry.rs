@@ -43,7 +43,7 @@ impl Expirer {
         for (tenant, id) in self.app.store.expired_candidates(now).await? {
             match self.app.store.expire(&tenant, &id, now).await {
                 Ok(Some(approval)) => {
-                    tracing::info!(
+                    tracing::debug!(
                         tenant = %tenant,
                         approval_id = %id,
                         trace_id = crate::observe::TraceContext::id_of_stored(approval.trace.as_deref()),

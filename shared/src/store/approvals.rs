@@ -51,6 +51,27 @@ pub enum CreateOutcome {
     KeyReused,
 }
 
+/// The saved response, deflated (RFC 1951): a create's JSON answer shrinks to about half, so
+/// the record, written in a transaction (twice its units), stays within 1 KB in the common case.
+fn deflated(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder =
+        flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = encoder.write_all(body);
+    encoder.finish().unwrap_or_default()
+}
+
+/// A saved response as it was answered.
+fn inflated(deflated: &[u8]) -> Result<Vec<u8>, StoreError> {
+    use std::io::Read;
+    let mut body = Vec::new();
+    flate2::read::DeflateDecoder::new(deflated)
+        .read_to_end(&mut body)
+        .map_err(|_| StoreError::corrupt("response_body_z"))?;
+    Ok(body)
+}
+
 /// only_if_cancellable: pending and not past its expiry — the same bound as a decision's, so a
 /// cancel and a decision racing each other cannot both apply.
 pub(crate) const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at > :now";
@@ -78,7 +99,7 @@ impl Store {
             .item("fingerprint", s(&record.fingerprint))
             .item("approval_id", s(record.approval_id.as_str()))
             .item("response_status", n(record.response_status))
-            .item("response_body", b(&record.response_body))
+            .item("response_body_z", b(&deflated(&record.response_body)))
             .item("created_at", epoch(record.created_at))
             .item("expires_at", epoch(record.expires_at))
             .condition_expression(ONLY_IF_KEY_UNUSED_OR_EXPIRED)
@@ -111,10 +132,15 @@ impl Store {
         if get_s(old, "fingerprint")? != record.fingerprint {
             return Ok(CreateOutcome::KeyReused);
         }
+        // Deflated since v5; a record from before keeps the body as it was.
+        let body = match get_b(old, "response_body_z") {
+            Ok(deflated) => inflated(deflated)?,
+            Err(_) => get_b(old, "response_body")?.to_vec(),
+        };
         Ok(CreateOutcome::Replayed(SavedResponse {
             approval_id: get_s(old, "approval_id")?.to_owned(),
             status: get_n(old, "response_status")?,
-            body: get_b(old, "response_body")?.to_vec(),
+            body,
         }))
     }
 
@@ -191,5 +217,30 @@ impl Store {
             Ok(approval) => DecideOutcome::Won(Box::new(approval)),
             Err(old) => DecideOutcome::Refused(old.map(Box::new)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_response_is_deflated_and_inflated_back_byte_for_byte() {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "id": "apr_01J0000000000000000000000A",
+            "status": "pending",
+            "approvers": ["alice@example.com", "bob@example.com", "carol@example.com"],
+            "context": {"summary": "Deploy payments-api build 4312 to production"},
+        }))
+        .unwrap();
+        let stored = deflated(&body);
+        assert!(
+            stored.len() < body.len(),
+            "{} of {}",
+            stored.len(),
+            body.len()
+        );
+        assert_eq!(inflated(&stored).unwrap(), body);
+        assert!(inflated(b"not deflate").is_err());
     }
 }

@@ -43,6 +43,9 @@ const MAX_NOTE_CHARS: usize = DecideRequest::MAX_COMMENT_CHARS;
 const MAX_RETRY_KEY_BYTES: usize = 4 + 255;
 /// Numbers, statuses and names the execution and the indexes carry besides the above.
 const SMALL_ATTRIBUTES_BYTES: usize = 1024;
+/// The execution's ledger on the approval (`lg_*`, v5; its error is the execution's own): a
+/// status, a generation, a token, a lease, attempts, times and the writer that ended it.
+const LEDGER_ATTRIBUTES_BYTES: usize = 512;
 
 /// An item's size as DynamoDB counts it: the UTF-8 bytes of every attribute name and value,
 /// with every number counted at its largest (21 bytes) and 3 bytes for each list or map and 1
@@ -90,7 +93,8 @@ fn largest_vote(approver: &Approver) -> Decision {
 
 /// The most bytes the approval's item can reach once everything that grows on it has grown to
 /// its bound: every approver's vote (list element and voter-set entry), the decision, a
-/// cancellation, and the execution's status queries, late reports, error, note and retry keys.
+/// cancellation, and the execution's status queries, late reports, error, note, retry keys and
+/// ledger.
 pub fn largest_item_bytes(approval: &Approval) -> usize {
     let created = item_bytes(&approval_to_item(approval));
     let votes: usize = approval
@@ -125,7 +129,8 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         + 4 * MAX_ERROR_CHARS
         + 4 * MAX_NOTE_CHARS
         + (super::operator::MAX_RETRIES as usize + 1) * (1 + MAX_RETRY_KEY_BYTES)
-        + SMALL_ATTRIBUTES_BYTES;
+        + SMALL_ATTRIBUTES_BYTES
+        + LEDGER_ATTRIBUTES_BYTES;
     // A GitHub deployment names the deliveries that join its round, up to its bound.
     let deliveries = approval.github.as_ref().map_or(0, |gate| {
         let one = super::codec::github_delivery_to_attr(&crate::domain::GithubDelivery {

@@ -81,12 +81,21 @@ impl Executor {
             let stored = self
                 .persist(r, until, || self.app.store.put_event_once(&event, replaces))
                 .await?;
-            tracing::info!(
-                job = r.job.id(),
-                stored,
-                outcome = event.kind.as_str(),
-                "callback outcome"
-            );
+            if event.kind == EventType::CallbackDelivered {
+                tracing::debug!(
+                    job = r.job.id(),
+                    stored,
+                    outcome = event.kind.as_str(),
+                    "callback outcome"
+                );
+            } else {
+                tracing::info!(
+                    job = r.job.id(),
+                    stored,
+                    outcome = event.kind.as_str(),
+                    "callback outcome"
+                );
+            }
         }
         super::count_retry(completion, disposition);
         if let Some(seconds) = comes_back(completion, disposition, r.message.receive_count) {

@@ -120,6 +120,16 @@ impl Executor {
             .await
     }
 
+    /// One message, as a batch handles each of its messages (at once, with the others): true
+    /// when it is done with, false when it comes back. What a batch's invocation adds (its
+    /// metrics) is not here.
+    pub async fn handle_message(&self, message: &JobMessage, deadline: Option<Instant>) -> bool {
+        matches!(
+            self.handle_observed(message, deadline).await,
+            Ok(Disposition::Ack)
+        )
+    }
+
     async fn handle_all(&self, messages: &[JobMessage], deadline: Option<Instant>) -> Vec<String> {
         let results =
             futures::future::join_all(messages.iter().map(|m| self.handle_observed(m, deadline)))
@@ -532,7 +542,12 @@ impl Executor {
             }
             return Ok(Disposition::Retry);
         }
-        tracing::info!(job = r.job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        // A job done is in the trail; the log keeps what needs attention.
+        if matches!(end.completion, Completion::Succeeded) {
+            tracing::debug!(job = r.job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        } else {
+            tracing::info!(job = r.job.id(), attempt_outcome = ?end.completion, "job attempt completed");
+        }
         count_retry(end.completion, disposition);
         if let Some(seconds) = back {
             self.queue.come_back_in(r.message, seconds).await;

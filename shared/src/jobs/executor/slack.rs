@@ -174,7 +174,7 @@ impl Executor {
                 {
                     tracing::warn!(approval_id = %state.approval_id, "Slack message drawn after the lease was lost");
                 }
-                tracing::info!(approval_id = %state.approval_id, version = job.version, "Slack message drawn");
+                tracing::debug!(approval_id = %state.approval_id, version = job.version, "Slack message drawn");
                 Ok(Disposition::Ack)
             }
             Drawn::NotShown {

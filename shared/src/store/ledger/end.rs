@@ -1,11 +1,13 @@
 //! How an attempt ends: the ledger item and the approval's `execution` (and the trail event,
 //! if the end makes one) in one transaction, while the writer still owns the attempt.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 
 use super::{LedgerKey, ONLY_IF_CURRENT_GENERATION, values};
 use crate::domain::trail::TrailEvent;
-use crate::domain::{Completion, EpochSeconds, LedgerStatus, StatusCheck};
+use crate::domain::{Completion, EpochSeconds, ExecutionStatus, LedgerStatus, StatusCheck};
 use crate::store::attr::{epoch, n, opt_s, s};
 use crate::store::client::{Store, Transaction, condition_failed_item};
 use crate::store::codec::status_check_to_attr;
@@ -105,6 +107,13 @@ impl Store {
         now: EpochSeconds,
         unchanged_since: Option<EpochSeconds>,
     ) -> Result<bool, StoreError> {
+        if key.moves_execution()
+            && let Some(ended) = self
+                .end_execution(key, owner, end, now, unchanged_since)
+                .await?
+        {
+            return Ok(ended);
+        }
         // What grows on the items is bounded: an error (which may quote the one before it, and
         // a target's reason) is kept to its first characters.
         let completion = &kept(end.completion);
@@ -200,51 +209,70 @@ impl Store {
         due_at: Option<EpochSeconds>,
         unchanged_since: Option<EpochSeconds>,
     ) -> Result<Option<Update>, StoreError> {
-        let execution = completion.status().execution_status();
-        let mut update = UpdateExpr::default()
-            .set("#execution.#status = :exec_status")
-            .set("#execution.#updated_at = :now");
-        update = match completion.error() {
-            Some(_) => update.set("#execution.#last_error = :error"),
-            None => update.remove("#execution.#last_error"),
-        };
-        if check.is_some() {
-            update = update.set(
-                "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check)",
-            );
-        }
-        let mut vals = values(&[
-            (":exec_status", s(execution.as_str())),
-            (":now", epoch(now)),
-        ]);
-        if let Some(error) = completion.error() {
-            vals.insert(":error".to_owned(), s(error));
-        }
-        let mut condition = ONLY_IF_CURRENT_GENERATION.to_owned();
-        if let Some(check) = check {
-            condition.push_str(&format!(" AND {ONLY_IF_ROOM_FOR_A_CHECK}"));
-            vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
-            let check = StatusCheck {
-                detail: check
-                    .detail
-                    .as_deref()
-                    .map(|d| cut(d, MAX_CHECK_DETAIL_CHARS)),
-                ..check.clone()
-            };
-            vals.insert(
-                ":check".to_owned(),
-                AttributeValue::L(vec![status_check_to_attr(&check)]),
-            );
-            vals.insert(":max_checks".to_owned(), n(MAX_STATUS_CHECKS));
-        }
-        if let Some(cutoff) = unchanged_since {
-            condition.push_str(" AND #due_at <= :cutoff");
-            vals.insert(":cutoff".to_owned(), epoch(cutoff));
-        }
-        // Waiting for a retry or a status query, the execution is still due to end (the
-        // reconciler watches it, from the status query it waits for if later); ended, nothing
-        // is due.
-        let due_from = due_at.unwrap_or(now).max(now);
-        self.execution_update(key, update, (execution, due_from), vals, &condition)
+        let (update, vals, condition, due) =
+            execution_end_parts(completion, check, now, due_at, unchanged_since);
+        self.execution_update(key, update, due, vals, &condition)
     }
+}
+
+/// The approval's side of an attempt's end: its update, values and condition, and the
+/// execution status and time its index attributes follow.
+pub(super) fn execution_end_parts(
+    completion: &Completion,
+    check: Option<&StatusCheck>,
+    now: EpochSeconds,
+    due_at: Option<EpochSeconds>,
+    unchanged_since: Option<EpochSeconds>,
+) -> (
+    UpdateExpr,
+    HashMap<String, AttributeValue>,
+    String,
+    (ExecutionStatus, EpochSeconds),
+) {
+    let execution = completion.status().execution_status();
+    let mut update = UpdateExpr::default()
+        .set("#execution.#status = :exec_status")
+        .set("#execution.#updated_at = :now");
+    update = match completion.error() {
+        Some(_) => update.set("#execution.#last_error = :error"),
+        None => update.remove("#execution.#last_error"),
+    };
+    if check.is_some() {
+        update = update.set(
+            "#execution.#status_checks = list_append(if_not_exists(#execution.#status_checks, :no_checks), :check)",
+        );
+    }
+    let mut vals = values(&[
+        (":exec_status", s(execution.as_str())),
+        (":now", epoch(now)),
+    ]);
+    if let Some(error) = completion.error() {
+        vals.insert(":error".to_owned(), s(error));
+    }
+    let mut condition = ONLY_IF_CURRENT_GENERATION.to_owned();
+    if let Some(check) = check {
+        condition.push_str(&format!(" AND {ONLY_IF_ROOM_FOR_A_CHECK}"));
+        vals.insert(":no_checks".to_owned(), AttributeValue::L(Vec::new()));
+        let check = StatusCheck {
+            detail: check
+                .detail
+                .as_deref()
+                .map(|d| cut(d, MAX_CHECK_DETAIL_CHARS)),
+            ..check.clone()
+        };
+        vals.insert(
+            ":check".to_owned(),
+            AttributeValue::L(vec![status_check_to_attr(&check)]),
+        );
+        vals.insert(":max_checks".to_owned(), n(MAX_STATUS_CHECKS));
+    }
+    if let Some(cutoff) = unchanged_since {
+        condition.push_str(" AND #due_at <= :cutoff");
+        vals.insert(":cutoff".to_owned(), epoch(cutoff));
+    }
+    // Waiting for a retry or a status query, the execution is still due to end (the
+    // reconciler watches it, from the status query it waits for if later); ended, nothing
+    // is due.
+    let due_from = due_at.unwrap_or(now).max(now);
+    (update, vals, condition, (execution, due_from))
 }

@@ -8,6 +8,7 @@
 //! records the transition.
 
 mod end;
+mod execution;
 mod slack;
 
 use std::collections::HashMap;
@@ -295,6 +296,14 @@ impl Store {
         takeover: bool,
         github: Option<&RoundKey>,
     ) -> Result<Begin, StoreError> {
+        // An execution's ledger is on its approval; one begun before v5 keeps its own item.
+        if key.moves_execution()
+            && let Some(begun) = self
+                .begin_execution(key, token, now, now_ms, lease_until_ms, takeover, github)
+                .await?
+        {
+            return Ok(begun);
+        }
         let condition = if takeover {
             ONLY_IF_STARTABLE_OR_ABANDONED
         } else {
@@ -387,6 +396,11 @@ impl Store {
         events: &[TrailEvent],
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
+        if key.moves_execution()
+            && let Some(failed) = self.fail_unbegun_execution(key, reason, now).await?
+        {
+            return Ok(failed);
+        }
         let ledger = self.ledger_update(
             key,
             FAIL_UNBEGUN,
@@ -476,6 +490,11 @@ impl Store {
     /// The job's ledger entry, read for a job that has used up its attempts (the one path that
     /// reads the ledger before writing it).
     pub async fn ledger_entry(&self, key: &LedgerKey) -> Result<Option<LedgerEntry>, StoreError> {
+        if key.moves_execution()
+            && let Some(entry) = self.execution_entry(key).await?
+        {
+            return Ok(Some(entry));
+        }
         let output = self
             .client
             .get_item()

@@ -2,16 +2,15 @@
 //! local stack the way Lambda runs it (`countersign_tests::chain`), every AWS request metered
 //! and priced, written to `docs/COST.md`. The committed file must be what this test computes:
 //! a change that makes an approval dearer (or cheaper) changes the file in the same commit.
-//! `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test api cost::` rewrites it.
+//! `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test cost` rewrites it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::{LazyLock, Mutex};
 
 use countersign_tests::chain::{Chain, Step};
 use countersign_tests::*;
 use serde_json::{Value, json};
-
-use crate::helpers::CALLBACK_SECRET;
 
 /// List prices, US East (N. Virginia), as AWS's pricing pages give them on the date below.
 struct Price {
@@ -31,6 +30,7 @@ const SQS_REQUEST: f64 = 0.40 / 1e6;
 const STORAGE_GB_MONTH: f64 = 0.25;
 const STATE_TRANSITION: f64 = 0.025 / 1e3;
 const LOGS_INGESTED_GB: f64 = 0.50;
+const XRAY_TRACE: f64 = 5.00 / 1e6;
 
 const PRICES: &[Price] = &[
     Price {
@@ -64,7 +64,7 @@ const PRICES: &[Price] = &[
         source: "https://aws.amazon.com/dynamodb/pricing/on-demand/",
     },
     Price {
-        what: "CloudWatch Logs, data ingested (the EMF metrics' documents)",
+        what: "CloudWatch Logs, data ingested (the EMF metrics' documents and the log lines)",
         usd: LOGS_INGESTED_GB,
         per: "GB",
         source: "https://aws.amazon.com/cloudwatch/pricing/",
@@ -88,6 +88,12 @@ const PRICES: &[Price] = &[
         source: "https://aws.amazon.com/sqs/pricing/",
     },
     Price {
+        what: "X-Ray, trace recorded",
+        usd: XRAY_TRACE * 1e6,
+        per: "million (after the first 100,000 a month)",
+        source: "https://aws.amazon.com/xray/pricing/",
+    },
+    Price {
         what: "Step Functions Standard, state transition",
         usd: STATE_TRANSITION * 1e3,
         per: "thousand",
@@ -106,7 +112,7 @@ const MS_PER_OUTBOUND: f64 = 100.0;
 
 /// Where each function's memory comes from: the template (Globals, or its own MemorySize).
 fn memory_mb(function: &str) -> f64 {
-    let doc = crate::template::template();
+    let doc = countersign_tests::template();
     let logical = format!("{}{}Function", function[..1].to_uppercase(), &function[1..]);
     doc["Resources"][&logical]["Properties"]["MemorySize"]
         .as_f64()
@@ -114,9 +120,8 @@ fn memory_mb(function: &str) -> f64 {
         .expect("a MemorySize")
 }
 
-fn billed_ms(step: &Step) -> f64 {
-    let aws: f64 = step
-        .calls
+fn aws_ms(calls: &[countersign_tests::meter::AwsCall]) -> f64 {
+    calls
         .iter()
         .map(
             |c| match (c.service.as_str(), c.operation.starts_with("Transact")) {
@@ -125,8 +130,80 @@ fn billed_ms(step: &Step) -> f64 {
                 _ => MS_PER_SQS,
             },
         )
-        .sum();
-    MS_PER_INVOCATION + aws + MS_PER_OUTBOUND * step.outbound as f64
+        .sum()
+}
+
+/// An invocation's work, one request after another; an executor's jobs run at once (its batch),
+/// so it is billed its longest job — each job's requests one after another, and its calls out
+/// in rounds (a notify job calls its approvers together).
+fn billed_ms(step: &Step) -> f64 {
+    if step.jobs.is_empty() {
+        return MS_PER_INVOCATION + aws_ms(&step.calls) + MS_PER_OUTBOUND * step.outbound as f64;
+    }
+    let longest = step
+        .jobs
+        .iter()
+        .map(|job| aws_ms(&step.calls[job.calls.clone()]) + MS_PER_OUTBOUND * job.rounds as f64)
+        .fold(0.0, f64::max);
+    MS_PER_INVOCATION + longest
+}
+
+/// The app's log lines as its functions write them (JSON, at the template's default
+/// `LogLevel`): this test is its own process, and its one subscriber writes here.
+static LOG: LazyLock<Mutex<Vec<u8>>> = LazyLock::new(Mutex::default);
+
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().expect("log").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The template's default log level.
+fn log_level() -> String {
+    countersign_tests::template()["Parameters"]["LogLevel"]["Default"]
+        .as_str()
+        .expect("a LogLevel parameter with a default")
+        .to_owned()
+}
+
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = countersign::telemetry::filter_for(&log_level());
+        let subscriber = countersign::telemetry::subscriber(|| LogWriter, &filter);
+        tracing::subscriber::set_global_default(subscriber).expect("the process's subscriber");
+    });
+}
+
+/// The lines written since the last call: (lines, bytes as CloudWatch Logs ingests them, the
+/// newline included), each line's timestamp and durations at their widest (nanoseconds; 12
+/// digits): what they measure varies from run to run, the file must not.
+fn take_log_lines() -> (usize, usize) {
+    let text = String::from_utf8(std::mem::take(&mut *LOG.lock().expect("log"))).expect("UTF-8");
+    let lines: Vec<usize> = text
+        .lines()
+        .map(|line| {
+            let mut line: Value = serde_json::from_str(line).expect("a JSON line");
+            if let Some(fields) = line.as_object_mut() {
+                for (name, value) in fields.iter_mut() {
+                    if name == "timestamp" {
+                        *value = json!("2026-12-02T00:00:00.000000000Z");
+                    } else if name.ends_with("_ms") && value.is_number() {
+                        *value = json!(99_999.999_999_999);
+                    }
+                }
+            }
+            line.to_string().len() + 1
+        })
+        .collect();
+    (lines.len(), lines.iter().sum())
 }
 
 /// The tables a request names (short names).
@@ -178,6 +255,11 @@ struct Life {
     /// The EMF documents the invocations wrote to their logs, and their bytes (see [`emf_bytes`]).
     emf_documents: usize,
     emf_bytes: usize,
+    /// The log lines the invocations wrote, and their bytes (see [`take_log_lines`]).
+    log_lines: usize,
+    log_bytes: usize,
+    /// What the tables keep for good, as DynamoDB bills it stored (`Chain::kept_bytes`).
+    kept_bytes: usize,
     /// Each request, for the test's output: function, operation, tables, units.
     detail: Vec<String>,
 }
@@ -222,14 +304,15 @@ impl Life {
         life.callbacks = downstream.calls_to("/callback").len();
         life.target_calls = downstream.total_calls() - life.notifications - life.callbacks;
         (life.stored_bytes, life.stored_items) = chain.stored();
+        life.kept_bytes = chain.kept_bytes();
         life
     }
 
     fn usd(&self) -> [(&'static str, f64); 6] {
         [
             (
-                "CloudWatch Logs (EMF metrics)",
-                self.emf_bytes as f64 / 1e9 * LOGS_INGESTED_GB,
+                "CloudWatch Logs (EMF metrics and log lines)",
+                (self.emf_bytes + self.log_bytes) as f64 / 1e9 * LOGS_INGESTED_GB,
             ),
             ("API Gateway", self.api_requests as f64 * API_REQUEST),
             ("Lambda", self.lambda_usd),
@@ -251,12 +334,16 @@ async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)
     if subscribed {
         overrides.push(("EVENT_SUBSCRIPTIONS", &subscription));
     }
+    capture_logs();
     let t = TestApp::jobs_without_runner(&overrides, None).await;
     let downstream = t.downstream().clone();
     let outbound = downstream.clone();
     let mut chain = Chain::new(&t, move || outbound.total_calls()).await;
+    take_log_lines();
     life(&t, &mut chain).await;
+    let (log_lines, log_bytes) = take_log_lines();
     let mut life = Life::of(&chain, &downstream);
+    (life.log_lines, life.log_bytes) = (log_lines, log_bytes);
     let documents = t.metrics.take();
     life.emf_documents = documents.len();
     life.emf_bytes = documents.iter().map(|d| emf_bytes(d)).sum();
@@ -422,6 +509,26 @@ const CUTS: &[(&str, f64, f64)] = &[
         63.0,
         56.73,
     ),
+    (
+        "not a cut — the log lines counted: the functions' JSON lines at the default `LogLevel` info (one per API request; a job's routine progress is debug, the trail records it), 1,316 bytes; Lambda's own START/END/REPORT lines none (`SystemLogLevel: WARN`)",
+        63.0,
+        57.39,
+    ),
+    (
+        "not a cut, a truer model — an executor's batch runs its jobs at once (as `handle_batch` always has) and a notify job calls its approvers together: an invocation is billed its longest job, not the sum of all",
+        63.0,
+        54.33,
+    ),
+    (
+        "an execution's ledger on its approval (`execution.lg_*`): its attempt's begin and end each one conditional update of the approval instead of a transaction of two items (the ledger item and the approval); an execution begun before v5 keeps its ledger item",
+        55.0,
+        49.26,
+    ),
+    (
+        "the idempotency record's saved response deflated: the create's record fits 1 KB, half its units in the transaction",
+        53.0,
+        48.01,
+    ),
 ];
 
 /// The same gate on Step Functions Standard, counted by hand for (b): notify the approvers
@@ -435,6 +542,35 @@ fn money(usd: f64) -> String {
     format!("${usd:.2}")
 }
 
+/// 1,000,000 (for a count of approvals).
+fn thousands(n: f64) -> String {
+    let digits = format!("{n:.0}");
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// X-Ray's traces per million approvals like `life` at `volume` approvals a month, spread
+/// evenly: each function samples the first invocation each second and 5% of the others.
+fn xray_per_million(life: &Life, volume: f64) -> f64 {
+    const MONTH_SECONDS: f64 = 30.0 * 86_400.0;
+    let traces_per_second: f64 = life
+        .invocations
+        .values()
+        .map(|&per_approval| {
+            let rate = volume * per_approval as f64 / MONTH_SECONDS;
+            rate.min(1.0) + 0.05 * (rate - 1.0).max(0.0)
+        })
+        .sum();
+    let traces_per_approval = traces_per_second * MONTH_SECONDS / volume;
+    traces_per_approval * XRAY_TRACE * 1e6
+}
+
 fn row(out: &mut String, what: &str, cells: impl Iterator<Item = String>) {
     let cells: Vec<String> = cells.collect();
     writeln!(out, "| {what} | {} |", cells.join(" | ")).expect("write");
@@ -446,11 +582,11 @@ fn render(lives: &[(&str, Life)]) -> String {
     writeln!(w, "# What an approval costs on AWS\n").expect("write");
     writeln!(
         w,
-        "Written by `tests/api/cost.rs`, which `make test` runs: it plays four representative \
+        "Written by `tests/cost.rs`, which `make test` runs: it plays four representative \
          approvals on the local stack the way Lambda runs them (each HTTP request one invocation, \
          each stream batch one dispatch, each receive of up to ten jobs one executor run), meters \
          every DynamoDB and SQS request on the wire, and fails when this file differs from what \
-         it computes. `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test api cost::` \
+         it computes. `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test cost` \
          rewrites it.\n"
     )
     .expect("write");
@@ -470,7 +606,7 @@ fn render(lives: &[(&str, Life)]) -> String {
         "met".to_owned()
     } else {
         format!(
-            "**not met**: {} over it (see \"What stands between (b) and the target\")",
+            "**not met**: {} over it (see \"Where (b)'s write units go\")",
             money(b.per_million() - TARGET_PER_MILLION)
         )
     };
@@ -568,8 +704,21 @@ fn render(lives: &[(&str, Life)]) -> String {
     );
     row(
         w,
-        "kept in DynamoDB afterwards: items, bytes",
+        &format!(
+            "log lines written (JSON, `LogLevel` {}): lines, bytes",
+            log_level()
+        ),
+        each(&|l| format!("{}, {}", l.log_lines, l.log_bytes)).into_iter(),
+    );
+    row(
+        w,
+        "kept in DynamoDB afterwards (but what TTL deletes within days): items, bytes",
         each(&|l| format!("{}, {}", l.stored_items, l.stored_bytes)).into_iter(),
+    );
+    row(
+        w,
+        "stored for good, as billed (items, index entries, 100 bytes each of overhead): bytes",
+        each(&|l| l.kept_bytes.to_string()).into_iter(),
     );
     for (i, (part, _)) in lives[0].1.usd().iter().enumerate() {
         row(
@@ -584,6 +733,33 @@ fn render(lives: &[(&str, Life)]) -> String {
         each(&|l| format!("**{}**", money(l.per_million()))).into_iter(),
     );
 
+    writeln!(w, "\n## Beside the headline\n").expect("write");
+    let xray: Vec<String> = [1e6, 1e7, 1e8]
+        .iter()
+        .map(|&volume| {
+            format!(
+                "{} at {} approvals a month",
+                money(xray_per_million(b, volume)),
+                thousands(volume)
+            )
+        })
+        .collect();
+    for line in [
+        format!(
+            "X-Ray, at the template's default `TracingMode: Active`, per million approvals of (b): {}. Lambda samples the first request each second and 5% of the others, for each function; the volume is assumed spread evenly over a 30-day month, each of (b)'s {} invocations its own trace (a stream or a queue starts a new one), the free tier left out. Sampling makes it dearer per approval the lower the volume. `TracingMode: PassThrough` records only traces an upstream caller sampled: none of these.",
+            xray.join(", "),
+            b.invocations.values().sum::<usize>()
+        ),
+        format!(
+            "Storage: what (b) keeps for good, {} bytes as DynamoDB bills them (its items and index entries, 100 bytes of overhead each; the idempotency record, deleted by TTL within a day, left out), is {} per million approvals for each month they are kept — approvals are not deleted, so a month's approvals add that to every month after.",
+            b.kept_bytes,
+            money(b.kept_bytes as f64 / 1e9 * STORAGE_GB_MONTH * 1e6)
+        ),
+        "Lambda's own log lines: none per invocation. The template logs JSON with `SystemLogLevel: WARN`, so Lambda writes no START, END or REPORT line (they are INFO); a cold start's init lines are not per approval. Without it (the text format's default), those three lines are roughly 350 bytes an invocation, about $0.18 per million invocations.".to_owned(),
+    ] {
+        writeln!(w, "- {line}").expect("write");
+    }
+
     writeln!(w, "\n## What was cut\n").expect("write");
     writeln!(w, "Scenario (b), step by step:\n").expect("write");
     writeln!(
@@ -595,7 +771,7 @@ fn render(lives: &[(&str, Life)]) -> String {
         writeln!(w, "| {change} | {units:.0} | {} |", money(*usd)).expect("write");
     }
     let units_to = |table: &str| b.write_units_to.get(table).copied().unwrap_or_default();
-    writeln!(w, "\n## What stands between (b) and the target\n").expect("write");
+    writeln!(w, "\n## Where (b)'s write units go\n").expect("write");
     writeln!(
         w,
         "Of (b)'s {:.0} write units (DynamoDB writes are {} of its {}):\n",
@@ -606,20 +782,24 @@ fn render(lives: &[(&str, Life)]) -> String {
     .expect("write");
     for line in [
         format!(
-            "`approval_index`, {:.0}: one item per facet the listing filters by (the requester, each approver, each approver with the requester: 7 for three approvers), each written at the create (the item and its `by_status` entry) and moved at the decision (the item, and its index entry deleted and put). Fewer units need another listing design — e.g. no approver-with-requester facets, that query served by a filter whose pages may read more than they return — a product decision.",
-            units_to("approval_index")
-        ),
-        format!(
-            "`events`, {:.0}: every trail event is written with its `by_order` local index (projecting everything): two units per event, three in a transaction. Keying the table by trail order would make the index needless, but a key cannot change in place: a new table and a migration.",
-            units_to("events")
-        ),
-        format!(
-            "`approvals`, {:.0}: every write of the approval also writes `by_tenant` and `by_status`, which project the whole item (over 1 KB in (b)). Keys-only indexes would leave most writes at the item's own units, at the price of a BatchGetItem after each unfiltered listing page (one more round trip) and a two-step upgrade (CloudFormation replaces one global index per update).",
+            "`approvals`, {:.0}: its create (in the idempotency record's transaction), each vote, the decision, and the execution's begin and end — its ledger is on the approval since v5, each one conditional update. An item over 1 KB (a quorum's, with its votes) costs two units a write; `by_status_keys` is written when the status moves, `due` when what is due does (the expiry, then the execution's end).",
             units_to("approvals")
         ),
         format!(
-            "`execution_ledger`, {:.0}: the execution's begin and end, and each notification's. A notification without its ledger item, as a callback, would save four units, but two copies of its job received at once would then both call the notifier (which dedupes by `Idempotency-Key`): the one call per notification the ledger gives is a guarantee kept.",
+            "`events`, {:.0}: one item per change the stream delivers (its events together) and one per event the executor records — a callback's outcome each (eight callbacks in (b), each its own record, one unit), the notifications of one attempt together.",
+            units_to("events")
+        ),
+        format!(
+            "`approval_index`, {:.0}: one item per facet (the requester, each approver: 4 for three approvers), written at the create and moved once at the decision (a delete and a put).",
+            units_to("approval_index")
+        ),
+        format!(
+            "`execution_ledger`, {:.0}: the notifications' one item, begun and completed (the completion with its events, in a transaction): one call per approver and notification, kept by the ledger.",
             units_to("execution_ledger")
+        ),
+        format!(
+            "`idempotency_keys`, {:.0}: the create's record, its saved response deflated, in the create's transaction.",
+            units_to("idempotency_keys")
         ),
     ] {
         writeln!(w, "- {line}").expect("write");
@@ -654,8 +834,9 @@ fn render(lives: &[(&str, Life)]) -> String {
     for line in [
         "DynamoDB units follow its documented rules, from the items' sizes (attribute names and values, as DynamoDB sizes them, but a number's trailing zeros counted, so that a timestamp's size does not depend on the second it was taken): a write is one unit per KB of the larger of the item before and after it, at least one; a transactional write two; a write that changes what an index holds writes the index too (one write per KB of the entry, the larger of before and after; a moved key a delete and a put; at the standard rate, in a transaction too — AWS documents the doubling for the table's own write only); a write whose condition fails costs the units of the item it checked; a strongly consistent read one unit per 4 KB, an eventually consistent one half, a transactional one two; a query the sum of what it reads. The approvals table's writes are sized from its stream's before and after images of each write; the other tables' from snapshots around each invocation.",
         "SQS requests are billed per 64 KiB chunk of payload (measured on the request or answer body, a little larger than the payload); an executor invocation also pays its event source mapping's receive and delete. The mapping's empty long polls are fixed, not per approval (below).",
-        "Lambda's billed time is a model, because measured times depend on the machine: 5 ms per invocation, 10 ms per DynamoDB request (20 ms per transaction), 15 ms per SQS request, 100 ms per outbound HTTP call, added up as if nothing ran in parallel. The test prints the measured handler times beside it.",
-        "Stream reads by Lambda are free. TTL deletions are free. CloudWatch Logs are not counted here.",
+        "Lambda's billed time is a model, because measured times depend on the machine: 5 ms per invocation, 10 ms per DynamoDB request (20 ms per transaction), 15 ms per SQS request, 100 ms per round of outbound HTTP calls, a function's requests one after another — but an executor's batch runs its jobs at once, so its invocation is billed its longest job (each job's requests metered apart), and a notify job calls its approvers together (one round). The test prints the measured handler times beside it.",
+        "CloudWatch Logs: the bytes ingested of every EMF document and every log line the functions write (JSON, at the template's default `LogLevel`), each line's newline included and its timestamp and durations at their widest. Lambda's own lines: see \"Beside the headline\".",
+        "Stream reads by Lambda are free. TTL deletions are free.",
         "Fixed, whatever the traffic: the sweeper and the reconciler run every minute (86,400 invocations a month, well under $0.10), and the executor's event source mapping long-polls the queue (a few hundred thousand empty receives a month, about $0.26).",
     ] {
         writeln!(w, "- {line}").expect("write");
