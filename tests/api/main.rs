@@ -36,6 +36,7 @@ mod status_checks;
 mod template;
 mod tenancy;
 mod traces;
+mod upgrade;
 mod validation;
 mod wait;
 mod webhooks;

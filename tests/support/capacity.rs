@@ -109,6 +109,45 @@ pub fn attr_json(value: &AttributeValue) -> Value {
     }
 }
 
+/// An SDK attribute value of DynamoDB JSON (what [`attr_json`] writes, as the AWS CLI and
+/// boto3 do: binary values in base64).
+pub fn json_attr(value: &Value) -> AttributeValue {
+    let Some((kind, v)) = value.as_object().and_then(|o| o.iter().next()) else {
+        panic!("not DynamoDB JSON: {value}");
+    };
+    let text = |v: &Value| v.as_str().expect("a string").to_owned();
+    let blob = |v: &Value| {
+        aws_sdk_dynamodb::primitives::Blob::new(
+            base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().expect("base64"))
+                .expect("base64"),
+        )
+    };
+    let each = |v: &Value| v.as_array().expect("a list").clone();
+    match kind.as_str() {
+        "S" => AttributeValue::S(text(v)),
+        "N" => AttributeValue::N(text(v)),
+        "B" => AttributeValue::B(blob(v)),
+        "BOOL" => AttributeValue::Bool(v.as_bool().expect("a boolean")),
+        "NULL" => AttributeValue::Null(true),
+        "SS" => AttributeValue::Ss(each(v).iter().map(text).collect()),
+        "NS" => AttributeValue::Ns(each(v).iter().map(text).collect()),
+        "BS" => AttributeValue::Bs(each(v).iter().map(blob).collect()),
+        "L" => AttributeValue::L(each(v).iter().map(json_attr).collect()),
+        "M" => AttributeValue::M(json_item(v)),
+        other => panic!("an attribute of type {other}"),
+    }
+}
+
+/// An SDK item of a DynamoDB JSON object.
+pub fn json_item(item: &Value) -> HashMap<String, AttributeValue> {
+    item.as_object()
+        .expect("an item")
+        .iter()
+        .map(|(k, v)| (k.clone(), json_attr(v)))
+        .collect()
+}
+
 pub fn item_json(item: &HashMap<String, AttributeValue>) -> Item {
     item.iter()
         .map(|(k, v)| (k.clone(), attr_json(v)))

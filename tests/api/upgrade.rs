@@ -1,0 +1,600 @@
+//! A stack from before v5 upgrades in place (issue 38). Its tables, as that stack left them —
+//! `tests/fixtures/before-v5/state.json`, written by `generate.py` beside it from the landed
+//! head's own local runner: five approvals (pending with one vote of two, executed, rejected,
+//! cancelled, and one whose execution was in flight when the runner died), their trails, index
+//! items, ledger items and idempotency records, and the messages left in its queue — are
+//! created as they were, take the template's upgrade steps (one index per deploy), and today's
+//! code then reads and carries on with everything: each approval, trail and listing answers
+//! what the old stack answered, a cursor and a review link it gave out still work, a create's
+//! replay answers its first response, and the pending approval and the one in flight end
+//! executed, each action run once.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction,
+    DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndex, GlobalSecondaryIndexUpdate,
+    KeySchemaElement, KeyType, LocalSecondaryIndex, Projection, ProjectionType, PutRequest,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification,
+    WriteRequest,
+};
+use countersign::store::Tables;
+use countersign_tests::capacity::json_item;
+use countersign_tests::*;
+use serde_json::{Value, json};
+
+/// The demo's configuration at that commit (`functions/local/src/main.rs`): its keys, its
+/// review-token secret (which also signs cursors) and its callback secret.
+const CI_KEY: &str = "cs_demo_key_0123456789";
+const ALICE_KEY: &str = "cs_demo_alice_0123456789";
+const BOB_KEY: &str = "cs_demo_bob_0123456789";
+const TOKEN_SECRET: &str = "countersign-demo-review-token-secret";
+const CALLBACK_SECRET: &str = "whsec_Y291bnRlcnNpZ24tZGVtby1jYWxsYmFjay1zZWNyZXQh";
+
+fn fixture() -> Value {
+    let path = workspace_root().join("tests/fixtures/before-v5/state.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("the fixture")).expect("JSON")
+}
+
+fn physical<'a>(tables: &'a Tables, logical: &str) -> &'a str {
+    match logical {
+        "approvals" => &tables.approvals,
+        "idempotency_keys" => &tables.idempotency_keys,
+        "webhook_inbox" => &tables.webhook_inbox,
+        "execution_ledger" => &tables.execution_ledger,
+        "events" => &tables.events,
+        "approval_index" => &tables.approval_index,
+        "api_keys" => &tables.api_keys,
+        other => panic!("a table of the fixture the code does not know: {other}"),
+    }
+}
+
+fn key_schema(keys: &Value) -> Vec<KeySchemaElement> {
+    keys.as_array()
+        .expect("a key schema")
+        .iter()
+        .map(|k| {
+            KeySchemaElement::builder()
+                .attribute_name(k["AttributeName"].as_str().expect("a name"))
+                .key_type(KeyType::from(k["KeyType"].as_str().expect("a type")))
+                .build()
+                .expect("a key")
+        })
+        .collect()
+}
+
+fn projection(index: &Value) -> Projection {
+    Projection::builder()
+        .projection_type(ProjectionType::from(
+            index["Projection"]["ProjectionType"]
+                .as_str()
+                .expect("a projection"),
+        ))
+        .build()
+}
+
+fn attribute(name: &str, kind: &str) -> AttributeDefinition {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::from(kind))
+        .build()
+        .expect("an attribute")
+}
+
+/// Creates the old stack's tables under `tables`' names, as they were defined (the approvals
+/// table with its stream), and puts their items.
+async fn create_as_before(t: &TestApp, tables: &Tables, state: &Value) {
+    let client = &t.dynamodb;
+    for (logical, table) in state["tables"].as_object().expect("tables") {
+        let name = physical(tables, logical);
+        let definition = &table["definition"];
+        let mut create = client
+            .create_table()
+            .table_name(name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .set_key_schema(Some(key_schema(&definition["KeySchema"])));
+        for a in definition["AttributeDefinitions"]
+            .as_array()
+            .expect("attributes")
+        {
+            create = create.attribute_definitions(attribute(
+                a["AttributeName"].as_str().expect("a name"),
+                a["AttributeType"].as_str().expect("a type"),
+            ));
+        }
+        for index in definition["GlobalSecondaryIndexes"]
+            .as_array()
+            .expect("GSIs")
+        {
+            create = create.global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(index["IndexName"].as_str().expect("a name"))
+                    .set_key_schema(Some(key_schema(&index["KeySchema"])))
+                    .projection(projection(index))
+                    .build()
+                    .expect("a GSI"),
+            );
+        }
+        for index in definition["LocalSecondaryIndexes"]
+            .as_array()
+            .expect("LSIs")
+        {
+            create = create.local_secondary_indexes(
+                LocalSecondaryIndex::builder()
+                    .index_name(index["IndexName"].as_str().expect("a name"))
+                    .set_key_schema(Some(key_schema(&index["KeySchema"])))
+                    .projection(projection(index))
+                    .build()
+                    .expect("an LSI"),
+            );
+        }
+        create.send().await.expect("create the old table");
+        if let Some(attribute) = definition["TimeToLiveAttribute"].as_str() {
+            client
+                .update_time_to_live()
+                .table_name(name)
+                .time_to_live_specification(
+                    TimeToLiveSpecification::builder()
+                        .enabled(true)
+                        .attribute_name(attribute)
+                        .build()
+                        .expect("TTL"),
+                )
+                .send()
+                .await
+                .expect("TTL on");
+        }
+        if let Some(view) = definition["StreamViewType"].as_str() {
+            client
+                .update_table()
+                .table_name(name)
+                .stream_specification(
+                    StreamSpecification::builder()
+                        .stream_enabled(true)
+                        .stream_view_type(StreamViewType::from(view))
+                        .build()
+                        .expect("a stream"),
+                )
+                .send()
+                .await
+                .expect("the stream on");
+        }
+        let items = table["items"].as_array().expect("items");
+        for chunk in items.chunks(25) {
+            let writes: Vec<WriteRequest> = chunk
+                .iter()
+                .map(|item| {
+                    WriteRequest::builder()
+                        .put_request(
+                            PutRequest::builder()
+                                .set_item(Some(json_item(item)))
+                                .build()
+                                .expect("a put"),
+                        )
+                        .build()
+                })
+                .collect();
+            let out = client
+                .batch_write_item()
+                .request_items(name, writes)
+                .send()
+                .await
+                .expect("load the old items");
+            assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()));
+        }
+    }
+}
+
+/// The approvals table's stream goes on where the old stack's left off. On AWS it is one stream
+/// whose numbers keep rising, and the event source mapping resumes after the last record it
+/// dispatched; moto numbers a new stream from the same start as the old one's, so writes that
+/// are no approval's (a put and a delete of one key) carry it past every number the old events
+/// were ordered by, and the runner's position is saved at its last record, as the old runner's
+/// was at its own.
+async fn continue_the_old_stream(t: &TestApp, state: &Value) {
+    let last_old: u128 = state["tables"]["events"]["items"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["trail_order"]["S"].as_str())
+        .map(|order| order[..40].parse::<u128>().expect("a position"))
+        .max()
+        .expect("old events");
+    let last = loop {
+        let stream = t.whole_stream().await;
+        let last: u128 = stream
+            .last()
+            .map_or(0, |c| c.sequence_number.parse().expect("a sequence number"));
+        if last > last_old {
+            break last;
+        }
+        let filler = aws_sdk_dynamodb::types::AttributeValue::S("upgrade-filler".to_owned());
+        t.dynamodb
+            .put_item()
+            .table_name(&t.app.config.tables.approvals)
+            .item("pk", filler.clone())
+            .send()
+            .await
+            .expect("a filler put");
+        t.dynamodb
+            .delete_item()
+            .table_name(&t.app.config.tables.approvals)
+            .key("pk", filler)
+            .send()
+            .await
+            .expect("a filler delete");
+    };
+    let store = &t.app.store;
+    let arn = store
+        .approvals_stream_arn()
+        .await
+        .expect("describe")
+        .expect("a stream");
+    let streams = aws_sdk_dynamodbstreams::Client::new(&t.sdk);
+    let described = streams
+        .describe_stream()
+        .stream_arn(&arn)
+        .send()
+        .await
+        .expect("describe the stream");
+    let shards = described
+        .stream_description()
+        .map(|d| d.shards())
+        .unwrap_or_default();
+    assert_eq!(shards.len(), 1, "moto's stream is one shard");
+    let shard = shards[0].shard_id().expect("a shard id");
+    store
+        .save_stream_position(&arn, shard, &last.to_string())
+        .await
+        .expect("the runner's position");
+}
+
+/// The template's upgrade, as CloudFormation applies it: one global index created or deleted
+/// per update of a table (`ApprovalsIndexesStep` 1, 2, then final for the approvals table),
+/// from the old definitions to `infra/tables.json`'s. Local indexes cannot change in place:
+/// both sides keep them.
+async fn upgrade_indexes(t: &TestApp, tables: &Tables, state: &Value) -> Vec<String> {
+    let mut steps = Vec::new();
+    for def in countersign::store::schema::definitions() {
+        let name = physical(tables, &def.name);
+        // In the order the old stack made them (the template drops them in that order too).
+        let old: Vec<String> = state["tables"][&def.name]["definition"]["GlobalSecondaryIndexes"]
+            .as_array()
+            .expect("GSIs")
+            .iter()
+            .map(|i| i["IndexName"].as_str().expect("a name").to_owned())
+            .collect();
+        let old_locals: BTreeSet<String> =
+            state["tables"][&def.name]["definition"]["LocalSecondaryIndexes"]
+                .as_array()
+                .expect("LSIs")
+                .iter()
+                .map(|i| i["IndexName"].as_str().expect("a name").to_owned())
+                .collect();
+        let new_locals: BTreeSet<String> = def
+            .indexes
+            .iter()
+            .filter(|i| i.kind == "local")
+            .map(|i| i.name.clone())
+            .collect();
+        assert_eq!(
+            old_locals, new_locals,
+            "{}: local indexes never change",
+            def.name
+        );
+        let globals: Vec<_> = def.indexes.iter().filter(|i| i.kind != "local").collect();
+        // Created first, then deleted: a listing always has an index to read.
+        for index in globals.iter().filter(|i| !old.contains(&i.name)) {
+            let mut update = t.dynamodb.update_table().table_name(name);
+            for (attribute_name, kind) in def.key_attributes() {
+                update = update.attribute_definitions(attribute(&attribute_name, &kind));
+            }
+            let mut keys = vec![
+                KeySchemaElement::builder()
+                    .attribute_name(&index.partition_key)
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .expect("a key"),
+            ];
+            keys.push(
+                KeySchemaElement::builder()
+                    .attribute_name(&index.sort_key)
+                    .key_type(KeyType::Range)
+                    .build()
+                    .expect("a key"),
+            );
+            update
+                .global_secondary_index_updates(
+                    GlobalSecondaryIndexUpdate::builder()
+                        .create(
+                            CreateGlobalSecondaryIndexAction::builder()
+                                .index_name(&index.name)
+                                .set_key_schema(Some(keys))
+                                .projection(
+                                    Projection::builder()
+                                        .projection_type(ProjectionType::from(
+                                            index.projection.as_str(),
+                                        ))
+                                        .build(),
+                                )
+                                .build()
+                                .expect("a GSI"),
+                        )
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("create a global index");
+            steps.push(format!("{}: create {}", def.name, index.name));
+        }
+        for gone in old
+            .iter()
+            .filter(|o| !globals.iter().any(|i| &i.name == *o))
+        {
+            t.dynamodb
+                .update_table()
+                .table_name(name)
+                .global_secondary_index_updates(
+                    GlobalSecondaryIndexUpdate::builder()
+                        .delete(
+                            DeleteGlobalSecondaryIndexAction::builder()
+                                .index_name(gone)
+                                .build()
+                                .expect("a delete"),
+                        )
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("delete a global index");
+            steps.push(format!("{}: delete {gone}", def.name));
+        }
+    }
+    steps
+}
+
+async fn get(t: &TestApp, path: &str) -> Value {
+    let reply = t.get_path(CI_KEY, path).await;
+    assert_eq!(reply.status, 200, "{path}: {}", reply.text());
+    reply.json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
+    let state = fixture();
+    let tables = Tables::with_prefix(&format!(
+        "u-{}",
+        ulid::Ulid::new().to_string().to_lowercase()
+    ));
+    let keys = json!([
+        {"tenant": "demo", "principal": "ci@demo", "roles": ["requester", "operator"], "key": CI_KEY},
+        {"tenant": "demo", "principal": ALICE, "roles": ["approver"], "key": ALICE_KEY},
+        {"tenant": "demo", "principal": BOB, "roles": ["approver"], "key": BOB_KEY},
+    ])
+    .to_string();
+    let targets = json!({
+        "echo": {"url": "{downstream}/ok", "idempotent": true},
+        "stall": {"url": "{downstream}/ok", "idempotent": true},
+    })
+    .to_string();
+    let subscriptions =
+        json!({"demo": {"url": "{downstream}/callback", "secret": CALLBACK_SECRET}}).to_string();
+    let overrides = [
+        ("APPROVALS_TABLE", tables.approvals.as_str()),
+        ("IDEMPOTENCY_TABLE", &tables.idempotency_keys),
+        ("INBOX_TABLE", &tables.webhook_inbox),
+        ("LEDGER_TABLE", &tables.execution_ledger),
+        ("EVENTS_TABLE", &tables.events),
+        ("APPROVAL_INDEX_TABLE", &tables.approval_index),
+        ("KEYS_TABLE", &tables.api_keys),
+        ("API_KEYS", &keys),
+        ("ACTION_TARGETS", &targets),
+        ("EVENT_SUBSCRIPTIONS", &subscriptions),
+        ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
+    ];
+    // The old tables first (the app's start finds them and leaves them as they are).
+    let setup = TestApp::build(&[]).await;
+    create_as_before(&setup, &tables, &state).await;
+    let steps = upgrade_indexes(&setup, &tables, &state).await;
+    assert_eq!(
+        steps,
+        [
+            "approvals: create by_status_keys",
+            "approvals: delete by_tenant",
+            "approvals: delete by_status"
+        ],
+        "the template's three deploys"
+    );
+    let t = TestApp::jobs_without_runner(&overrides, None).await;
+    continue_the_old_stream(&t, &state).await;
+    // The clock reads a minute after the old stack stopped, whenever this runs: the lease of the
+    // execution in flight has ended, the create's replay window (a day) and the pending
+    // approval's expiry (a week) have not.
+    let stopped = state["tables"]["events"]["items"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["at"]["N"].as_str()?.parse::<i64>().ok())
+        .max()
+        .expect("old events");
+    t.clock.advance(stopped + 60 - t.clock.now());
+    let ids = &state["ids"];
+    let id = |name: &str| ids[name].as_str().expect("an id").to_owned();
+    let old = &state["responses"];
+
+    // Read before anything moves: every approval, trail and listing as the old stack answered.
+    for name in ["pending", "executed", "rejected", "cancelled"] {
+        assert_eq!(
+            get(&t, &format!("/approvals/{}", id(name))).await,
+            old["approvals"][name],
+            "{name}"
+        );
+        let trail = get(&t, &format!("/approvals/{}/events?limit=100", id(name))).await;
+        assert_eq!(trail["events"], old["trails"][name], "{name}'s trail");
+    }
+    let in_flight = id("in_flight");
+    for (query, listed) in old["listings"].as_object().expect("listings") {
+        let page = get(&t, &format!("/approvals?limit=100&{query}")).await;
+        let now: Vec<&str> = page["approvals"]
+            .as_array()
+            .expect("approvals")
+            .iter()
+            .filter_map(|a| a["id"].as_str())
+            .filter(|listed| *listed != in_flight)
+            .collect();
+        let then: Vec<&str> = listed
+            .as_array()
+            .expect("ids")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(now, then, "{query:?}");
+    }
+    // A cursor the old stack gave out resumes the listing right after its page.
+    let cursor = old["cursor"]["next_cursor"].as_str().expect("a cursor");
+    let rest = get(&t, &format!("/approvals?limit=100&cursor={cursor}")).await;
+    let rest: Vec<&str> = rest["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    let all: Vec<&str> = old["listings"][""]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(rest, all[2..], "the old cursor resumes after its page");
+    // A create's replay answers the old first response, byte for byte as JSON.
+    let create = &old["create"];
+    let replay = t
+        .create(
+            CI_KEY,
+            create["key"].as_str().expect("a key"),
+            &create["body"].to_string(),
+        )
+        .await;
+    assert_eq!(replay.status, 201, "{}", replay.text());
+    assert_eq!(replay.json(), create["response"]);
+
+    // Then the jobs the old stack left in its queue, and today's runner.
+    let sqs = aws_sdk_sqs::Client::new(&t.sdk);
+    for body in state["queue"].as_array().expect("messages") {
+        sqs.send_message()
+            .queue_url(&t.queues().queue_url)
+            .message_body(body.as_str().expect("a body"))
+            .send()
+            .await
+            .expect("queue an old job");
+    }
+    t.start_runner();
+
+    // A review link minted before still opens the approval, and its vote completes the quorum.
+    let pending = id("pending");
+    let secret = countersign::review_token::TokenSecret::parse(TOKEN_SECRET).expect("secret");
+    let approval = countersign::domain::ApprovalId::parse(&pending).expect("an id");
+    let tenant = countersign::domain::TenantId::parse("demo").expect("a tenant");
+    let bob = countersign::domain::Approver::parse(BOB).expect("bob");
+    let token = secret.mint(&tenant, &approval, &bob, t.clock.now() + 86_400);
+    let page = t
+        .send(
+            t.http
+                .get(t.url(&format!("/approvals/{pending}/review?token={token}"))),
+        )
+        .await;
+    assert_eq!(page.status, 200, "the review link opens: {}", page.text());
+    let voted = t
+        .decide(
+            BOB_KEY,
+            &pending,
+            json!({"decision": "approve", "approver": BOB}),
+        )
+        .await;
+    assert_eq!(voted.status, 200, "{}", voted.text());
+    assert_eq!(voted.json()["status"], "approved");
+
+    // Both end executed, each action run once: the pending one on the ledger kept on its
+    // approval, the one in flight on its own ledger item, taken over once its lease had ended.
+    let wait = Duration::from_secs(60);
+    for name in ["pending", "in_flight"] {
+        let done = t.wait_for_execution(CI_KEY, &id(name), wait).await;
+        assert_eq!(done["execution"]["status"], "succeeded", "{name}: {done}");
+    }
+    let downstream = t.downstream();
+    for (name, key) in [
+        ("pending", "upgrade-pending"),
+        ("in_flight", "upgrade-in-flight"),
+    ] {
+        let business = format!("demo:{key}:{}", id(name));
+        assert_eq!(downstream.effects(&business), 1, "{name}: one effect");
+    }
+    eventually("the runner is idle", || async {
+        t.queue_depth(&t.queues().queue_url).await == 0
+    })
+    .await;
+
+    // The pending approval's trail goes on after its old events, each event once, in order
+    // (once the stream's last records are dispatched).
+    let trail_path = format!("/approvals/{pending}/events?limit=100");
+    eventually("the execution's end is on the trail", || async {
+        get(&t, &trail_path).await["events"]
+            .as_array()
+            .is_some_and(|e| e.iter().any(|e| e["type"] == "execution.succeeded"))
+    })
+    .await;
+    let trail = get(&t, &trail_path).await;
+    let events = trail["events"].as_array().expect("events");
+    let before = old["trails"]["pending"].as_array().expect("events");
+    assert_eq!(&events[..before.len()], &before[..], "the old events first");
+    let types: Vec<&str> = events[before.len()..]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .filter(|t| !t.starts_with("callback."))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "approval.vote_recorded",
+            "approval.approved",
+            "execution.queued",
+            "execution.attempt_started",
+            "execution.attempt_ended",
+            "execution.succeeded"
+        ]
+    );
+    for name in ["pending", "in_flight"] {
+        let trail = get(&t, &format!("/approvals/{}/events?limit=100", id(name))).await;
+        let ids: BTreeSet<&str> = trail["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter_map(|e| e["id"].as_str())
+            .collect();
+        assert_eq!(
+            ids.len(),
+            trail["events"].as_array().map_or(0, Vec::len),
+            "{name}: no event twice"
+        );
+    }
+    // The listing follows: the pending one is approved now, under the new index's key.
+    let approved = get(&t, "/approvals?limit=100&status=approved").await;
+    let approved: BTreeSet<&str> = approved["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert!(approved.contains(pending.as_str()), "{approved:?}");
+    let bobs = get(
+        &t,
+        &format!("/approvals?limit=100&status=pending&approver={BOB}"),
+    )
+    .await;
+    assert_eq!(
+        bobs["approvals"],
+        json!([]),
+        "nothing pending for bob any more"
+    );
+}
