@@ -96,6 +96,17 @@ refuse what AWS refuses where our code depends on it.
    sizes are moto's own (attribute names and values) of each Put's item and each other action's
    key; a larger transaction is refused with `ValidationException` before anything is applied.
 
+10. A global secondary index added to a table backfills before it can be read. UpdateTable's
+    Create returns at once, but the index answers `IndexStatus` `CREATING` with `Backfilling`
+    true while DynamoDB copies the table's items into it, and a Query of it is refused with
+    `ValidationException` "Cannot read from backfilling global secondary index: <name>"
+    (developer guide, "Adding a global secondary index to an existing table", phases "Resource
+    allocation" and "Backfilling", https://docs.aws.amazon.com/amazondynamodb/latest/
+    developerguide/GSI.OnlineOps.html); CloudFormation's update of the table does not wait for
+    it. moto made the index ACTIVE and readable at once. Here it backfills for
+    MOTO_BACKFILL_SECONDS (5 by default; AWS takes minutes, or hours on a large table), then is
+    ACTIVE. Only UpdateTable's indexes: a table's own, made with it, are ACTIVE when it is.
+
 Written against moto 5.2.5 (the transaction below is its own, with the rollback replaced):
 `install()` refuses any other version, loudly, rather than patch code it has not read.
 """
@@ -126,6 +137,7 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
+from moto.dynamodb.models.table import GlobalSecondaryIndex
 from moto.dynamodb.models.utilities import bytesize
 from moto.dynamodb.responses import DynamoHandler, validate_put_has_empty_keys
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
@@ -694,6 +706,44 @@ def batch_get_secret_value(self: SecretsManagerResponse) -> str:
 _stock_backend_for_host = DomainDispatcherApplication.get_backend_for_host
 
 
+# How long an index added by UpdateTable backfills. install() reads MOTO_BACKFILL_SECONDS.
+BACKFILL_SECONDS = 5.0
+_stock_update_table_global_indexes = DynamoDBBackend.update_table_global_indexes
+_stock_query = DynamoDBBackend.query
+_stock_gsi_describe = GlobalSecondaryIndex.describe
+
+
+def _backfilling(index: Any) -> bool:
+    return time.time() < getattr(index, "backfilled_at", 0.0)
+
+
+def update_table_global_indexes(
+    self: DynamoDBBackend, table: Any, global_index_updates: list[dict[str, Any]]
+) -> None:
+    _stock_update_table_global_indexes(self, table, global_index_updates)
+    created = {u["Create"]["IndexName"] for u in global_index_updates if u.get("Create")}
+    for index in table.global_indexes:
+        if index.name in created:
+            index.backfilled_at = time.time() + BACKFILL_SECONDS
+
+
+def query(self: DynamoDBBackend, table_name: str, *args: Any, **kwargs: Any) -> Any:
+    name = kwargs.get("index_name")
+    if name:
+        index = next((i for i in self.get_table(table_name).global_indexes if i.name == name), None)
+        if index is not None and _backfilling(index):
+            raise MockValidationException(f"Cannot read from backfilling global secondary index: {name}")
+    return _stock_query(self, table_name, *args, **kwargs)
+
+
+def describe_global_index(self: GlobalSecondaryIndex) -> dict[str, Any]:
+    described = _stock_gsi_describe(self)
+    if _backfilling(self):
+        described["IndexStatus"] = "CREATING"
+        described["Backfilling"] = True
+    return described
+
+
 def get_backend_for_host(self: DomainDispatcherApplication, host: str | None) -> Any:
     known = self.__dict__.setdefault("_backend_by_host", {})
     if host not in known:
@@ -703,7 +753,7 @@ def get_backend_for_host(self: DomainDispatcherApplication, host: str | None) ->
 
 def install() -> None:
     """Patches moto in this process. Refuses any moto but the one this was written against."""
-    global TOKEN_WINDOW_SECONDS
+    global TOKEN_WINDOW_SECONDS, BACKFILL_SECONDS
     if moto.__version__ != MOTO_VERSION:
         raise SystemExit(
             f"infra/moto_patches.py is written against moto {MOTO_VERSION}, but moto "
@@ -721,6 +771,10 @@ def install() -> None:
     Message.delayed = property(_delayed)  # type: ignore[method-assign,assignment]
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
     DynamoHandler.batch_write_item = batch_write_item  # type: ignore[method-assign]
+    BACKFILL_SECONDS = float(os.environ.get("MOTO_BACKFILL_SECONDS", BACKFILL_SECONDS))
+    DynamoDBBackend.update_table_global_indexes = update_table_global_indexes  # type: ignore[method-assign]
+    DynamoDBBackend.query = query  # type: ignore[method-assign]
+    GlobalSecondaryIndex.describe = describe_global_index  # type: ignore[method-assign]
     TOKEN_WINDOW_SECONDS = float(os.environ.get("MOTO_TOKEN_WINDOW_SECONDS", TOKEN_WINDOW_SECONDS))
     DynamoHandler.transact_write_items = transact_write_items_once  # type: ignore[method-assign]
     SQSResponse.send_message = send_message  # type: ignore[method-assign]

@@ -501,6 +501,55 @@ class TokenWindow(Stack):
         self.assertEqual(self.counter(table, "a"), 7)
 
 
+class GlobalIndexBackfill(Stack):
+    # Not AWS's minutes: the patch reads its backfill time from here, so the test need not wait.
+    env = {"MOTO_BACKFILL_SECONDS": "1"}
+
+    def test_an_index_added_by_update_table_cannot_be_read_while_it_backfills(self) -> None:
+        """UpdateTable, GlobalSecondaryIndexUpdates Create: the new index is CREATING, with
+        Backfilling true, while DynamoDB copies the table's items into it, and a Query of it is
+        refused, "Cannot read from backfilling global secondary index" (developer guide,
+        "Adding a global secondary index to an existing table",
+        https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.OnlineOps.html).
+        Here the backfill is cut to 1 s; indexes made with their table are ACTIVE at once.
+        """
+        table, _ = self.table()
+        self.db.put_item(TableName=table, Item={"pk": {"S": "a"}, "g": {"S": "x"}})
+        self.db.update_table(
+            TableName=table,
+            AttributeDefinitions=[{"AttributeName": "g", "AttributeType": "S"}],
+            GlobalSecondaryIndexUpdates=[
+                {
+                    "Create": {
+                        "IndexName": "by_g",
+                        "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                        "Projection": {"ProjectionType": "KEYS_ONLY"},
+                    }
+                }
+            ],
+        )
+
+        def index() -> dict[str, Any]:
+            described = self.db.describe_table(TableName=table)["Table"]
+            return next(i for i in described["GlobalSecondaryIndexes"] if i["IndexName"] == "by_g")
+
+        def query() -> dict[str, Any]:
+            return self.db.query(
+                TableName=table,
+                IndexName="by_g",
+                KeyConditionExpression="g = :g",
+                ExpressionAttributeValues={":g": {"S": "x"}},
+            )
+
+        self.assertEqual((index()["IndexStatus"], index().get("Backfilling")), ("CREATING", True))
+        error = self.refused("ValidationException", query)
+        self.assertIn("Cannot read from backfilling global secondary index: by_g", str(error))
+        time.sleep(1.2)
+        self.assertEqual(index()["IndexStatus"], "ACTIVE")
+        self.assertNotIn("Backfilling", index())
+        self.assertEqual(query()["Count"], 1)
+
+
 class SecretsManagerRules(Stack):
     """What Countersign's secret reads depend on (config/secrets.rs): one BatchGetSecretValue
     of at most 20 ids, each failed secret named in Errors, values of at most 65,536 characters."""

@@ -250,14 +250,88 @@ async fn continue_the_old_stream(t: &TestApp, state: &Value) {
         .expect("the runner's position");
 }
 
+/// One update of a table's global indexes, as one deploy of the template makes it.
+enum IndexStep {
+    Create {
+        table: String,
+        def: Box<countersign::store::schema::TableDefinition>,
+        index: countersign::store::schema::IndexDefinition,
+    },
+    Delete {
+        table: String,
+        logical: String,
+        index: String,
+    },
+}
+
+impl IndexStep {
+    fn name(&self) -> String {
+        match self {
+            IndexStep::Create { def, index, .. } => format!("{}: create {}", def.name, index.name),
+            IndexStep::Delete { logical, index, .. } => format!("{logical}: delete {index}"),
+        }
+    }
+
+    async fn apply(&self, t: &TestApp) {
+        let update = t.dynamodb.update_table();
+        let update = match self {
+            IndexStep::Create { table, def, index } => {
+                let mut update = update.table_name(table);
+                for (attribute_name, kind) in def.key_attributes() {
+                    update = update.attribute_definitions(attribute(&attribute_name, &kind));
+                }
+                let key = |name: &str, kind| {
+                    KeySchemaElement::builder()
+                        .attribute_name(name)
+                        .key_type(kind)
+                        .build()
+                        .expect("a key")
+                };
+                update.global_secondary_index_updates(
+                    GlobalSecondaryIndexUpdate::builder()
+                        .create(
+                            CreateGlobalSecondaryIndexAction::builder()
+                                .index_name(&index.name)
+                                .key_schema(key(&index.partition_key, KeyType::Hash))
+                                .key_schema(key(&index.sort_key, KeyType::Range))
+                                .projection(
+                                    Projection::builder()
+                                        .projection_type(ProjectionType::from(
+                                            index.projection.as_str(),
+                                        ))
+                                        .build(),
+                                )
+                                .build()
+                                .expect("a GSI"),
+                        )
+                        .build(),
+                )
+            }
+            IndexStep::Delete { table, index, .. } => {
+                update.table_name(table).global_secondary_index_updates(
+                    GlobalSecondaryIndexUpdate::builder()
+                        .delete(
+                            DeleteGlobalSecondaryIndexAction::builder()
+                                .index_name(index)
+                                .build()
+                                .expect("a delete"),
+                        )
+                        .build(),
+                )
+            }
+        };
+        update.send().await.expect("update a global index");
+    }
+}
+
 /// The template's upgrade, as CloudFormation applies it: one global index created or deleted
 /// per update of a table (`ApprovalsIndexesStep` 1, 2, then final for the approvals table),
-/// from the old definitions to `infra/tables.json`'s. Local indexes cannot change in place:
-/// both sides keep them.
-async fn upgrade_indexes(t: &TestApp, tables: &Tables, state: &Value) -> Vec<String> {
+/// from the old definitions to `infra/tables.json`'s; created first, then deleted, so a listing
+/// always has an index to read. Local indexes cannot change in place: both sides keep them.
+fn index_steps(tables: &Tables, state: &Value) -> Vec<IndexStep> {
     let mut steps = Vec::new();
     for def in countersign::store::schema::definitions() {
-        let name = physical(tables, &def.name);
+        let table = physical(tables, &def.name).to_owned();
         // In the order the old stack made them (the template drops them in that order too).
         let old: Vec<String> = state["tables"][&def.name]["definition"]["GlobalSecondaryIndexes"]
             .as_array()
@@ -284,74 +358,85 @@ async fn upgrade_indexes(t: &TestApp, tables: &Tables, state: &Value) -> Vec<Str
             def.name
         );
         let globals: Vec<_> = def.indexes.iter().filter(|i| i.kind != "local").collect();
-        // Created first, then deleted: a listing always has an index to read.
         for index in globals.iter().filter(|i| !old.contains(&i.name)) {
-            let mut update = t.dynamodb.update_table().table_name(name);
-            for (attribute_name, kind) in def.key_attributes() {
-                update = update.attribute_definitions(attribute(&attribute_name, &kind));
-            }
-            let mut keys = vec![
-                KeySchemaElement::builder()
-                    .attribute_name(&index.partition_key)
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .expect("a key"),
-            ];
-            keys.push(
-                KeySchemaElement::builder()
-                    .attribute_name(&index.sort_key)
-                    .key_type(KeyType::Range)
-                    .build()
-                    .expect("a key"),
-            );
-            update
-                .global_secondary_index_updates(
-                    GlobalSecondaryIndexUpdate::builder()
-                        .create(
-                            CreateGlobalSecondaryIndexAction::builder()
-                                .index_name(&index.name)
-                                .set_key_schema(Some(keys))
-                                .projection(
-                                    Projection::builder()
-                                        .projection_type(ProjectionType::from(
-                                            index.projection.as_str(),
-                                        ))
-                                        .build(),
-                                )
-                                .build()
-                                .expect("a GSI"),
-                        )
-                        .build(),
-                )
-                .send()
-                .await
-                .expect("create a global index");
-            steps.push(format!("{}: create {}", def.name, index.name));
+            steps.push(IndexStep::Create {
+                table: table.clone(),
+                def: Box::new(def.clone()),
+                index: (*index).clone(),
+            });
         }
         for gone in old
             .iter()
             .filter(|o| !globals.iter().any(|i| &i.name == *o))
         {
-            t.dynamodb
-                .update_table()
-                .table_name(name)
-                .global_secondary_index_updates(
-                    GlobalSecondaryIndexUpdate::builder()
-                        .delete(
-                            DeleteGlobalSecondaryIndexAction::builder()
-                                .index_name(gone)
-                                .build()
-                                .expect("a delete"),
-                        )
-                        .build(),
-                )
-                .send()
-                .await
-                .expect("delete a global index");
-            steps.push(format!("{}: delete {gone}", def.name));
+            steps.push(IndexStep::Delete {
+                table: table.clone(),
+                logical: def.name.clone(),
+                index: gone.clone(),
+            });
         }
     }
     steps
+}
+
+/// Whether the approvals table's `index` is ACTIVE (not backfilling).
+async fn active(t: &TestApp, index: &str) -> bool {
+    let described = t
+        .dynamodb
+        .describe_table()
+        .table_name(&t.app.config.tables.approvals)
+        .send()
+        .await
+        .expect("describe the table");
+    described
+        .table()
+        .map(|t| t.global_secondary_indexes())
+        .unwrap_or_default()
+        .iter()
+        .any(|i| {
+            i.index_name() == Some(index)
+                && i.index_status() == Some(&aws_sdk_dynamodb::types::IndexStatus::Active)
+        })
+}
+
+/// Every listing the old stack answered, answered alike (the approval then in flight, whose
+/// status moves on, left out), and a cursor it gave out resuming right after its page.
+async fn listings_answer_as_before(t: &TestApp, state: &Value) {
+    let old = &state["responses"];
+    let in_flight = state["ids"]["in_flight"].as_str().expect("an id");
+    for (query, listed) in old["listings"].as_object().expect("listings") {
+        let page = get(t, &format!("/approvals?limit=100&{query}")).await;
+        let now: Vec<&str> = page["approvals"]
+            .as_array()
+            .expect("approvals")
+            .iter()
+            .filter_map(|a| a["id"].as_str())
+            .filter(|listed| *listed != in_flight)
+            .collect();
+        let then: Vec<&str> = listed
+            .as_array()
+            .expect("ids")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert_eq!(now, then, "{query:?}");
+    }
+    // A cursor the old stack gave out resumes the listing right after its page.
+    let cursor = old["cursor"]["next_cursor"].as_str().expect("a cursor");
+    let rest = get(t, &format!("/approvals?limit=100&cursor={cursor}")).await;
+    let rest: Vec<&str> = rest["approvals"]
+        .as_array()
+        .expect("approvals")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    let all: Vec<&str> = old["listings"][""]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(rest, all[2..], "the old cursor resumes after its page");
 }
 
 async fn get(t: &TestApp, path: &str) -> Value {
@@ -396,9 +481,9 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
     // The old tables first (the app's start finds them and leaves them as they are).
     let setup = TestApp::build(&[]).await;
     create_as_before(&setup, &tables, &state).await;
-    let steps = upgrade_indexes(&setup, &tables, &state).await;
+    let steps = index_steps(&tables, &state);
     assert_eq!(
-        steps,
+        steps.iter().map(IndexStep::name).collect::<Vec<_>>(),
         [
             "approvals: create by_status_keys",
             "approvals: delete by_tenant",
@@ -406,7 +491,10 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
         ],
         "the template's three deploys"
     );
+    // The first deploy: by_status_keys added, today's code live while DynamoDB backfills it.
+    steps[0].apply(&setup).await;
     let t = TestApp::jobs_without_runner(&overrides, None).await;
+    assert!(!active(&t, "by_status_keys").await, "still backfilling");
     continue_the_old_stream(&t, &state).await;
     // The clock reads a minute after the old stack stopped, whenever this runs: the lease of the
     // execution in flight has ended, the create's replay window (a day) and the pending
@@ -423,7 +511,9 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
     let id = |name: &str| ids[name].as_str().expect("an id").to_owned();
     let old = &state["responses"];
 
-    // Read before anything moves: every approval, trail and listing as the old stack answered.
+    // Read before anything moves: every listing as the old stack answered, through by_status
+    // while by_status_keys backfills; every approval and trail.
+    listings_answer_as_before(&t, &state).await;
     for name in ["pending", "executed", "rejected", "cancelled"] {
         assert_eq!(
             get(&t, &format!("/approvals/{}", id(name))).await,
@@ -433,40 +523,6 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
         let trail = get(&t, &format!("/approvals/{}/events?limit=100", id(name))).await;
         assert_eq!(trail["events"], old["trails"][name], "{name}'s trail");
     }
-    let in_flight = id("in_flight");
-    for (query, listed) in old["listings"].as_object().expect("listings") {
-        let page = get(&t, &format!("/approvals?limit=100&{query}")).await;
-        let now: Vec<&str> = page["approvals"]
-            .as_array()
-            .expect("approvals")
-            .iter()
-            .filter_map(|a| a["id"].as_str())
-            .filter(|listed| *listed != in_flight)
-            .collect();
-        let then: Vec<&str> = listed
-            .as_array()
-            .expect("ids")
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        assert_eq!(now, then, "{query:?}");
-    }
-    // A cursor the old stack gave out resumes the listing right after its page.
-    let cursor = old["cursor"]["next_cursor"].as_str().expect("a cursor");
-    let rest = get(&t, &format!("/approvals?limit=100&cursor={cursor}")).await;
-    let rest: Vec<&str> = rest["approvals"]
-        .as_array()
-        .expect("approvals")
-        .iter()
-        .filter_map(|a| a["id"].as_str())
-        .collect();
-    let all: Vec<&str> = old["listings"][""]
-        .as_array()
-        .expect("ids")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(rest, all[2..], "the old cursor resumes after its page");
     // A create's replay answers the old first response, byte for byte as JSON.
     let create = &old["create"];
     let replay = t
@@ -478,6 +534,20 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
         .await;
     assert_eq!(replay.status, 201, "{}", replay.text());
     assert_eq!(replay.json(), create["response"]);
+
+    // The next two deploys, once the index is ACTIVE: the old indexes gone, the listings the same.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !active(&t, "by_status_keys").await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "by_status_keys never ACTIVE"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for step in &steps[1..] {
+        step.apply(&t).await;
+    }
+    listings_answer_as_before(&t, &state).await;
 
     // Then the jobs the old stack left in its queue, and today's runner.
     let sqs = aws_sdk_sqs::Client::new(&t.sdk);

@@ -83,6 +83,19 @@ impl ListQuery {
     }
 }
 
+/// Whether DynamoDB refused a query because its index is still being backfilled
+/// (`ValidationException` "Cannot read from backfilling global secondary index").
+fn backfilling<R>(
+    error: &aws_sdk_dynamodb::error::SdkError<aws_sdk_dynamodb::operation::query::QueryError, R>,
+) -> bool {
+    error.as_service_error().is_some_and(|e| {
+        e.meta().code() == Some("ValidationException")
+            && e.meta()
+                .message()
+                .is_some_and(|m| m.contains("backfilling"))
+    })
+}
+
 /// A page of approvals, newest first, and where the next page starts once all of them are used.
 #[derive(Debug, Clone)]
 pub struct ListPage {
@@ -204,7 +217,6 @@ impl Store {
         limit: i32,
     ) -> Result<ListPage, StoreError> {
         let after = start.as_ref().and_then(after_of);
-        let mut queries = Vec::new();
         // Each query reads its range newest first, from just below `after`; a bound that is a
         // key's own (BETWEEN takes its ends) costs one item more, skipped below.
         let newest = |query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder| {
@@ -212,8 +224,9 @@ impl Store {
                 .scan_index_forward(false)
                 .limit(limit.saturating_add(1))
         };
-        match (query.facet(), query.facet_before_v5()) {
+        let answers = match (query.facet(), query.facet_before_v5()) {
             (Some(facet), Some(before_v5)) => {
+                let mut queries = Vec::new();
                 let below =
                     |q: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
                      partition: &str,
@@ -243,18 +256,19 @@ impl Store {
                     }
                     .send(),
                 );
+                futures::future::try_join_all(queries).await
             }
             _ => {
-                for status in query.statuses() {
-                    let prefix = format!("{}#", status.as_str());
-                    let top = match &after {
-                        Some(id) => format!("{prefix}{id}"),
-                        None => format!("{prefix}\u{10ffff}"),
-                    };
-                    queries.push(
+                let by_status = |index: &str| {
+                    let queries = query.statuses().into_iter().map(|status| {
+                        let prefix = format!("{}#", status.as_str());
+                        let top = match &after {
+                            Some(id) => format!("{prefix}{id}"),
+                            None => format!("{prefix}\u{10ffff}"),
+                        };
                         newest(self.client.query())
                             .table_name(&self.tables.approvals)
-                            .index_name("by_status_keys")
+                            .index_name(index)
                             .key_condition_expression(
                                 "#tenant = :tenant AND #status_id BETWEEN :low AND :top",
                             )
@@ -263,14 +277,20 @@ impl Store {
                             .expression_attribute_values(":tenant", s(query.tenant.as_str()))
                             .expression_attribute_values(":low", s(prefix))
                             .expression_attribute_values(":top", s(top))
-                            .send(),
-                    );
+                            .send()
+                    });
+                    futures::future::try_join_all(queries)
+                };
+                match by_status("by_status_keys").await {
+                    // Mid-upgrade (ApprovalsIndexesStep 1): DynamoDB refuses to read an index
+                    // it is still backfilling, for minutes or hours after the deploy. The index
+                    // it replaces, there until step final, has the same keys.
+                    Err(e) if backfilling(&e) => by_status("by_status").await,
+                    answers => answers,
                 }
             }
         }
-        let answers = futures::future::try_join_all(queries)
-            .await
-            .map_err(|e| StoreError::from_sdk("Query", e))?;
+        .map_err(|e| StoreError::from_sdk("Query", e))?;
         let mut more = false;
         let mut ids: Vec<ApprovalId> = Vec::new();
         for answer in &answers {
