@@ -6,8 +6,8 @@
 //! over loopback HTTP; with the DynamoDB round trips per operation counted by an SDK
 //! interceptor. Then the cold start of each function binary (release) under a loopback Runtime
 //! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
-//! through the whole chain on one local runner, and a listing page beside the requests it is made
-//! of (`--listing` runs only that). The last line is `overhead-ratio: …`
+//! through the whole chain on one local runner, a listing page beside the requests it is made
+//! of (`--listing` runs only that), and how far apart a notify job's calls go out (`--notify`). The last line is `overhead-ratio: …`
 //! (in-process ops/s ÷ raw ops/s at concurrency 8; the router writes its metrics, as in Lambda,
 //! into memory here). `--effect` runs only the last part, `--paths` only the first, `--cpu`
 //! only the per-request CPU work.
@@ -16,6 +16,7 @@ mod cold_start;
 mod cpu;
 mod effect;
 mod listing;
+mod notify;
 mod paths;
 
 use std::time::{Duration, Instant};
@@ -36,10 +37,15 @@ async fn main() {
         listing::run(if quick { 40 } else { 150 }).await;
         return;
     }
+    if std::env::args().any(|a| a == "--notify") {
+        notify::run(if quick { 10 } else { 40 }).await;
+        return;
+    }
     let ratios = paths::run(if quick { 40 } else { 150 }).await;
     // `--paths`: the request paths and their ratios alone.
     if !std::env::args().any(|a| a == "--paths") {
         listing::run(if quick { 40 } else { 150 }).await;
+        notify::run(if quick { 10 } else { 40 }).await;
         cold_start::run(if quick { 5 } else { 20 }).await;
         cpu::run();
         effects(quick).await;

@@ -40,6 +40,18 @@ enum Mode {
 
 const MODES: [Mode; 3] = [Mode::Raw, Mode::InProcess, Mode::Loopback];
 const CONCURRENCY: [usize; 3] = [1, 8, 32];
+/// `--only TEXT`: only the operations whose name holds TEXT (for a profile of one path).
+fn only() -> Option<&'static str> {
+    static ONLY: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ONLY.get_or_init(|| {
+        let args: Vec<String> = std::env::args().collect();
+        args.iter()
+            .position(|a| a == "--only")
+            .and_then(|i| args.get(i + 1).cloned())
+    })
+    .as_deref()
+}
+
 /// Rounds of each row; the median round is reported.
 const ROUNDS: usize = 3;
 
@@ -541,7 +553,10 @@ pub async fn run(ops: usize) -> Ratios {
     let mut cells = 0;
     let mut rows = Vec::new();
     for concurrency in CONCURRENCY {
-        for op in OPS {
+        for op in OPS
+            .into_iter()
+            .filter(|op| only().is_none_or(|o| op.name().contains(o)))
+        {
             rows.extend(measure(&t, &raw, ops, op, op.name(), concurrency, &mut cells).await);
         }
     }
@@ -569,7 +584,11 @@ pub async fn run(ops: usize) -> Ratios {
         vote_completing: ratio(["vote completing 2-of-3", "vote completing 2-of-3"]),
         webhook: ratio(["webhook first", "webhook duplicate"]),
         github: ratio(["github-event open", "github-event join"]),
-        table_size: table_size(ops).await,
+        table_size: if only().is_some() {
+            f64::NAN
+        } else {
+            table_size(ops).await
+        },
     }
 }
 

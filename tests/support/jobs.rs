@@ -50,7 +50,8 @@ struct Recorded {
 ///   backend behind a gateway that does not dedupe (each call is one more effect).
 ///
 /// `/notify` is the notifier: 200, but for an approver named `flaky-…` 503 to the first call
-/// of its key, and for one named `refused-…` 410 to every call.
+/// of its key, for one named `refused-…` 410 to every call, and for one named `slow-…` 200
+/// after 200 ms.
 ///
 /// `GET /status/{mode}/{key}` is the targets' status URL (never counted as a call):
 /// - `truth`: `succeeded` once the key's effect happened, `not_found` before;
@@ -191,6 +192,10 @@ async fn answer(
         ("notify", _) if refused.is_some() => refused.unwrap_or(StatusCode::OK),
         ("notify", 0) if approver.starts_with("flaky-") => StatusCode::SERVICE_UNAVAILABLE,
         ("notify", _) if approver.starts_with("refused-") => StatusCode::GONE,
+        ("notify", _) if approver.starts_with("slow-") => {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            StatusCode::OK
+        }
         ("flaky", 0 | 1) | ("flaky-once", 0) | ("always-503", _) => StatusCode::SERVICE_UNAVAILABLE,
         ("reject-once", 0) => StatusCode::BAD_REQUEST,
         ("slow-reject-once", 0) => {

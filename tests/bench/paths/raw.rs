@@ -37,6 +37,16 @@ pub(super) fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
+/// What every vote's condition holds (the app's `ONLY_IF_DECIDABLE`): pending, unexpired, a
+/// listed approver, neither the requester nor sent with the requester's key, nor the GitHub
+/// deployment's requester.
+const DECIDABLE: &str = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
+     AND (attribute_not_exists(#requested_by_id) OR (#requested_by_id <> :approver_id AND #requested_by_id <> :sender_id)) \
+     AND NOT contains(#gh.#rq, :approver_id) AND NOT contains(#gh.#rq, :sender_id)";
+
+/// The principal of the decider key the timed API votes are sent with.
+const DECIDER: &str = "portal@tenant-a";
+
 fn names(pairs: &[&str]) -> HashMap<String, String> {
     pairs
         .iter()
@@ -124,6 +134,7 @@ impl Bench<'_> {
     fn raw_decide_update(
         id: &str,
         approver: &str,
+        sender: &str,
         rules: usize,
         now: i64,
     ) -> (
@@ -132,9 +143,7 @@ impl Bench<'_> {
         HashMap<String, String>,
         HashMap<String, AttributeValue>,
     ) {
-        let decidable = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
-             AND NOT contains(#voters, :approver_id)";
+        let decidable = format!("{DECIDABLE} AND NOT contains(#voters, :approver_id)");
         let record = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
         let (update, condition) = if rules == 0 {
             (
@@ -142,10 +151,10 @@ impl Bench<'_> {
                  #execution.#status = :queued, #execution.#updated_at = :now, \
                  #due_kind = :execution_due, #due_at = :now"
                     .to_owned(),
-                "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-                 AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
-                 AND attribute_not_exists(#while_pending)"
-                    .to_owned(),
+                format!(
+                    "{DECIDABLE} AND attribute_not_exists(#while_pending) \
+                     AND attribute_not_exists(#approval_only)"
+                ),
             )
         } else {
             let counters: Vec<String> = (0..rules)
@@ -180,6 +189,9 @@ impl Bench<'_> {
             "votes",
             "voters",
             "ballots",
+            "gh",
+            "rq",
+            "approval_only",
         ]);
         names.insert("#voter".to_owned(), approver.to_owned());
         for i in 0..rules {
@@ -205,6 +217,7 @@ impl Bench<'_> {
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(approver)),
             (":approver_id".to_owned(), s(approver)),
+            (":sender_id".to_owned(), s(sender)),
         ]);
         if rules == 0 {
             values.insert(":outcome".to_owned(), s("approved"));
@@ -229,9 +242,7 @@ impl Bench<'_> {
         let update = "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
              #votes = list_append(if_not_exists(#votes, :no_votes), :vote) ADD #voters :voter_set \
              REMOVE #due_kind, #due_at";
-        let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
-             AND NOT contains(#voters, :approver_id)";
+        let condition = format!("{DECIDABLE} AND NOT contains(#voters, :approver_id)");
         let mut vote = Self::raw_vote(BOB, now);
         if let AttributeValue::M(map) = &mut vote {
             map.insert("outcome".to_owned(), s("rejected"));
@@ -250,6 +261,7 @@ impl Bench<'_> {
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(BOB)),
             (":approver_id".to_owned(), s(BOB)),
+            (":sender_id".to_owned(), s(DECIDER)),
         ]);
         let result = self
             .raw
@@ -269,6 +281,8 @@ impl Bench<'_> {
                 "requested_by_id",
                 "votes",
                 "voters",
+                "gh",
+                "rq",
             ])))
             .set_expression_attribute_values(Some(values))
             .return_values(ReturnValue::AllNew)
@@ -291,12 +305,13 @@ impl Bench<'_> {
     pub(super) async fn raw_complete(&self, id: &str, approver: &str, now: i64) {
         let update = "SET #status = :outcome, #status_id = :status_id, #decision = :decision, \
              #execution.#status = :queued, #execution.#updated_at = :now, \
-             #due_kind = :execution_due, #due_at = :now, #votes = list_append(#votes, :vote), \
+             #due_kind = :execution_due, #due_at = :now, \
+             #votes = list_append(if_not_exists(#votes, :no_votes), :vote), \
              #approvals_0 = #approvals_0 + #ballots.#voter.#m0 ADD #voters :voter_set";
-        let condition = "#status = :pending AND #expires_at > :now AND contains(#approvers, :approver) \
-             AND (attribute_not_exists(#requested_by_id) OR #requested_by_id <> :approver_id) \
-             AND NOT contains(#voters, :approver_id) AND attribute_exists(#while_pending) \
-             AND #approvals_0 >= #ballots.#voter.#t0";
+        let condition = format!(
+            "{DECIDABLE} AND NOT contains(#voters, :approver_id) AND attribute_exists(#while_pending) \
+             AND attribute_not_exists(#approval_only) AND #approvals_0 >= #ballots.#voter.#t0"
+        );
         let mut names = names(&[
             "status",
             "status_id",
@@ -315,6 +330,9 @@ impl Bench<'_> {
             "ballots",
             "m0",
             "t0",
+            "gh",
+            "rq",
+            "approval_only",
         ]);
         names.insert("#voter".to_owned(), approver.to_owned());
         names.retain(|k, _| update.contains(k.as_str()) || condition.contains(k.as_str()));
@@ -334,6 +352,8 @@ impl Bench<'_> {
             (":now".to_owned(), n(now)),
             (":approver".to_owned(), s(approver)),
             (":approver_id".to_owned(), s(approver)),
+            (":sender_id".to_owned(), s(DECIDER)),
+            (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
         ]);
         let result = self
             .raw
@@ -352,7 +372,8 @@ impl Bench<'_> {
     }
 
     pub(super) async fn raw_decide(&self, id: &str, approver: &str, rules: usize, now: i64) {
-        let (update, condition, names, values) = Self::raw_decide_update(id, approver, rules, now);
+        let (update, condition, names, values) =
+            Self::raw_decide_update(id, approver, DECIDER, rules, now);
         let result = self
             .raw
             .update_item()
@@ -388,7 +409,8 @@ impl Bench<'_> {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .expect("put");
-        let (update, condition, names, values) = Self::raw_decide_update(id, ALICE, 0, now);
+        // A webhook's vote is sent by the approver it names.
+        let (update, condition, names, values) = Self::raw_decide_update(id, ALICE, ALICE, 0, now);
         let decide = Update::builder()
             .table_name(&self.t.app.config.tables.approvals)
             .key("pk", s(format!("tenant-a#{id}")))
