@@ -668,3 +668,79 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
         "nothing pending for bob any more"
     );
 }
+
+/// An execution whose first attempt, before v5, asked for a retry: its ledger item says
+/// `retry_wait` and its approval `queued`, one attempt counted, no ledger on the approval. The
+/// retry takes the ledger item's path (not a fresh ledger on the approval beside it), ends it,
+/// and the action runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_execution_waiting_for_its_retry_before_v5_retries_on_its_ledger_item() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let t = TestApp::jobs_without_runner(&[], None).await;
+    let created = t
+        .create(KEY_A, "retry-before-v5", &deploy_body(1, &[ALICE]))
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let id = created.json()["id"].as_str().expect("an id").to_owned();
+    let approve = json!({"decision": "approve", "approver": ALICE});
+    assert_eq!(t.decide(DECIDER_A, &id, approve).await.status, 200);
+    // What the code before v5 left: its first attempt counted on the approval, its ledger item
+    // waiting for the retry.
+    let now = t.clock.now();
+    let tables = &t.app.config.tables;
+    t.dynamodb
+        .update_item()
+        .table_name(&tables.approvals)
+        .key("pk", AttributeValue::S(format!("{TENANT_A}#{id}")))
+        .update_expression("SET #e.#a = :one, #e.#l = :error")
+        .expression_attribute_names("#e", "execution")
+        .expression_attribute_names("#a", "attempts")
+        .expression_attribute_names("#l", "last_error")
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .expression_attribute_values(":error", AttributeValue::S("HTTP 503".into()))
+        .send()
+        .await
+        .expect("the approval as before v5");
+    let ledger_pk = format!("{id}#execute");
+    let legacy = [
+        ("pk", AttributeValue::S(ledger_pk.clone())),
+        ("approval_id", AttributeValue::S(id.clone())),
+        ("tenant", AttributeValue::S(TENANT_A.into())),
+        ("kind", AttributeValue::S("execute".into())),
+        ("status", AttributeValue::S("retry_wait".into())),
+        ("generation", AttributeValue::N("0".into())),
+        ("attempts", AttributeValue::N("1".into())),
+        ("token", AttributeValue::S("01OLDWORKERTOKEN".into())),
+        ("last_error", AttributeValue::S("HTTP 503".into())),
+        ("updated_at", AttributeValue::N(now.to_string())),
+    ];
+    let mut put = t.dynamodb.put_item().table_name(&tables.execution_ledger);
+    for (name, value) in legacy {
+        put = put.item(name, value);
+    }
+    put.send().await.expect("the ledger item as before v5");
+
+    t.start_runner();
+    let done = t
+        .wait_for_execution(KEY_A, &id, Duration::from_secs(60))
+        .await;
+    assert_eq!(done["execution"]["status"], "succeeded", "{done}");
+    assert_eq!(done["execution"]["attempts"], 2, "{done}");
+    let business = format!("{TENANT_A}:retry-before-v5:{id}");
+    assert_eq!(t.downstream().effects(&business), 1, "one effect");
+    let item = t
+        .item(&tables.execution_ledger, &ledger_pk)
+        .await
+        .expect("the ledger item");
+    assert_eq!(
+        item["status"].as_s().ok().map(String::as_str),
+        Some("succeeded")
+    );
+    assert_eq!(item["attempts"].as_n().ok().map(String::as_str), Some("2"));
+    let approval = t.approval_item(&id).await;
+    let execution = approval["execution"].as_m().expect("the execution");
+    assert!(
+        !execution.contains_key("lg_status"),
+        "no second ledger on the approval: {execution:?}"
+    );
+}

@@ -179,6 +179,20 @@ impl NotifyJob {
         )
     }
 
+    /// What tells one end of this job apart in the trail's order: its attempt — and, for a job
+    /// queued before v5 (one per approver, each with its own attempts), its approver, so the
+    /// ends of two approvers' jobs never share an item.
+    fn end_tag(&self, attempt: u32) -> String {
+        match (self.per_approver, self.approvers.first()) {
+            (true, Some(approver)) => {
+                use sha2::Digest;
+                let digest = sha2::Sha256::digest(approver.identity().as_bytes());
+                format!("{attempt:03}-{}", hex::encode(&digest[..4]))
+            }
+            _ => format!("{attempt:03}"),
+        }
+    }
+
     /// The events of one end of the job: each approver's notification sent or failed
     /// (`outcomes`), in one item of the trail after the creation — `attempt` tells apart the
     /// ends of one job (each attempt ends once; a give-up counts as one more).
@@ -213,17 +227,18 @@ impl NotifyJob {
                     json!({ "channel": "notify" }),
                     data,
                 );
-                event.order = notification_order(&self.after, attempt, place);
+                event.order = notification_order(&self.after, &self.end_tag(attempt), place);
                 event
             })
             .collect()
     }
 }
 
-/// Where the notifications one end records sort: after the creation, by end, then approver.
-fn notification_order(after: &str, attempt: u32, place: usize) -> String {
+/// Where the notifications one end records sort: after the creation, by end (`end_tag`), then
+/// approver.
+fn notification_order(after: &str, end_tag: &str, place: usize) -> String {
     let (key, index) = crate::domain::trail::order_place(after);
-    format!("{key}~{index:02}n{attempt:03}#{place:02}")
+    format!("{key}~{index:02}n{end_tag}#{place:02}")
 }
 
 /// One event delivered to the tenant's subscription.

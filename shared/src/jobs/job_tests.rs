@@ -88,6 +88,43 @@ fn a_notify_job_queued_before_v5_keeps_its_approver_and_its_ledger_item() {
     assert_eq!(again, job, "it keeps them through the queue");
 }
 
+/// Two approvers' notify jobs queued before v5 end in items of their own: the same attempt of
+/// each never shares (and so overwrites) one item of the trail.
+#[test]
+fn notify_jobs_queued_before_v5_record_their_ends_apart() {
+    let new = pending(1_000);
+    let queued_before = |approver: &str| {
+        let body = format!(
+            r#"{{"kind": "notify", "approval_id": "{}", "tenant": "acme", "approver": "{approver}",
+            "action": {{}}, "context": null, "expires_at": 5, "after": "p#00"}}"#,
+            new.id
+        );
+        let Job::Notify(job) = serde_json::from_str(&body).unwrap() else {
+            panic!("not a notify job")
+        };
+        job
+    };
+    let (alice, bob) = (queued_before("alice"), queued_before("bob"));
+    let end = |job: &NotifyJob| {
+        let approver = job.approvers[0].clone();
+        job.events(&[(&approver, Ok(()))], 1, 10).remove(0).order
+    };
+    let (a, b) = (end(&alice), end(&bob));
+    assert_ne!(
+        crate::domain::trail::order_place(&a).0,
+        crate::domain::trail::order_place(&b).0
+    );
+    assert!(
+        a.starts_with("p~00n001-") && b.starts_with("p~00n001-"),
+        "{a} {b}"
+    );
+    // A job of v5 (every approver in one) keeps the plain attempt.
+    let Job::Notify(one) = jobs_for_change(None, Some(&new), "p#00").remove(0) else {
+        panic!("not a notify job")
+    };
+    assert!(end(&one).starts_with("p~00n001#"), "{}", end(&one));
+}
+
 /// The events of one end of a notify job share one item of the trail, after the creation and
 /// before the next change; two ends (attempts) never share one.
 #[test]

@@ -293,8 +293,13 @@ impl Store {
         .map_err(|e| StoreError::from_sdk("Query", e))?;
         let mut more = false;
         let mut ids: Vec<ApprovalId> = Vec::new();
+        // The highest of the last ids read by queries that stopped early: below it, one of them
+        // read nothing, so the page ends there.
+        let mut floor: Option<ApprovalId> = None;
         for answer in &answers {
-            more |= answer.last_evaluated_key().is_some();
+            let stopped = answer.last_evaluated_key().is_some();
+            more |= stopped;
+            let mut lowest: Option<ApprovalId> = None;
             for item in answer.items() {
                 // `approval_index` names the approval in `id`; `by_status_keys` after the status.
                 let id = match item.get("status_id") {
@@ -303,15 +308,26 @@ impl Store {
                 }
                 .and_then(|id| ApprovalId::parse(id).ok())
                 .ok_or(StoreError::corrupt("id"))?;
+                lowest = Some(id.clone());
                 if after.as_deref() != Some(id.as_str()) {
                     ids.push(id);
                 }
             }
+            if stopped
+                && let Some(lowest) = lowest
+                && floor.as_ref().is_none_or(|f| lowest.as_str() > f.as_str())
+            {
+                floor = Some(lowest);
+            }
         }
-        // Newest first; an approval indexed both before and since v5 once. A query that stopped
-        // early read more than the page's worth, so the page's newest are all here.
+        // Newest first; an approval indexed both before and since v5 once. A query stops at
+        // its limit (more than the page's worth) or at DynamoDB's 1 MB a page (the index of
+        // before v5 holds whole items): the page keeps only what every query read.
         ids.sort_by(|a, b| b.as_str().cmp(a.as_str()));
         ids.dedup();
+        if let Some(floor) = &floor {
+            ids.retain(|id| id.as_str() >= floor.as_str());
+        }
         let limit = usize::try_from(limit).unwrap_or(0);
         more |= ids.len() > limit;
         ids.truncate(limit);

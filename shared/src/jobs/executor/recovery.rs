@@ -239,6 +239,8 @@ impl Executor {
             };
             let end = AttemptEnd {
                 events: &events,
+                // Its events name whom the entry as read had not notified.
+                found: Some(entry.status),
                 ..AttemptEnd::by_owner(&completion, &ender)
             };
             self.write_end(r, &entry.token, end).await?;

@@ -52,6 +52,10 @@ pub struct AttemptEnd<'a> {
     /// whose notification failed (`not_notified`).
     pub notified: &'a [String],
     pub not_notified: &'a [String],
+    /// The ledger's status as the writer read it, when what it writes was made from that read
+    /// (a give-up's events name the approvers it found not notified): the end applies only
+    /// while the ledger still says so — not after the attempt's own worker ended it meanwhile.
+    pub found: Option<LedgerStatus>,
 }
 
 impl<'a> AttemptEnd<'a> {
@@ -66,6 +70,7 @@ impl<'a> AttemptEnd<'a> {
             events: &[],
             notified: &[],
             not_notified: &[],
+            found: None,
         }
     }
 }
@@ -164,6 +169,10 @@ impl Store {
         if let Some(cutoff) = unchanged_since {
             ledger_condition.push_str(" AND #updated_at <= :cutoff");
             ledger_vals.insert(":cutoff".to_owned(), epoch(cutoff));
+        }
+        if let Some(found) = end.found {
+            ledger_condition.push_str(" AND #status = :found");
+            ledger_vals.insert(":found".to_owned(), s(found.as_str()));
         }
         let ledger = self.ledger_update(key, &ledger_update, &ledger_condition, ledger_vals)?;
         let mut check = end.check;

@@ -3,9 +3,10 @@
 //! conditional write of the approval — what was a two-item transaction (the ledger item and the
 //! approval) — with the same conditions: the attempt's token, its lease, its generation.
 //!
-//! An execution begun before v5 keeps its ledger item (`{id}#execute`) until it ends: its
-//! approval has no `lg_status` while its execution is past `queued`, and every write here then
-//! says so (`None`), for the ledger item's own path to take it.
+//! An execution begun before v5 keeps its ledger item (`{id}#execute`) until it ends, through
+//! its retries and an operator's: its approval has no `lg_status` but an attempt counted (or an
+//! execution past `queued`), and every write here then says so (`None`), for the ledger item's
+//! own path to take it. (An attempt waiting for its retry reads `queued`: the count tells.)
 
 use std::collections::HashMap;
 
@@ -22,10 +23,12 @@ use crate::store::github::RoundKey;
 use crate::store::keys::approval_key;
 use crate::store::size::kept;
 
-/// only_if_startable, on the approval: nothing began (its execution is queued, and no attempt
-/// is on it — an execution begun before v5 is not queued), or its last attempt asked for a
-/// retry, or an operator resumed a failed or unreconciled one (a newer generation).
-const ONLY_IF_STARTABLE: &str = "(attribute_not_exists(#execution.#lg_status) AND #execution.#status = :queued) \
+/// only_if_startable, on the approval: nothing ever began (no ledger on it and no attempt
+/// counted: an execution begun before v5 has one, whether it waits for a retry — `queued` — or
+/// an operator resumed it), or its last attempt asked for a retry, or an operator resumed a
+/// failed or unreconciled one (a newer generation).
+const ONLY_IF_STARTABLE: &str = "(attribute_not_exists(#execution.#lg_status) AND #execution.#status = :queued \
+     AND #execution.#attempts = :zero) \
      OR (#execution.#lg_status = :retry_wait AND #execution.#lg_generation = :generation) \
      OR (#execution.#lg_status IN (:failed, :needs_reconciliation) AND #execution.#lg_generation < :generation)";
 
@@ -38,7 +41,8 @@ const ONLY_IF_OWNER: &str = "#execution.#lg_token = :token \
      AND #execution.#lg_status IN (:in_progress, :retry_wait, :unknown)";
 
 /// only_if_not_begun: no attempt of this generation began.
-const ONLY_IF_NOT_BEGUN: &str = "(attribute_not_exists(#execution.#lg_status) AND #execution.#status = :queued) \
+const ONLY_IF_NOT_BEGUN: &str = "(attribute_not_exists(#execution.#lg_status) AND #execution.#status = :queued \
+     AND #execution.#attempts = :zero) \
      OR (#execution.#lg_status IN (:failed, :needs_reconciliation) AND #execution.#lg_generation < :generation)";
 
 /// The ledger an approval's execution carries, if it carries one (v5).
@@ -65,8 +69,8 @@ pub(super) fn entry_of(approval: &Item) -> Result<Option<LedgerEntry>, StoreErro
 }
 
 /// Whether an approval as a refused write found it is one whose execution began before v5 (no
-/// ledger on it, its execution past `queued`, the generation the job's): its ledger item
-/// decides.
+/// ledger on it, an attempt counted or its execution past `queued`, the generation the job's):
+/// its ledger item decides.
 fn begun_before_v5(approval: &Item, key: &LedgerKey) -> Result<bool, StoreError> {
     let Some(AttributeValue::M(execution)) = approval.get("execution") else {
         return Ok(false);
@@ -74,7 +78,11 @@ fn begun_before_v5(approval: &Item, key: &LedgerKey) -> Result<bool, StoreError>
     let approved = opt_s(approval, "status").as_deref() == Some(Status::Approved.as_str());
     let generation: u32 = get_n(execution, "generation").unwrap_or(0);
     let queued = opt_s(execution, "status").as_deref() == Some(ExecutionStatus::Queued.as_str());
-    Ok(approved && generation == key.generation && !queued && entry_of(approval)?.is_none())
+    let attempts: u32 = get_n(execution, "attempts").unwrap_or(0);
+    Ok(approved
+        && generation == key.generation
+        && (!queued || attempts > 0)
+        && entry_of(approval)?.is_none())
 }
 
 /// Whether the approval is the job's: approved, its execution of the job's generation.
@@ -282,6 +290,10 @@ impl Store {
             condition.push_str(&format!(" AND {ONLY_IF_OWNER}"));
             if unchanged_since.is_some() {
                 condition.push_str(" AND #execution.#lg_updated_at <= :cutoff");
+            }
+            if let Some(found) = end.found {
+                condition.push_str(" AND #execution.#lg_status = :found");
+                vals.insert(":found".to_owned(), s(found.as_str()));
             }
             let write = self.execution_write(key, update, due, vals, &condition)?;
             let reasons = match self.update_returning(&write).await?.0 {
