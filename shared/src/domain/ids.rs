@@ -364,9 +364,12 @@ mod tests {
             if let (Ok(x), Ok(y)) = (Approver::parse(&a), Approver::parse(&b))
                 && x.identity() == y.identity()
             {
-                // No hidden character in either, and one text up to case and blanks.
+                // No hidden or compatibility character in either, and one text up to case
+                // and blanks. A combining mark that composes with nothing is a legitimate
+                // character (a lone U+301 is its own identity); one that composes is caught
+                // by the fold comparison ("e\u{301}" and "é" fold apart).
                 let hidden = a.chars().chain(b.chars()).any(|c| {
-                    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{FF21}'..='\u{FF3A}' | '\u{212A}' | '\u{301}')
+                    matches!(c, '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{FF21}'..='\u{FF3A}' | '\u{212A}')
                 });
                 proptest::prop_assert!(!hidden, "{:?} and {:?}", a, b);
                 let fold = |s: &str| caseless::default_case_fold_str(s.trim());
