@@ -38,18 +38,53 @@ pub fn filter_for(level: &str) -> String {
     format!("{level},aws_config=warn,aws_smithy_runtime=warn")
 }
 
-/// Installs the JSON log subscriber: at `RUST_LOG` if set, else at `LOG_LEVEL` (the template's
-/// `LogLevel`), else [`DEFAULT_FILTER`]. Safe to call twice.
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        match std::env::var("LOG_LEVEL").ok().as_deref() {
-            Some(level @ ("error" | "warn" | "info" | "debug")) => {
-                EnvFilter::new(filter_for(level))
-            }
-            _ => EnvFilter::new(DEFAULT_FILTER),
+/// A log configuration the functions refuse to start with, rather than log at a level
+/// nobody asked for; shaped like a configuration error (the variable, what is wrong).
+#[derive(Debug, thiserror::Error)]
+#[error("{variable} {problem}")]
+pub struct LogConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+/// A variable's value, unless it is blank (a blank variable is one not set).
+fn set(value: Option<&str>) -> Option<&str> {
+    value.map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The filter of `RUST_LOG` if set, else of `LOG_LEVEL` (the template's `LogLevel`), else
+/// [`DEFAULT_FILTER`]; a blank variable is one not set.
+pub fn filter_from(
+    rust_log: Option<&str>,
+    log_level: Option<&str>,
+) -> Result<EnvFilter, LogConfigError> {
+    if let Some(directives) = set(rust_log) {
+        return EnvFilter::try_new(directives).map_err(|e| LogConfigError {
+            variable: "RUST_LOG",
+            problem: format!("is not a tracing filter: {e}"),
+        });
+    }
+    match set(log_level) {
+        None => Ok(EnvFilter::new(DEFAULT_FILTER)),
+        Some(level @ ("error" | "warn" | "info" | "debug")) => {
+            Ok(EnvFilter::new(filter_for(level)))
         }
-    });
+        Some(other) => Err(LogConfigError {
+            variable: "LOG_LEVEL",
+            problem: format!("must be error, warn, info or debug, not {other:?}"),
+        }),
+    }
+}
+
+/// Installs the JSON log subscriber at [`filter_from`] the environment's `RUST_LOG` and
+/// `LOG_LEVEL`. Safe to call twice.
+pub fn init() -> Result<(), LogConfigError> {
+    let filter = filter_from(
+        std::env::var("RUST_LOG").ok().as_deref(),
+        std::env::var("LOG_LEVEL").ok().as_deref(),
+    )?;
     let _ = builder(std::io::stdout, filter).try_init();
+    Ok(())
 }
 
 /// The same lines, written to `writer` at `filter` (an `EnvFilter` directive): what the cost
@@ -134,6 +169,36 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[test]
+    fn a_log_level_nobody_can_mean_stops_the_start() {
+        let shown = |f: Result<EnvFilter, LogConfigError>| f.map(|f| f.to_string());
+        assert_eq!(
+            shown(filter_from(None, None)).unwrap(),
+            EnvFilter::new(DEFAULT_FILTER).to_string()
+        );
+        assert_eq!(
+            shown(filter_from(Some(" "), Some(""))).unwrap(),
+            EnvFilter::new(DEFAULT_FILTER).to_string(),
+            "blank is not set"
+        );
+        assert_eq!(
+            shown(filter_from(None, Some("debug"))).unwrap(),
+            EnvFilter::new(filter_for("debug")).to_string()
+        );
+        assert_eq!(
+            shown(filter_from(Some("countersign=trace"), Some("nonsense"))).unwrap(),
+            "countersign=trace",
+            "RUST_LOG wins"
+        );
+        for level in ["DEBUG", "trace", "verbose"] {
+            let error = filter_from(None, Some(level)).unwrap_err().to_string();
+            assert!(error.starts_with("LOG_LEVEL must be"), "{error}");
+            assert!(error.contains(level), "{error}");
+        }
+        let error = filter_from(Some("info,[unclosed"), None).unwrap_err();
+        assert!(error.to_string().starts_with("RUST_LOG"), "{error}");
+    }
 
     #[derive(Clone, Default)]
     struct Lines(Arc<Mutex<Vec<u8>>>);

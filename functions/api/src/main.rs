@@ -4,7 +4,7 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let app = countersign::App::for_function(countersign::Function::Api).await?;
     lambda_http::run(countersign::http::api_router(app)).await
 }

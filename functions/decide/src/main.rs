@@ -4,7 +4,7 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let app = countersign::App::for_function(countersign::Function::Decide).await?;
     lambda_http::run(countersign::http::decide_router(app)).await
 }

@@ -7,7 +7,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let _failpoints = countersign::failpoints();
     let app = countersign::App::for_function(countersign::Function::Dispatch).await?;
     let dispatcher = &Dispatcher::new(app);

@@ -118,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => {}
     }
 
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let _failpoints = countersign::failpoints();
     let port = port()?;
     let demo = is_demo();

@@ -5,7 +5,7 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let app = countersign::App::for_function(countersign::Function::Read).await?;
     lambda_http::run(countersign::http::read_router(app)).await
 }

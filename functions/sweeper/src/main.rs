@@ -6,7 +6,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let app = countersign::App::for_function(countersign::Function::Sweeper).await?;
     let expirer = &Expirer::new(app);
     lambda_runtime::run(service_fn(

@@ -3,7 +3,7 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    countersign::telemetry::init();
+    countersign::telemetry::init()?;
     let app = countersign::App::for_function(countersign::Function::Webhook).await?;
     lambda_http::run(countersign::http::webhook_router(app)).await
 }
