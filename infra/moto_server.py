@@ -13,6 +13,10 @@ refuses where our guarantees depend on it is refused here too (duplicate keys in
 BatchWriteItem, SQS characters and sizes, TransactWriteItems client tokens, the 4 MB
 transaction).
 
+In front of moto, inside the lock, the IAM gate (`local_iam/gate.py`): each function calls as its
+own role, and what its role in infra/template.yaml does not allow is refused with AWS's
+AccessDeniedException. `MOTO_IAM=off` switches that off for one debugging run.
+
 Usage: python moto_server.py PORT [--exit-with-stdin]
 With --exit-with-stdin the server exits when its standard input closes, so a test process that
 started it never leaves it behind, however that process ends.
@@ -27,6 +31,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import WSGIRequestHandler, run_simple
 
 import moto_patches
+from local_iam import gate
 
 
 class Serialized:
@@ -53,7 +58,10 @@ def main() -> None:
         threading.Thread(target=watch_stdin, daemon=True).start()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     WSGIRequestHandler.protocol_version = "HTTP/1.1"
-    app = Serialized(DomainDispatcherApplication(create_backend_app))
+    checked = gate.install(DomainDispatcherApplication(create_backend_app))
+    if not checked.enforce:
+        print("MOTO_IAM=off: every call is allowed, whatever its role (a debugging run only)", file=sys.stderr)
+    app = Serialized(checked)
     run_simple("127.0.0.1", port, app, threaded=True, use_reloader=False)
 
 

@@ -133,7 +133,7 @@ async fn a_dispatch_that_crashes_after_sending_is_retried_whole() {
         new: Some(item),
         sequence_number: "1".to_owned(),
     };
-    let dispatcher = Dispatcher::new(t.app.clone());
+    let dispatcher = Dispatcher::new(t.function(countersign::Function::Dispatch));
 
     fail::cfg("dispatch::after_send", "1*panic").unwrap();
     let first = {

@@ -163,9 +163,14 @@ impl App {
     /// configuration it needs, so a missing variable fails the start, not a request.
     pub async fn for_function(function: Function) -> Result<Arc<Self>, ConfigError> {
         let app = Self::from_env().await?;
-        let _ = app.function.set(function.as_str());
+        app.set_function(function);
         app.config.check_for(function)?;
         Ok(app)
+    }
+
+    /// Marks this process as `function` (the `Function` of its secrets refreshes' metrics).
+    pub fn set_function(&self, function: Function) {
+        let _ = self.function.set(function.as_str());
     }
 
     /// Whether the tables (and the jobs queue, where configured) answer.

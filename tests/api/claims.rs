@@ -269,7 +269,7 @@ async fn approval_only_executions_are_never_dispatched_and_an_unreported_claim_i
     let claimed = t.send(claim(&t, KEY_A, &id, "tool-use-1")).await;
     assert_eq!(claimed.status, 200, "{}", claimed.text());
     t.clock.advance(120);
-    let run = countersign::jobs::Reconciler::new(t.app.clone())
+    let run = countersign::jobs::Reconciler::new(t.function(countersign::Function::Reconciler))
         .run()
         .await
         .expect("the reconciler's run");

@@ -376,7 +376,7 @@ async fn expiry_is_rejected_a_run_s_end_cancels_silently_and_an_unconfigured_env
         .await,
     );
     t.clock.advance(61);
-    countersign::jobs::Expirer::new(t.app.clone())
+    countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the sweep");
@@ -505,7 +505,7 @@ async fn the_redelivery_sweep_asks_once_for_what_never_arrived() {
         delivery(3, "d-ok", 4 * 86_400 + 10, 200),
     ]);
     let sweeps = (0..3).map(|_| {
-        let app = t.app.clone();
+        let app = t.function(countersign::Function::Sweeper);
         async move {
             countersign::jobs::Expirer::new(app)
                 .run()
@@ -525,7 +525,7 @@ async fn the_redelivery_sweep_asks_once_for_what_never_arrived() {
     );
     // The next period: asked already, so not again.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    countersign::jobs::Expirer::new(t.app.clone())
+    countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the sweep");
@@ -539,11 +539,13 @@ async fn the_redelivery_sweep_asks_once_for_what_never_arrived() {
     ]);
     github.fail_redeliveries(1);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let failed = countersign::jobs::Expirer::new(t.app.clone()).run().await;
+    let failed = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
+        .run()
+        .await;
     println!("a sweep whose ask fails: {failed:?}");
     assert_eq!(github.redeliveries(), [9]);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let again = countersign::jobs::Expirer::new(t.app.clone())
+    let again = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the sweep");

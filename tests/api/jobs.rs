@@ -509,7 +509,7 @@ async fn a_callback_sent_twice_records_one_outcome_per_event() {
         .await
         .pop()
         .expect("the approval's creation");
-    let dispatcher = Dispatcher::new(t.app.clone());
+    let dispatcher = Dispatcher::new(t.function(countersign::Function::Dispatch));
     for _ in 0..2 {
         dispatcher
             .dispatch(std::slice::from_ref(&change))

@@ -104,7 +104,8 @@ async fn one_approval_tells_its_whole_life_once_whatever_is_redelivered() {
     // every job again (each job message twice more); the executor's ledger dedupes the jobs.
     let changes = t.whole_stream().await;
     assert_eq!(changes.len(), 7, "create, 2 votes, 2 × (begin, end)");
-    let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
+    let dispatcher =
+        countersign::jobs::Dispatcher::new(t.function(countersign::Function::Dispatch));
     for _ in 0..2 {
         let sent = dispatcher.dispatch(&changes).await.expect("dispatch again");
         assert_eq!(
@@ -354,7 +355,8 @@ async fn a_stream_batch_with_an_insert_and_its_decision_is_dispatched_and_indexe
     t.approve(&id, ALICE).await;
     let changes = t.whole_stream().await;
     assert_eq!(changes.len(), 2, "the insert and the decision");
-    let dispatcher = countersign::jobs::Dispatcher::new(t.app.clone());
+    let dispatcher =
+        countersign::jobs::Dispatcher::new(t.function(countersign::Function::Dispatch));
     let sent = dispatcher
         .dispatch(&changes)
         .await

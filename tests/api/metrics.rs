@@ -325,7 +325,7 @@ async fn decisions_executions_and_their_calls_are_counted_once_by_outcome() {
     .to_string();
     t.create_ok(KEY_A, "e-0", &expiring).await;
     t.clock.advance(120);
-    countersign::jobs::Expirer::new(t.app.clone())
+    countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the sweep");
@@ -450,7 +450,7 @@ async fn scheduled_runs_count_what_they_did_and_what_failed() {
     t.create_ok(KEY_A, "s-1", &expiring).await;
     t.clock.advance(120);
     t.metrics.take();
-    let report = countersign::jobs::Expirer::new(t.app.clone())
+    let report = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the run ends");
@@ -463,7 +463,7 @@ async fn scheduled_runs_count_what_they_did_and_what_failed() {
         ])
     );
     // A run with nothing to do writes nothing.
-    countersign::jobs::Reconciler::new(t.app.clone())
+    countersign::jobs::Reconciler::new(t.function(countersign::Function::Reconciler))
         .run()
         .await
         .expect("the run ends");

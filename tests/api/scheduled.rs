@@ -112,15 +112,14 @@ async fn runner_that_loses_jobs(t: &TestApp) -> (countersign::runner::Pollers, S
         sqs.clone(),
         t.clock.clone(),
     );
-    let executor =
-        std::sync::Arc::new(countersign::jobs::Executor::new(t.app.clone()).expect("executor"));
-    let pollers = countersign::runner::Pollers::start(
-        t.app.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&t.sdk),
-        sqs,
-        executor,
+    // The fault is the dispatcher: it sends as the deployer, to a queue outside the stack
+    // (the dispatch role could not); everything else runs as deployed.
+    let pollers = countersign::runner::Pollers::start_with(
+        &t.functions,
+        t.app.store.clone(),
         countersign::jobs::Dispatcher::new(losing),
-    );
+    )
+    .expect("the runner's configuration");
     (pollers, lost.queue_url)
 }
 
@@ -264,14 +263,15 @@ async fn one_unreadable_approval_never_stops_the_sweeper_or_the_reconciler() {
     t.approve(&approved, ALICE).await;
     t.clock.advance(120);
 
-    let expired = countersign::jobs::Expirer::new(t.app.clone())
+    let expired = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the expirer's run ends");
-    let reconciled = countersign::jobs::Reconciler::new(t.app.clone())
-        .run()
-        .await
-        .expect("the reconciler's run ends");
+    let reconciled =
+        countersign::jobs::Reconciler::new(t.function(countersign::Function::Reconciler))
+            .run()
+            .await
+            .expect("the reconciler's run ends");
     println!(
         "one run of each over two unreadable candidates and two good ones: {expired:?} {reconciled:?}"
     );

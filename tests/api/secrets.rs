@@ -50,11 +50,17 @@ async fn every_secret_bearing_variable_is_read_from_its_secret_in_one_call() {
         ],
     )
     .await;
+    // Each function reads the secrets the template gives it in one call at its start: the six
+    // that are given any of these; none reads another function's.
     assert_eq!(
         t.secret_calls.take(),
-        ["BatchGetSecretValue"],
-        "one call for all five"
+        ["BatchGetSecretValue"; 6],
+        "one call per function with secrets"
     );
+    let read = t.function(countersign::Function::Read).secrets();
+    assert!(read.api_keys.is_some() && read.webhook_sources.is_empty() && read.slack.is_empty());
+    let webhook = t.function(countersign::Function::Webhook).secrets();
+    assert!(!webhook.webhook_sources.is_empty() && webhook.decision_token_secret.is_none());
     let id = t
         .create_ok(KEY_A, "from-secrets", &deploy_body(1, &[ALICE]))
         .await;
@@ -124,7 +130,7 @@ async fn a_rotation_reaches_a_running_stack_at_the_next_periodic_refresh() {
     status("old-key-0123456789abcdef").await;
     // Watched from inside: a refused key would itself start an early read.
     eventually("the rotated keys in force", || async {
-        t.app
+        t.function(countersign::Function::Read)
             .secrets()
             .api_keys
             .as_ref()

@@ -562,7 +562,7 @@ async fn a_cancel_and_an_expiry_take_the_buttons_away() {
     );
 
     t.clock.advance(61);
-    let report = countersign::jobs::Expirer::new(t.app.clone())
+    let report = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
         .await
         .expect("the expiry sweep");

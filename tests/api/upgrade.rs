@@ -491,9 +491,14 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
         ],
         "the template's three deploys"
     );
-    // The first deploy: by_status_keys added, today's code live while DynamoDB backfills it.
+    // The first deploy: by_status_keys added, today's code live while DynamoDB backfills it,
+    // its roles those of ApprovalsIndexesStep 1 (a listing may read the old by_status).
     steps[0].apply(&setup).await;
-    let t = TestApp::jobs_without_runner(&overrides, None).await;
+    let first_deploy = countersign::runner::Deployment {
+        parameters: &[("ApprovalsIndexesStep", "1")],
+        ..Default::default()
+    };
+    let t = TestApp::jobs_deployed(&overrides, None, first_deploy).await;
     assert!(!active(&t, "by_status_keys").await, "still backfilling");
     continue_the_old_stream(&t, &state).await;
     // The clock reads a minute after the old stack stopped, whenever this runs: the lease of the

@@ -83,13 +83,17 @@ impl<'a> Chain<'a> {
             .expect("the approvals table has a stream");
         let mut chain = Self {
             schema: Schema::of(&t.app.config.tables),
-            streams: aws_sdk_dynamodbstreams::Client::new(&t.sdk),
+            // Lambda's event source mappings read as the functions' roles.
+            streams: aws_sdk_dynamodbstreams::Client::new(
+                t.functions.sdk(countersign::Function::Dispatch),
+            ),
             stream_arn,
             positions: HashMap::new(),
-            sqs: aws_sdk_sqs::Client::new(&t.sdk),
-            dispatcher: Dispatcher::new(t.app.clone()),
+            sqs: aws_sdk_sqs::Client::new(t.functions.sdk(countersign::Function::Executor)),
+            dispatcher: Dispatcher::new(t.function(countersign::Function::Dispatch)),
             executor: std::sync::Arc::new(
-                Executor::new(t.app.clone()).expect("executor configuration"),
+                Executor::new(t.function(countersign::Function::Executor))
+                    .expect("executor configuration"),
             ),
             tables: Snapshot::default(),
             pending: Vec::new(),
@@ -286,7 +290,7 @@ impl<'a> Chain<'a> {
             // As `handle_batch` runs them, each job's requests and calls out told apart: its
             // jobs, one after another here, are independent (each its own items and calls).
             let executor = self.executor.clone();
-            let app = self.t.app.clone();
+            let app = self.t.function(countersign::Function::Executor);
             let meter = self.t.meter.clone();
             let outbound = self.outbound.clone();
             let lanes = std::sync::Mutex::new(Vec::new());
@@ -343,7 +347,7 @@ impl<'a> Chain<'a> {
 
     /// One run of the expiry sweeper.
     pub async fn sweep(&mut self) {
-        let expirer = Expirer::new(self.t.app.clone());
+        let expirer = Expirer::new(self.t.function(countersign::Function::Sweeper));
         let report = self.step("sweeper", expirer.run()).await;
         report.expect("the sweep succeeds");
     }

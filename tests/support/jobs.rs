@@ -10,8 +10,7 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use countersign::jobs::{Dispatcher, Executor};
-use countersign::runner::{JobQueues, Pollers, ensure_queues};
+use countersign::runner::{Deployment, JobQueues, Pollers, ensure_queues};
 use serde_json::Value;
 
 use super::TestApp;
@@ -311,6 +310,16 @@ impl TestApp {
         overrides: &[(&str, &str)],
         via: Option<aws_config::SdkConfig>,
     ) -> Self {
+        Self::jobs_deployed(overrides, via, Deployment::default()).await
+    }
+
+    /// [`TestApp::jobs_without_runner`], its stack deployed as `deployment` says (the
+    /// template's parameters, grants withheld).
+    pub async fn jobs_deployed(
+        overrides: &[(&str, &str)],
+        via: Option<aws_config::SdkConfig>,
+        deployment: Deployment<'_>,
+    ) -> Self {
         let downstream = Downstream::default();
         let base = downstream.serve().await;
         let sqs = aws_sdk_sqs::Client::new(&super::sdk_config().await);
@@ -380,7 +389,7 @@ impl TestApp {
             .map(|(k, v)| (*k, v.replace("{downstream}", &base)))
             .collect();
         vars.extend(overrides.iter().map(|(k, v)| (*k, v.as_str())));
-        let mut app = Self::build_via(&vars, via).await;
+        let mut app = Self::build_deployed(&vars, via, &[], deployment).await;
         app.app
             .store
             .ensure_tables()
@@ -430,16 +439,7 @@ impl TestApp {
     /// until the returned handle is dropped.
     pub fn start_another_runner(&self) -> Pollers {
         assert!(self.jobs.is_some(), "started with start_jobs");
-        let executor = Arc::new(Executor::new(self.app.clone()).expect("executor configuration"));
-        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
-        let dispatcher = Dispatcher::new(self.app.clone());
-        Pollers::start(
-            self.app.clone(),
-            aws_sdk_dynamodbstreams::Client::new(&self.sdk),
-            sqs,
-            executor,
-            dispatcher,
-        )
+        Pollers::start(&self.functions, self.app.store.clone()).expect("the runner's configuration")
     }
 
     /// Stops the runner's pollers, as a crash would: in-flight work is abandoned.

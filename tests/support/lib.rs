@@ -35,9 +35,10 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use countersign::runner::{Deployment, Functions, LocalRoles};
 use countersign::store::Tables;
 use countersign::webhook::WebhookSecret;
-use countersign::{App, Clock};
+use countersign::{App, Clock, Function};
 use serde_json::Value;
 
 /// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
@@ -81,7 +82,11 @@ impl Intercept for CallCounter {
 pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
+    /// The deployer's app: every variable, the administrator's credentials. The test's own
+    /// reads and writes of the store go through it; the routes, jobs and sweeps never do.
     pub app: Arc<App>,
+    /// Each function as deployed: the routes, the pollers, the jobs and the sweeps.
+    pub functions: Functions,
     /// The app's DynamoDB calls.
     pub calls: CallCounter,
     /// The app's DynamoDB and SQS requests with their bodies, once started (see [`meter`]).
@@ -177,6 +182,18 @@ impl TestApp {
         via: Option<aws_config::SdkConfig>,
         secrets: &[(&str, &str)],
     ) -> Self {
+        Self::build_deployed(overrides, via, secrets, Deployment::default()).await
+    }
+
+    /// The test's stack: the deployer's app ([`TestApp::app`], the test's own view) and each
+    /// function as deployed ([`TestApp::functions`]: the variables the template gives it, its
+    /// role's credentials), deployed as `deployment` says.
+    pub async fn build_deployed(
+        overrides: &[(&str, &str)],
+        via: Option<aws_config::SdkConfig>,
+        secrets: &[(&str, &str)],
+        deployment: Deployment<'_>,
+    ) -> Self {
         let direct = sdk_config().await;
         let sdk = via.unwrap_or_else(|| direct.clone());
         let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
@@ -198,21 +215,13 @@ impl TestApp {
                 .to_string(),
             ),
             ("DECISION_TOKEN_SECRET".into(), TOKEN_SECRET.into()),
-            ("APPROVALS_TABLE".into(), tables.approvals),
-            ("IDEMPOTENCY_TABLE".into(), tables.idempotency_keys),
-            ("INBOX_TABLE".into(), tables.webhook_inbox),
-            ("LEDGER_TABLE".into(), tables.execution_ledger),
-            ("EVENTS_TABLE".into(), tables.events),
-            ("APPROVAL_INDEX_TABLE".into(), tables.approval_index),
         ]);
+        for (variable, table) in tables.variables() {
+            vars.insert(variable.to_owned(), table.to_owned());
+        }
         for (k, v) in overrides {
             vars.insert((*k).to_owned(), (*v).to_owned());
         }
-        let secretsmanager = aws_sdk_secretsmanager::Client::from_conf(
-            aws_sdk_secretsmanager::config::Builder::from(&sdk)
-                .interceptor(secret_calls.clone())
-                .build(),
-        );
         let mut secret_arns = HashMap::new();
         let uncounted = aws_sdk_secretsmanager::Client::new(&direct);
         for (variable, value) in secrets {
@@ -228,34 +237,61 @@ impl TestApp {
             vars.insert(format!("{variable}_SECRET_ARN"), arn.clone());
             secret_arns.insert((*variable).to_owned(), arn);
         }
-        // The start's read is left in `secret_calls`, for the tests that count it.
-        let (config, secret_source) = countersign::config::secrets::load(vars, secretsmanager)
-            .await
-            .expect("test configuration");
-
         let calls = CallCounter::default();
         let meter = meter::Meter::default();
-        let counted = aws_sdk_dynamodb::Client::from_conf(
-            aws_sdk_dynamodb::config::Builder::from(&sdk)
-                .interceptor(calls.clone())
-                .interceptor(meter.clone())
-                .build(),
-        );
         let clock = Clock::system();
-        let sqs = aws_sdk_sqs::Client::from_conf(
-            aws_sdk_sqs::config::Builder::from(&sdk)
-                .interceptor(meter.clone())
-                .build(),
-        );
         let metrics = MetricLines::default();
+        let sink = countersign::observe::Sink::Memory(metrics.0.clone());
+        // Each client counts and meters its calls; the functions' Secrets Manager calls (their
+        // starts' reads included) are counted in `secret_calls`.
+        let clients = |sdk: &aws_config::SdkConfig, secrets_counted: bool| {
+            let secretsmanager = aws_sdk_secretsmanager::config::Builder::from(sdk);
+            let secretsmanager = if secrets_counted {
+                secretsmanager.interceptor(secret_calls.clone())
+            } else {
+                secretsmanager
+            };
+            countersign::runner::Clients {
+                dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                    aws_sdk_dynamodb::config::Builder::from(sdk)
+                        .interceptor(calls.clone())
+                        .interceptor(meter.clone())
+                        .build(),
+                ),
+                sqs: aws_sdk_sqs::Client::from_conf(
+                    aws_sdk_sqs::config::Builder::from(sdk)
+                        .interceptor(meter.clone())
+                        .build(),
+                ),
+                secretsmanager: aws_sdk_secretsmanager::Client::from_conf(secretsmanager.build()),
+            }
+        };
+        // The deployer's view of the stack: every variable, every table.
+        let deployer = clients(&sdk, false);
+        let (config, secret_source) =
+            countersign::config::secrets::load(vars.clone(), deployer.secretsmanager)
+                .await
+                .expect("test configuration");
         let app = App::with_secret_source(
             config,
             secret_source,
-            counted,
-            sqs,
+            deployer.dynamodb,
+            deployer.sqs,
             clock.clone(),
-            countersign::observe::Sink::Memory(metrics.0.clone()),
+            sink.clone(),
         );
+        let roles = match aws_endpoint() {
+            Some(endpoint) => {
+                LocalRoles::register(&endpoint, &prefix, "us-east-1", &vars, deployment)
+                    .await
+                    .expect("register the test stack's roles")
+            }
+            None => None,
+        };
+        let functions =
+            Functions::build(&vars, roles, &sdk, &clock, &sink, |sdk| clients(sdk, true))
+                .await
+                .expect("each function's configuration");
 
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -263,7 +299,7 @@ impl TestApp {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let requests = RequestLog::default();
         let log = requests.clone();
-        let router = countersign::http::router(app.clone()).layer(axum::middleware::from_fn(
+        let router = functions.router().layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 log.record(request.method().as_str(), request.uri().path());
                 next.run(request)
@@ -275,6 +311,7 @@ impl TestApp {
             base,
             http: reqwest::Client::new(),
             app,
+            functions,
             calls,
             meter,
             dynamodb: aws_sdk_dynamodb::Client::new(&direct),
@@ -286,6 +323,12 @@ impl TestApp {
             secret_calls,
             secret_arns,
         }
+    }
+
+    /// The app of `function`, as deployed (its role, its variables): what a job, a sweep or a
+    /// route of that function runs on.
+    pub fn function(&self, function: Function) -> Arc<App> {
+        self.functions.app(function).clone()
     }
 
     pub fn url(&self, path: &str) -> String {

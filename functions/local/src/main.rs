@@ -11,10 +11,7 @@ use std::net::SocketAddr;
 
 mod demo;
 
-use std::sync::Arc;
-
-use countersign::jobs::{Dispatcher, Executor};
-use countersign::runner::{Pollers, ensure_queues};
+use countersign::runner::{Clients, Deployment, Functions, LocalRoles, Pollers, ensure_queues};
 use countersign::{App, Clock, Config, Function};
 
 /// Demo values for what the environment leaves unset. Printed at start: none of them is secret.
@@ -122,12 +119,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _failpoints = countersign::failpoints();
     let port = port()?;
     let demo = is_demo();
+    // The deployer's credentials (the environment's): tables, queues, the event source
+    // mapping's bookkeeping. Each function calls as its own role (below).
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
+    let mut variables = variables(port);
     // Secrets named by `<NAME>_SECRET_ARN` come from the local AWS's Secrets Manager (moto).
     let (mut config, secret_source) = countersign::config::secrets::load(
-        variables(port),
+        variables.clone(),
         aws_sdk_secretsmanager::Client::new(&aws),
     )
     .await?;
@@ -140,46 +140,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             config.job_max_attempts,
         )
         .await?;
+        variables.insert("JOBS_QUEUE_URL".to_owned(), queues.queue_url.clone());
         config.jobs_queue_url = Some(queues.queue_url);
     }
-    // The runner hosts every function, so it needs everything each of them does.
-    for function in [
-        Function::Api,
-        Function::Decide,
-        Function::Webhook,
-        Function::Dispatch,
-        Function::Executor,
-    ] {
-        config.check_for(function)?;
-    }
-    let app = App::with_secret_source(
+    let deployer = App::with_secret_source(
         config,
         secret_source,
         aws_sdk_dynamodb::Client::new(&aws),
-        sqs.clone(),
+        sqs,
         Clock::system(),
         countersign::observe::Sink::Stdout,
     );
-    app.store.ensure_tables().await?;
-    let executor = Arc::new(Executor::new(app.clone())?);
-    app.config.jobs()?;
-    let dispatcher = Dispatcher::new(app.clone());
-    let _pollers = Pollers::start(
-        app.clone(),
-        aws_sdk_dynamodbstreams::Client::new(&aws),
-        sqs,
-        executor,
-        dispatcher,
-    );
+    deployer.store.ensure_tables().await?;
+    // The tables by name, as each function's environment names them (defaults included).
+    for (variable, table) in deployer.config.tables.variables() {
+        variables.insert(variable.to_owned(), table.to_owned());
+    }
+    let roles = local_roles(&aws, &deployer, &variables).await?;
+    let functions = Functions::build(
+        &variables,
+        roles,
+        &aws,
+        &deployer.clock,
+        &countersign::observe::Sink::Stdout,
+        Clients::of,
+    )
+    .await?;
+    // The runner hosts every function, so it needs everything each of them does.
+    functions.check(&Function::ALL)?;
+    let _pollers = Pollers::start(&functions, deployer.store.clone())?;
 
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr} (PORT): {e}"))?;
-    print_banner(port, demo, &app);
+    print_banner(port, demo, &deployer, &functions);
     axum::serve(
         listener,
-        countersign::http::router(app).merge(demo::router(
+        functions.router().merge(demo::router(
             demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
                 .flatten(),
         )),
@@ -189,6 +187,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     })
     .await?;
     Ok(())
+}
+
+/// Each function's role, from the local AWS that `AWS_ENDPOINT_URL` names (see
+/// `countersign::runner::LocalRoles`); `None`, said at start, when that endpoint does not
+/// check roles or no endpoint is named.
+async fn local_roles(
+    aws: &aws_config::SdkConfig,
+    deployer: &App,
+    variables: &HashMap<String, String>,
+) -> Result<Option<LocalRoles>, String> {
+    let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    let region = aws.region().map_or("us-east-1", |r| r.as_ref());
+    let roles = LocalRoles::register(
+        &endpoint,
+        &deployer.config.tables.approvals,
+        region,
+        variables,
+        Deployment::default(),
+    )
+    .await?;
+    match &roles {
+        None => eprintln!(
+            "IAM: {endpoint} is not the local stack's moto; each function calls with this \
+             process's credentials, and only that endpoint's own checks apply"
+        ),
+        Some(roles) if !roles.enforced => eprintln!(
+            "IAM: MOTO_IAM=off: the local AWS allows every call, whatever the function's role"
+        ),
+        Some(_) => {}
+    }
+    Ok(roles)
 }
 
 /// Prints a ready-to-run curl that delivers `BODY` to a configured source, signed now with the
@@ -219,9 +253,16 @@ fn sign_webhook(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn print_banner(port: u16, demo: bool, app: &App) {
+fn print_banner(port: u16, demo: bool, app: &App, functions: &Functions) {
     let base = format!("http://127.0.0.1:{port}");
     println!("\nCountersign is listening on {base}");
+    if let Some(roles) = functions.roles.as_ref().filter(|r| r.enforced) {
+        println!(
+            "IAM: each function calls as its role in infra/template.yaml ({}, ...); a call its \
+             role does not allow is refused (AccessDeniedException)",
+            roles.role_name(Function::Api)
+        );
+    }
     println!("tables: {:?}", app.config.tables);
     println!(
         "action types: {:?}; webhook sources: {:?}",

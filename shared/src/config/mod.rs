@@ -32,6 +32,13 @@ impl ConfigError {
             problem: problem.into(),
         }
     }
+
+    /// The same error, saying which function's configuration it is (where one process builds
+    /// several: the local runner).
+    pub fn for_function(mut self, function: Function) -> Self {
+        self.problem = format!("{} (the {} function)", self.problem, function.as_str());
+        self
+    }
 }
 
 /// A webhook source: the tenant its events belong to and its signing secrets (several while a
@@ -221,12 +228,9 @@ impl Config {
             job_visibility_timeout_seconds,
             job_max_attempts,
             sweep_interval_seconds: number(&get, "SWEEP_INTERVAL_SECONDS", 60, 1)?,
-            stuck_execution_seconds: number(
-                &get,
-                "STUCK_EXECUTION_SECONDS",
-                retry_budget,
-                retry_budget,
-            )?,
+            // At least the retry budget: checked by the reconciler's start (`check_for`), the
+            // one function that reads it, with the visibility and attempts it is given.
+            stuck_execution_seconds: number(&get, "STUCK_EXECUTION_SECONDS", retry_budget, 1)?,
             key_cache_seconds: at_most(
                 number(&get, "KEY_CACHE_SECONDS", 60, 0)?,
                 300,
@@ -308,8 +312,23 @@ impl Config {
                 self.jobs()?;
                 require(!self.action_targets.is_empty(), "ACTION_TARGETS")
             }
+            // An execution is stuck only once its job's whole retry budget has passed.
+            Function::Reconciler => {
+                let budget =
+                    self.job_visibility_timeout_seconds * (i64::from(self.job_max_attempts) + 3);
+                if self.stuck_execution_seconds < budget {
+                    return Err(ConfigError::new(
+                        "STUCK_EXECUTION_SECONDS",
+                        format!(
+                            "must be an integer of at least {budget} (the retry budget: \
+                             JOB_VISIBILITY_TIMEOUT_SECONDS x (JOB_MAX_ATTEMPTS + 3))"
+                        ),
+                    ));
+                }
+                Ok(())
+            }
             // Tables only (every setting they read has a default; keys are optional, as above).
-            Function::Read | Function::Sweeper | Function::Reconciler => Ok(()),
+            Function::Read | Function::Sweeper => Ok(()),
         }
     }
 
@@ -344,7 +363,7 @@ impl Config {
 }
 
 /// Countersign's functions, for [`Config::check_for`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Function {
     /// The HTTP API's approvals routes (functions/api).
     Api,
@@ -760,7 +779,10 @@ mod tests {
         }
         let err = config(&[KEYS, TARGETS, ("EVENT_SUBSCRIPTIONS", r#"{"acme": {"url": "ftp://x", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}"#)]).unwrap_err();
         assert_eq!(err.variable, "EVENT_SUBSCRIPTIONS");
-        let stuck = config(&[KEYS, TARGETS, ("STUCK_EXECUTION_SECONDS", "10")]).unwrap_err();
+        let stuck = config(&[KEYS, TARGETS, ("STUCK_EXECUTION_SECONDS", "10")])
+            .unwrap()
+            .check_for(Function::Reconciler)
+            .unwrap_err();
         assert_eq!(
             stuck.variable, "STUCK_EXECUTION_SECONDS",
             "below the retry budget (240 s)"

@@ -83,6 +83,29 @@ pub fn router(app: Arc<App>) -> Router {
     )
 }
 
+/// Every route on one port, each served by its own function's app (its role, its variables),
+/// as API Gateway routes one API to the functions: the local runner and the tests.
+/// `app_of` gives each function's app.
+pub fn local_router(app_of: impl Fn(Function) -> Arc<App>) -> Router {
+    let hosted = |routes: Router<Arc<App>>, function: Function| -> Router {
+        let app = app_of(function);
+        routes
+            .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+            .layer(middleware::from_fn_with_state(
+                (app.clone(), function),
+                request_context,
+            ))
+            .with_state(app)
+    };
+    Router::new()
+        .merge(hosted(api_routes(), Function::Api))
+        .merge(hosted(read_routes(), Function::Read))
+        .merge(hosted(decide_routes(), Function::Decide))
+        .merge(hosted(webhook_routes(), Function::Webhook))
+        // /health, /openapi.json and what matches no route: the API function's.
+        .merge(finish(Router::new(), app_of(Function::Api), Function::Api))
+}
+
 fn api_routes() -> Router<Arc<App>> {
     let routes = Router::new()
         .route("/approvals", post(approvals::create).get(listing::list))

@@ -4,16 +4,21 @@
 //! with Lambda's batch semantics (delete what succeeded, leave the rest; a panicking handler
 //! leaves its whole batch).
 
+mod functions;
 mod queue;
+mod roles;
 mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use functions::{Clients, Functions};
 pub use queue::{JobQueues, REDRIVE_HEADROOM, ensure_queues};
+pub use roles::{Deployment, LocalRoles};
 
-use crate::App;
 use crate::jobs::{Dispatcher, Executor, Expirer, Reconciler};
+use crate::store::Store;
+use crate::{ConfigError, Function};
 
 /// How long a poller waits after finding nothing (moto is served one request at a time, so the
 /// pollers never long-poll: a long poll would hold up every other request).
@@ -34,26 +39,42 @@ impl Drop for Pollers {
 
 impl Pollers {
     /// Starts the stream poller (→ dispatch), the queue poller (→ executor) and the scheduled
-    /// functions (the expirer and the reconciler).
-    pub fn start(
-        app: Arc<App>,
-        streams: aws_sdk_dynamodbstreams::Client,
-        sqs: aws_sdk_sqs::Client,
-        executor: Arc<Executor>,
+    /// functions (the expirer and the reconciler), each as its function (its role, its
+    /// variables). `esm` is what Lambda's event source mapping keeps for itself — where the
+    /// approvals stream is and how far each shard was read — so it calls as the deployer, not
+    /// as a function.
+    pub fn start(functions: &Functions, esm: Store) -> Result<Self, ConfigError> {
+        let dispatcher = Dispatcher::new(functions.app(Function::Dispatch).clone());
+        Self::start_with(functions, esm, dispatcher)
+    }
+
+    /// [`Pollers::start`] with the stream dispatched by `dispatcher`.
+    pub fn start_with(
+        functions: &Functions,
+        esm: Store,
         dispatcher: Dispatcher,
-    ) -> Self {
-        let queue_url = executor_queue(&app);
-        let period = Duration::from_secs(app.config.sweep_interval_seconds.max(1) as u64);
-        let stream_task = tokio::spawn(stream::poll(app.clone(), streams, dispatcher));
+    ) -> Result<Self, ConfigError> {
+        let executor_app = functions.app(Function::Executor);
+        let executor = Arc::new(Executor::new(executor_app.clone())?);
+        let queue_url = executor_app
+            .config
+            .jobs_queue_url
+            .clone()
+            .unwrap_or_default();
+        let sweeper = functions.app(Function::Sweeper);
+        let period = Duration::from_secs(sweeper.config.sweep_interval_seconds.max(1) as u64);
+        let streams = aws_sdk_dynamodbstreams::Client::new(functions.sdk(Function::Dispatch));
+        let sqs = executor_app.sqs.clone();
+        let stream_task = tokio::spawn(stream::poll(esm, streams, dispatcher));
         let queue_task = tokio::spawn(queue::poll(sqs, queue_url, executor));
         let sweep_task = tokio::spawn(sweep(
-            Expirer::new(app.clone()),
-            Reconciler::new(app),
+            Expirer::new(sweeper.clone()),
+            Reconciler::new(functions.app(Function::Reconciler).clone()),
             period,
         ));
-        Self {
+        Ok(Self {
             tasks: vec![stream_task, queue_task, sweep_task],
-        }
+        })
     }
 
     /// Stops both pollers and waits until they have stopped.
@@ -86,8 +107,4 @@ async fn sweep(expirer: Expirer, reconciler: Reconciler, period: Duration) {
             }
         }
     }
-}
-
-fn executor_queue(app: &App) -> String {
-    app.config.jobs_queue_url.clone().unwrap_or_default()
 }

@@ -27,4 +27,18 @@ impl Tables {
             api_keys: format!("{prefix}-api-keys"),
         }
     }
+
+    /// Each table's variable and name (`APPROVALS_TABLE` and so on), as a function's
+    /// environment gives them.
+    pub fn variables(&self) -> [(&'static str, &str); 7] {
+        [
+            ("APPROVALS_TABLE", &self.approvals),
+            ("IDEMPOTENCY_TABLE", &self.idempotency_keys),
+            ("INBOX_TABLE", &self.webhook_inbox),
+            ("LEDGER_TABLE", &self.execution_ledger),
+            ("EVENTS_TABLE", &self.events),
+            ("APPROVAL_INDEX_TABLE", &self.approval_index),
+            ("KEYS_TABLE", &self.api_keys),
+        ]
+    }
 }

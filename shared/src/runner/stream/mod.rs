@@ -20,26 +20,30 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::IDLE;
-use crate::App;
 use crate::jobs::Dispatcher;
+use crate::store::Store;
 use reader::StreamReader;
 use sink::DispatchSink;
 use source::TableStream;
 
+/// `esm`: the event source mapping's own store (the stream's ARN, each shard's position);
+/// `streams` reads the stream as the dispatch function's role.
 pub(super) async fn poll(
-    app: Arc<App>,
+    esm: Store,
     streams: aws_sdk_dynamodbstreams::Client,
     dispatcher: Dispatcher,
 ) {
     let source = TableStream {
-        store: app.store.clone(),
+        store: esm.clone(),
         streams,
     };
-    let sink = DispatchSink { app, dispatcher };
+    let sink = DispatchSink {
+        store: esm,
+        dispatcher,
+    };
     let mut reader = StreamReader::default();
     loop {
         match reader.poll_once(&source, &sink, Instant::now()).await {

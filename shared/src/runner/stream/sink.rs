@@ -3,11 +3,9 @@
 //! table per shard).
 
 use std::future::Future;
-use std::sync::Arc;
 
-use crate::App;
 use crate::jobs::{Dispatcher, StreamChange};
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SinkError {
@@ -40,9 +38,10 @@ pub(crate) trait StreamSink {
     ) -> impl Future<Output = Result<(), SinkError>> + Send;
 }
 
-/// The runner's sink: the dispatcher, and the positions the store keeps.
+/// The runner's sink: the dispatcher, and the positions `store` keeps (as the event source
+/// mapping, not as the dispatch function).
 pub(crate) struct DispatchSink {
-    pub app: Arc<App>,
+    pub store: Store,
     pub dispatcher: Dispatcher,
 }
 
@@ -56,8 +55,7 @@ impl StreamSink for DispatchSink {
         stream_arn: &str,
         shard: &str,
     ) -> Result<Option<String>, SinkError> {
-        self.app
-            .store
+        self.store
             .stream_position(stream_arn, shard)
             .await
             .map_err(error)
@@ -69,8 +67,7 @@ impl StreamSink for DispatchSink {
         shard: &str,
         sequence: &str,
     ) -> Result<(), SinkError> {
-        self.app
-            .store
+        self.store
             .save_stream_position(stream_arn, shard, sequence)
             .await
             .map_err(error)

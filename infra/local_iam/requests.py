@@ -1,0 +1,146 @@
+"""What a request asks IAM for: (action, resource ARN, condition context) for each resource it
+touches, as the Service Authorization Reference lists them for the operations Countersign and
+its tests call (https://docs.aws.amazon.com/service-authorization/latest/reference/
+list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
+
+- DynamoDB: the table named by TableName (a name or an ARN); a Query or Scan of an index is
+  on `table/NAME/index/INDEX`. BatchGetItem and BatchWriteItem need their action on every table
+  of RequestItems. TransactWriteItems has no action of its own: each item needs the action of
+  its kind on its table (Put -> PutItem, Update -> UpdateItem, Delete -> DeleteItem,
+  ConditionCheck -> ConditionCheckItem), and TransactGetItems GetItem on each ("Amazon DynamoDB
+  Transactions: IAM", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/
+  transaction-apis-iam.html).
+- DynamoDB Streams: the stream ARN (GetRecords: the ARN its shard iterator was opened on).
+- SQS: the queue's ARN, from its URL.
+- Secrets Manager: the secret's ARN (a name is looked up); BatchGetSecretValue is on `*`, and
+  each secret it reads needs GetSecretValue on that secret (the gate checks those one by one).
+
+The context carries the DynamoDB condition keys a write can be restricted by:
+`dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
+in its update, condition and projection expressions) and `dynamodb:ReturnValues` (NONE unless
+given), as "Using IAM policy conditions for fine-grained access control" defines them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+from .policy import Context
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission a request needs."""
+
+    action: str
+    resource: str
+    context: Context
+
+
+def _table_arn(name: str, region: str, account: str) -> str:
+    if name.startswith("arn:"):
+        return name
+    return f"arn:aws:dynamodb:{region}:{account}:table/{name}"
+
+
+# Names in an expression: `#placeholder` or a bare identifier, the first element of a path.
+_PATH_HEAD = re.compile(r"(?<![\w:#.\[])(#?[A-Za-z_][A-Za-z0-9_\-]*)")
+_KEYWORDS = {
+    "set", "remove", "add", "delete", "and", "or", "not", "between", "in",
+    "attribute_exists", "attribute_not_exists", "attribute_type", "begins_with",
+    "contains", "size", "if_not_exists", "list_append",
+}
+
+
+def _expression_names(expression: str | None, names: dict[str, str]) -> set[str]:
+    """The top-level attribute names an expression reads or writes."""
+    found: set[str] = set()
+    if not expression:
+        return found
+    # Drop values (:v) so that they are not read as names.
+    text = re.sub(r":[A-Za-z0-9_]+", " ", expression)
+    for token in _PATH_HEAD.findall(text):
+        if token.startswith("#"):
+            found.add(names.get(token, token))
+        elif token.lower() not in _KEYWORDS:
+            found.add(token)
+    return found
+
+
+def _write_context(body: dict[str, Any], default_return: str = "NONE") -> Context:
+    names = body.get("ExpressionAttributeNames") or {}
+    attributes = set((body.get("Key") or {}).keys()) | set((body.get("Item") or {}).keys())
+    for field in ("UpdateExpression", "ConditionExpression", "ProjectionExpression", "KeyConditionExpression", "FilterExpression"):
+        attributes |= _expression_names(body.get(field), names)
+    attributes |= set((body.get("AttributeUpdates") or {}).keys()) | set((body.get("Expected") or {}).keys())
+    context: Context = {"dynamodb:attributes": sorted(attributes)}
+    context["dynamodb:returnvalues"] = [body.get("ReturnValues") or default_return]
+    if "Select" in body:
+        context["dynamodb:select"] = [body["Select"]]
+    return context
+
+
+_TRANSACT_ACTIONS = {
+    "Put": "dynamodb:PutItem",
+    "Update": "dynamodb:UpdateItem",
+    "Delete": "dynamodb:DeleteItem",
+    "ConditionCheck": "dynamodb:ConditionCheckItem",
+    "Get": "dynamodb:GetItem",
+}
+
+
+def dynamodb(operation: str, body: dict[str, Any], region: str, account: str) -> list[Need]:
+    arn = lambda name: _table_arn(name, region, account)  # noqa: E731
+    action = f"dynamodb:{operation}"
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        return [Need(action, arn(table), {}) for table in (body.get("RequestItems") or {})]
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        needs = []
+        for item in body.get("TransactItems") or []:
+            for kind, request in item.items():
+                needs.append(Need(_TRANSACT_ACTIONS[kind], arn(request["TableName"]), _write_context(request)))
+        return needs
+    if "TableName" not in body:
+        return [Need(action, "*", {})]
+    table = arn(body["TableName"])
+    if operation in ("Query", "Scan") and body.get("IndexName"):
+        table = f"{table}/index/{body['IndexName']}"
+    return [Need(action, table, _write_context(body))]
+
+
+def streams(operation: str, body: dict[str, Any]) -> list[Need]:
+    action = f"dynamodb:{operation}"
+    if operation == "GetRecords":
+        # moto's iterator is "<stream ARN>|1|<id>"; an iterator is opened on one stream.
+        return [Need(action, str(body.get("ShardIterator", "")).split("|", 1)[0], {})]
+    if "StreamArn" in body:
+        return [Need(action, body["StreamArn"], {})]
+    return [Need(action, "*", {})]
+
+
+# SQS's batch operations are authorized by their single action (SQS API permissions reference,
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html).
+_SQS_BATCHES = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
+
+
+def sqs(operation: str, body: dict[str, Any], region: str) -> list[Need]:
+    action = f"sqs:{_SQS_BATCHES.get(operation, operation)}"
+    url = body.get("QueueUrl")
+    if not url:
+        return [Need(action, "*", {})]
+    path = urlparse(url).path.strip("/").split("/")
+    return [Need(action, f"arn:aws:sqs:{region}:{path[0]}:{path[-1]}", {})]
+
+
+def secretsmanager(operation: str, body: dict[str, Any], secret_arn: Callable[[str], str]) -> list[Need]:
+    action = f"secretsmanager:{operation}"
+    if "SecretId" in body:
+        return [Need(action, secret_arn(body["SecretId"]), {})]
+    return [Need(action, "*", {})]
