@@ -17,6 +17,11 @@ fail() {
   exit 1
 }
 
+# IAM is always checked here: each function calls the local AWS as its role in
+# infra/template.yaml (infra/local_iam). The switches for a debugging run are refused.
+[ "${MOTO_IAM:-on}" = "on" ] || fail "MOTO_IAM=${MOTO_IAM}: make test always checks IAM; unset it"
+[ -z "${MOTO_IAM_WITHOUT:-}" ] || fail "MOTO_IAM_WITHOUT is set: make test runs with every grant; unset it"
+
 # The virtualenv, then the tests of the patched moto the whole suite runs on
 # (infra/moto_patches.py).
 (
@@ -65,11 +70,19 @@ if [ "$py_status" -eq 0 ]; then py_passed=${py_ran:-0}; else py_failed=${py_ran:
 # which serves one request at a time. RUST_TEST_THREADS, when set, decides.
 export RUST_TEST_THREADS=${RUST_TEST_THREADS:-$(($(nproc) + 1 < 4 ? $(nproc) + 1 : 4))}
 # --show-output: the figures tests print (fault counts, timings) are in the log even when they pass.
-COUNTERSIGN_PYTHON="$python" cargo test --workspace --tests --no-fail-fast -- --show-output 2>&1 | tee "$logs/rust"
+# The local AWS records every grant the calls use and every call it refuses (MOTO_IAM_USAGE), for
+# the least-privilege check after the tests.
+COUNTERSIGN_PYTHON="$python" MOTO_IAM_USAGE="$logs/iam" \
+  cargo test --workspace --tests --no-fail-fast -- --show-output 2>&1 | tee "$logs/rust"
 status=${PIPESTATUS[0]}
+# Least privilege both ways: every call granted, every grant used (infra/iam_coverage.py).
+"$python" "$root/infra/iam_coverage.py" "$logs/iam" | tee "$logs/iam.out"
+iam_status=${PIPESTATUS[0]}
+if [ "$iam_status" -eq 0 ]; then py_passed=$((py_passed + 1)); else py_failed=$((py_failed + 1)); fi
 awk -v p="$py_passed" -v f="$py_failed" \
     '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$logs/rust"
 echo "make test: lint, build and installs $built s; the tests $((SECONDS - built)) s"
 [ "$py_status" -eq 0 ] || exit "$py_status"
+[ "$iam_status" -eq 0 ] || exit "$iam_status"
 exit "$status"

@@ -16,6 +16,7 @@ mod github;
 mod governance;
 mod health;
 mod helpers;
+mod iam;
 mod identity;
 mod indexes;
 mod jobs;

@@ -49,6 +49,33 @@ pub fn python() -> PathBuf {
 }
 
 fn start_moto() -> (String, (Child, ChildStdin)) {
+    start_moto_with(&[])
+}
+
+/// Another local AWS beside the tests' own, with `env` added to its environment (e.g. a grant
+/// withheld: `MOTO_IAM_WITHOUT`); it stops when the returned handle is dropped.
+pub fn another_local_aws(env: &[(&str, &str)]) -> OtherLocalAws {
+    let (endpoint, moto) = start_moto_with(env);
+    OtherLocalAws {
+        endpoint,
+        _moto: moto,
+    }
+}
+
+/// A local AWS of one test's own (see [`another_local_aws`]).
+pub struct OtherLocalAws {
+    pub endpoint: String,
+    _moto: (Child, ChildStdin),
+}
+
+impl Drop for OtherLocalAws {
+    fn drop(&mut self) {
+        let _ = self._moto.0.kill();
+        let _ = self._moto.0.wait();
+    }
+}
+
+fn start_moto_with(env: &[(&str, &str)]) -> (String, (Child, ChildStdin)) {
     let python = python();
     assert!(
         python.exists(),
@@ -61,6 +88,7 @@ fn start_moto() -> (String, (Child, ChildStdin)) {
         .arg(workspace_root().join("infra/moto_server.py"))
         .arg(port.to_string())
         .arg("--exit-with-stdin")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

@@ -75,6 +75,12 @@ impl LocalRunner {
     /// Starts the binary with `env` as its configuration (on top of the local AWS's endpoint
     /// and credentials) and waits until `/health` answers 200.
     pub async fn start(env: &[(String, String)]) -> Self {
+        Self::start_against(crate::aws_endpoint(), env).await
+    }
+
+    /// [`LocalRunner::start`] against the local AWS at `endpoint` (`None`: what the
+    /// environment's `AWS_ENDPOINT_URL` names).
+    pub async fn start_against(endpoint: Option<String>, env: &[(String, String)]) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -89,7 +95,7 @@ impl LocalRunner {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        match crate::aws_endpoint() {
+        match endpoint {
             Some(endpoint) => {
                 command
                     .env("AWS_ENDPOINT_URL", endpoint)
