@@ -35,6 +35,12 @@ UNUSED: dict[tuple[str, str, str], str] = {
     ("DispatchRole", "sqs:SendMessage", "DispatchFailureQueue.Arn"):
         "The approvals stream's event source mapping sends a batch the dispatcher failed for good to its "
         "on-failure destination, as the function's role; the local runner retries a batch until it succeeds.",
+    ("ExecutorRole", "sqs:GetQueueAttributes", "JobsQueue.Arn"):
+        "Lambda's SQS event source mapping needs it on the function's role (with ReceiveMessage and "
+        "DeleteMessage); the local poller never asks for the queue's attributes.",
+    ("ReconcilerRole", "dynamodb:UpdateItem", "ExecutionLedgerTable.Arn"):
+        "An execution begun before v5 keeps its ledger item in the ledger table, and the reconciler ends it "
+        "there when it is stuck: a path only an upgraded stack takes, which no test makes stuck.",
     ("DispatchRole", "dynamodb:ListStreams", "ApprovalsTable.StreamArn"):
         "Lambda's event source mapping may list the table's streams; the local poller is given the stream "
         "as CloudFormation gives the mapping (its ARN) and never lists.",

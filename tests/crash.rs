@@ -379,7 +379,8 @@ async fn a_stalled_worker_never_takes_another_workers_end_for_its_own() {
 async fn a_crash_after_github_took_the_answer_ends_succeeded_with_one_decision() {
     let scenario = FailScenario::setup();
     let github = FakeGithub::start().await;
-    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    let [(config, github_config), (keys, github_keys)] = github.split_env();
+    let t = TestApp::start_jobs(&[(config, &github_config), (keys, &github_keys)]).await;
     let run = 701;
     github.wait(run, SOLO);
     let id = open_round(&t, &github, run, "d-crash").await;

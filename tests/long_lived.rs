@@ -279,8 +279,12 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 "PUBLIC_BASE_URL",
                 "https://approvals.example.com".to_owned(),
             ),
-            ("SLACK", slack.config()),
-            ("GITHUB", github.config()),
+            // As a deployment gives them: the bot token and the App's key apart from the
+            // rest, where the webhook function cannot read them.
+            slack.split_env()[0].clone(),
+            slack.split_env()[1].clone(),
+            github.split_env()[0].clone(),
+            github.split_env()[1].clone(),
             // A revoked table key stops within a second.
             ("KEY_CACHE_SECONDS", "1".to_owned()),
         ]

@@ -25,13 +25,15 @@ from local_iam.template import Resolver, all_grants, load
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table"
 
 
-def register(endpoint: str, name: str, variables: dict[str, str], parameters: dict[str, str]) -> dict[str, Any]:
+def register(endpoint: str, name: str, variables: dict[str, str], parameters: dict[str, str],
+             without: list[list[str]] | None = None) -> dict[str, Any]:
     """Registers a stack with the gate: each function's credentials."""
     import urllib.request
 
+    payload = {"name": name, "variables": variables, "parameters": parameters, "without": without or []}
     request = urllib.request.Request(
         f"{endpoint}/_countersign/iam/stacks",
-        data=json.dumps({"name": name, "variables": variables, "parameters": parameters}).encode(),
+        data=json.dumps(payload).encode(),
         method="POST",
     )
     with urllib.request.urlopen(request) as answer:
@@ -258,8 +260,8 @@ class OverTheWire(unittest.TestCase):
         cls.db.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", AttributeDefinitions=attributes, KeySchema=schema, **extra)
 
     @classmethod
-    def register(cls, name: str, parameters: dict[str, str]) -> dict[str, Any]:
-        return register(cls.moto.endpoint, name, cls.variables, parameters)
+    def register(cls, name: str, parameters: dict[str, str], without: list[list[str]] | None = None) -> dict[str, Any]:
+        return register(cls.moto.endpoint, name, cls.variables, parameters, without)
 
     def client(self, service: str, function: str, roles: dict[str, Any] | None = None) -> Any:
         role = (roles or self.roles)[function]
@@ -345,6 +347,22 @@ class OverTheWire(unittest.TestCase):
         item = self.db.get_item(TableName=keys, Key={"pk": {"S": "key"}})["Item"]
         self.assertEqual(item["revoked_at"], {"N": "1"})
         self.assertEqual(item["roles"], {"SS": ["reader"]})
+
+    def test_a_withheld_grant_is_refused_and_the_statements_other_grants_kept(self) -> None:
+        """A stack registered without one grant (one action on one resource, as the template
+        writes them): that call is refused, the same statement's other resources still allowed,
+        and the refusal recorded as one a test asked for."""
+        roles = self.register("wire-without", {}, [["CreateRole", "dynamodb:Query", "EventsTable.Arn"]])
+        api = self.client("dynamodb", "api", roles)
+        key = {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "x"}}}
+        self.denied(api.query, TableName=self.names["EVENTS_TABLE"], **key)
+        api.query(TableName=self.names["EVENTS_TABLE"], IndexName="by_order", **key)
+        api.get_item(TableName=self.names["APPROVALS_TABLE"], Key={"pk": {"S": "x"}})
+        records = []
+        for name in os.listdir(self.usage):
+            with open(os.path.join(self.usage, name), encoding="utf-8") as f:
+                records += [json.loads(line) for line in f]
+        self.assertTrue(any(r.get("refused") and r["stack"] == "wire-without" and r["withholding"] for r in records))
 
     def test_an_unknown_key_is_unrecognized_and_the_administrator_may_do_anything(self) -> None:
         stranger = boto3.client("dynamodb", endpoint_url=self.moto.endpoint, region_name="us-east-1",

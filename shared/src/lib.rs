@@ -165,6 +165,9 @@ impl App {
         let app = Self::from_env().await?;
         app.set_function(function);
         app.config.check_for(function)?;
+        for warning in app.config.start_warnings(function) {
+            tracing::warn!("{warning}");
+        }
         Ok(app)
     }
 

@@ -123,7 +123,9 @@ async fn a_forged_stale_or_unsigned_delivery_is_refused_and_nothing_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_storm_of_deliveries_is_one_round_and_github_hears_each_decision_once() {
     let github = FakeGithub::start().await;
-    let t = TestApp::start_jobs(&[("GITHUB", &github.config())]).await;
+    // As a deployment gives it: the App's key apart, where the webhook function cannot read it.
+    let [(config, github_config), (keys, github_keys)] = github.split_env();
+    let t = TestApp::start_jobs(&[(config, &github_config), (keys, &github_keys)]).await;
     let run = 201;
     // Installation tokens live two seconds here: each answer mints its own, none is kept.
     github.set_token_ttl(2);

@@ -389,3 +389,47 @@ async fn review_links_of_the_old_and_the_new_token_key_verify_during_a_rotation(
         "the old key's link during the rotation"
     );
 }
+
+/// The webhook function answers the internet: it holds what verifies Slack's and GitHub's
+/// requests, never a bot token or an App's key. Those are `SLACK_BOT_TOKENS` and
+/// `GITHUB_PRIVATE_KEYS`, secrets of their own that only the executor (and, for GitHub's
+/// redelivery sweep, the sweeper) is given — and may read.
+#[tokio::test]
+async fn the_webhook_function_holds_no_bot_token_and_no_app_key() {
+    let slack = FakeSlack::start().await;
+    let github = countersign_tests::github::FakeGithub::start().await;
+    let split = [slack.split_env(), github.split_env()].concat();
+    let secrets: Vec<(&str, &str)> = split.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // A queue and a notifier named, so that every function's start check applies.
+    let jobs = [
+        ("JOBS_QUEUE_URL", "http://127.0.0.1:9/123456789012/jobs"),
+        ("NOTIFIER_URL", "http://127.0.0.1:9/notify"),
+    ];
+    let t = TestApp::start_with_secrets(&jobs, &secrets).await;
+    let holds = |function| {
+        let secrets = t.function(function).secrets();
+        assert_eq!((secrets.slack.len(), secrets.github.len()), (1, 1));
+        (
+            secrets.slack.values().all(|app| app.bot_token.is_some()),
+            secrets.github.values().all(|app| app.private_key.is_some()),
+        )
+    };
+    use countersign::Function::{Executor, Webhook};
+    assert_eq!(holds(Webhook), (false, false), "the webhook function");
+    assert_eq!(holds(Executor), (true, true), "the executor");
+    let sweeper = t.function(countersign::Function::Sweeper).secrets();
+    assert!(sweeper.github.values().all(|app| app.private_key.is_some()));
+    assert!(sweeper.slack.is_empty(), "the sweeper is given no Slack");
+    // Starts as each is deployed: the executor and the sweeper have what they act with; the
+    // webhook function warns of nothing.
+    for function in countersign::Function::ALL {
+        let config = &t.function(function).config;
+        assert!(config.check_for(function).is_ok(), "{function:?}");
+        assert!(config.start_warnings(function).is_empty(), "{function:?}");
+    }
+    // Inline, as before v6: it still works, and the webhook function says what it holds.
+    let inline = TestApp::start_with_secrets(&[], &[("SLACK", &slack.config())]).await;
+    let warnings = inline.function(Webhook).config.start_warnings(Webhook);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("SLACK_BOT_TOKENS") && !warnings[0].contains("xoxb"));
+}

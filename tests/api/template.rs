@@ -504,7 +504,9 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
         "DecisionTokenSecret",
         "EventSubscriptions",
         "Slack",
+        "SlackBotTokens",
         "Github",
+        "GithubPrivateKeys",
     ];
     let secrets: BTreeSet<String> = of_type(&template, "AWS::SecretsManager::Secret")
         .into_iter()
@@ -566,6 +568,13 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
             readable, named,
             "{id}: GetSecretValue on exactly the secrets it names"
         );
+        // The internet-facing function verifies Slack's and GitHub's requests; it never acts
+        // as their apps.
+        if id == "WebhookFunction" {
+            for credentials in ["SlackBotTokensSecret", "GithubPrivateKeysSecret"] {
+                assert!(!readable.contains(credentials), "{id} reads {credentials}");
+            }
+        }
     }
     assert_eq!(functions, countersign::Function::ALL.len());
 }
@@ -579,7 +588,9 @@ fn secrets_are_no_echo_parameters() {
         "DecisionTokenSecret",
         "EventSubscriptions",
         "Slack",
+        "SlackBotTokens",
         "Github",
+        "GithubPrivateKeys",
     ] {
         assert_eq!(
             template["Parameters"][secret]["NoEcho"].as_bool(),

@@ -158,7 +158,10 @@ async fn a_body_without_declared_length_stops_at_the_limit() {
         .header("idempotency-key", "streamed")
         .body(Body::from(oversized_body()))
         .unwrap();
-    let response = t.functions.router().oneshot(request).await.unwrap();
+    let response = countersign::http::local_router(|f| t.function(f))
+        .oneshot(request)
+        .await
+        .unwrap();
     assert_eq!(response.status(), 413);
     let body = axum::body::to_bytes(response.into_body(), 4096)
         .await

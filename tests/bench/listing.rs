@@ -186,7 +186,7 @@ pub async fn run(ops: usize) {
     let t = TestApp::start_jobs(&[]).await;
     fill(&t).await;
     let raw = Client::new(&countersign_tests::sdk_config().await);
-    let router = countersign::http::router(t.app.clone());
+    let router = countersign::http::local_router(|f| t.function(f));
     println!(
         "\nA listing page of {PAGE} ({ops} pages per row, median of {ROUNDS} rounds, one tenant's 120 approvals; raw = the SDK alone)"
     );

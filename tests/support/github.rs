@@ -151,6 +151,20 @@ impl FakeGithub {
         .to_string()
     }
 
+    /// [`FakeGithub::config`] as a deployment gives it: `GITHUB` without the App's key, which
+    /// is in `GITHUB_PRIVATE_KEYS` (the webhook function is given no App key).
+    pub fn split_env(&self) -> [(&'static str, String); 2] {
+        let mut github: Value = serde_json::from_str(&self.config()).expect("the config");
+        let key = github[TENANT_A]
+            .as_object_mut()
+            .and_then(|app| app.remove("private_key"))
+            .expect("a private key");
+        [
+            ("GITHUB", github.to_string()),
+            ("GITHUB_PRIVATE_KEYS", json!({ TENANT_A: key }).to_string()),
+        ]
+    }
+
     /// A job of `run` starts waiting on `environment` (GitHub then sends the event).
     pub fn wait(&self, run: u64, environment: &str) {
         let mut inner = self.inner.lock().expect("fake GitHub");

@@ -299,12 +299,14 @@ impl TestApp {
         let base = format!("http://{}", listener.local_addr().expect("addr"));
         let requests = RequestLog::default();
         let log = requests.clone();
-        let router = functions.router().layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                log.record(request.method().as_str(), request.uri().path());
-                next.run(request)
-            },
-        ));
+        let router = countersign::http::local_router(|f| functions.app(f).clone()).layer(
+            axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    log.record(request.method().as_str(), request.uri().path());
+                    next.run(request)
+                },
+            ),
+        );
         tokio::spawn(async move { axum::serve(listener, router).await });
 
         Self {

@@ -157,6 +157,20 @@ impl FakeSlack {
         .to_string()
     }
 
+    /// [`FakeSlack::config`] as a deployment gives it: `SLACK` without the bot token, which is
+    /// in `SLACK_BOT_TOKENS` (the webhook function is given no bot token).
+    pub fn split_env(&self) -> [(&'static str, String); 2] {
+        let mut slack: Value = serde_json::from_str(&self.config()).expect("the config");
+        let token = slack[TENANT_A]
+            .as_object_mut()
+            .and_then(|app| app.remove("bot_token"))
+            .expect("a bot token");
+        [
+            ("SLACK", slack.to_string()),
+            ("SLACK_BOT_TOKENS", json!({ TENANT_A: token }).to_string()),
+        ]
+    }
+
     /// The next call of `method` gets `fault`.
     pub fn fault_next(&self, method: &str, fault: Fault) {
         let mut inner = self.inner.lock().expect("fake Slack lock");
@@ -725,8 +739,8 @@ impl crate::TestApp {
     /// against a fake Slack of its own.
     pub async fn start_slack(overrides: &[(&str, &str)]) -> (Self, FakeSlack) {
         let slack = FakeSlack::start().await;
-        let config = slack.config();
-        let mut vars = vec![("SLACK", config.as_str())];
+        let split = slack.split_env();
+        let mut vars: Vec<(&str, &str)> = split.iter().map(|(k, v)| (*k, v.as_str())).collect();
         vars.extend(overrides.iter().copied());
         (Self::start_jobs(&vars).await, slack)
     }

@@ -177,7 +177,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     print_banner(port, demo, &deployer, &functions);
     axum::serve(
         listener,
-        functions.router().merge(demo::router(
+        countersign::http::local_router(|f| functions.app(f).clone()).merge(demo::router(
             demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
                 .flatten(),
         )),

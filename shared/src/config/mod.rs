@@ -308,10 +308,15 @@ impl Config {
                 "WEBHOOK_SOURCES",
             ),
             Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
+            // It acts as each tenant's Slack app and GitHub App.
             Function::Executor => {
                 self.jobs()?;
-                require(!self.action_targets.is_empty(), "ACTION_TARGETS")
+                require(!self.action_targets.is_empty(), "ACTION_TARGETS")?;
+                self.slack_tokens_present()?;
+                self.github_keys_present()
             }
+            // The redelivery sweep asks GitHub as each App.
+            Function::Sweeper => self.github_keys_present(),
             // An execution is stuck only once its job's whole retry budget has passed.
             Function::Reconciler => {
                 let budget =
@@ -328,8 +333,71 @@ impl Config {
                 Ok(())
             }
             // Tables only (every setting they read has a default; keys are optional, as above).
-            Function::Read | Function::Sweeper => Ok(()),
+            Function::Read => Ok(()),
         }
+    }
+
+    fn slack_tokens_present(&self) -> Result<(), ConfigError> {
+        match self
+            .secrets
+            .slack
+            .iter()
+            .find(|(_, app)| app.bot_token.is_none())
+        {
+            Some((tenant, _)) => Err(ConfigError::new(
+                "SLACK_BOT_TOKENS",
+                format!("{tenant}: no bot token (in SLACK_BOT_TOKENS, or SLACK's bot_token)"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn github_keys_present(&self) -> Result<(), ConfigError> {
+        match self
+            .secrets
+            .github
+            .iter()
+            .find(|(_, app)| app.private_key.is_none())
+        {
+            Some((tenant, _)) => Err(ConfigError::new(
+                "GITHUB_PRIVATE_KEYS",
+                format!(
+                    "{tenant}: no private key (in GITHUB_PRIVATE_KEYS, or GITHUB's private_key)"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// What `function` holds and never uses, said at its start: the webhook function needs
+    /// Slack's signing secrets and GitHub's webhook secrets, never a bot token or an App's key.
+    pub fn start_warnings(&self, function: Function) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if function == Function::Webhook {
+            for (tenant, _) in self
+                .secrets
+                .slack
+                .iter()
+                .filter(|(_, a)| a.bot_token.is_some())
+            {
+                warnings.push(format!(
+                    "SLACK: the webhook function holds {tenant}'s bot token, which it never uses: \
+                     give it in SLACK_BOT_TOKENS (the SlackBotTokens parameter) instead"
+                ));
+            }
+            for (tenant, _) in self
+                .secrets
+                .github
+                .iter()
+                .filter(|(_, a)| a.private_key.is_some())
+            {
+                warnings.push(format!(
+                    "GITHUB: the webhook function holds {tenant}'s App private key, which it never \
+                     uses: give it in GITHUB_PRIVATE_KEYS (the GithubPrivateKeys parameter) instead"
+                ));
+            }
+        }
+        warnings
     }
 
     /// What the dispatcher and the executor need beyond the common configuration; a Lambda that

@@ -1,5 +1,6 @@
 //! The secret-bearing variables (SPEC "Keys and secrets"): `API_KEYS`, `WEBHOOK_SOURCES`,
-//! `EVENT_SUBSCRIPTIONS`, `SLACK`, `GITHUB`, `DECISION_TOKEN_SECRET`. Each may come from the variable or
+//! `EVENT_SUBSCRIPTIONS`, `SLACK` and `SLACK_BOT_TOKENS`, `GITHUB` and `GITHUB_PRIVATE_KEYS`,
+//! `DECISION_TOKEN_SECRET`. Each may come from the variable or
 //! from a Secrets Manager secret named by `<NAME>_SECRET_ARN` (never both). Secrets are read at
 //! start in one `BatchGetSecretValue`, kept in memory, and refreshed every
 //! `SECRETS_REFRESH_SECONDS` — and early, at most once every 30 s, when a signature or token
@@ -14,17 +15,19 @@ use aws_sdk_secretsmanager::error::DisplayErrorContext;
 use super::{ConfigError, Subscription, WebhookSource, parse_subscriptions, parse_webhook_sources};
 use crate::auth::ApiKeys;
 use crate::domain::{EpochSeconds, TenantId};
-use crate::github::{GithubApp, parse_github};
+use crate::github::{GithubApp, parse_github, parse_github_private_keys};
 use crate::review_token::TokenSecret;
-use crate::slack::{SlackApp, parse_slack};
+use crate::slack::{SlackApp, parse_slack, parse_slack_bot_tokens};
 
 /// Every variable that may hold a secret, and so may come from Secrets Manager instead.
-pub const SECRET_VARIABLES: [&str; 6] = [
+pub const SECRET_VARIABLES: [&str; 8] = [
     "API_KEYS",
     "WEBHOOK_SOURCES",
     "EVENT_SUBSCRIPTIONS",
     "SLACK",
+    "SLACK_BOT_TOKENS",
     "GITHUB",
+    "GITHUB_PRIVATE_KEYS",
     "DECISION_TOKEN_SECRET",
 ];
 
@@ -68,14 +71,28 @@ impl Secrets {
             }
             None => BTreeMap::new(),
         };
-        let slack = match get("SLACK") {
+        let mut slack = match get("SLACK") {
             Some(raw) => parse_slack(&raw).map_err(|e| ConfigError::new("SLACK", e))?,
             None => BTreeMap::new(),
         };
-        let github = match get("GITHUB") {
+        if let Some(raw) = get("SLACK_BOT_TOKENS") {
+            let tokens = parse_slack_bot_tokens(&raw)
+                .map_err(|e| ConfigError::new("SLACK_BOT_TOKENS", e))?;
+            lay_over(&mut slack, tokens, "SLACK_BOT_TOKENS", "SLACK", |app| {
+                &mut app.bot_token
+            })?;
+        }
+        let mut github = match get("GITHUB") {
             Some(raw) => parse_github(&raw).map_err(|e| ConfigError::new("GITHUB", e))?,
             None => BTreeMap::new(),
         };
+        if let Some(raw) = get("GITHUB_PRIVATE_KEYS") {
+            let keys = parse_github_private_keys(&raw)
+                .map_err(|e| ConfigError::new("GITHUB_PRIVATE_KEYS", e))?;
+            lay_over(&mut github, keys, "GITHUB_PRIVATE_KEYS", "GITHUB", |app| {
+                &mut app.private_key
+            })?;
+        }
         let decision_token_secret = get("DECISION_TOKEN_SECRET")
             .map(|raw| {
                 TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
@@ -90,6 +107,34 @@ impl Secrets {
             decision_token_secret,
         })
     }
+}
+
+/// Each tenant's credential from `variable` into its app of `apps` (from `apps_variable`): a
+/// tenant `apps` lacks, or one whose credential is given in both, is a start-up error.
+fn lay_over<A, C>(
+    apps: &mut BTreeMap<TenantId, A>,
+    credentials: BTreeMap<TenantId, C>,
+    variable: &'static str,
+    apps_variable: &str,
+    field: impl Fn(&mut A) -> &mut Option<C>,
+) -> Result<(), ConfigError> {
+    for (tenant, credential) in credentials {
+        let app = apps.get_mut(&tenant).ok_or_else(|| {
+            ConfigError::new(
+                variable,
+                format!("{tenant}: no such tenant in {apps_variable}"),
+            )
+        })?;
+        let slot = field(app);
+        if slot.is_some() {
+            return Err(ConfigError::new(
+                variable,
+                format!("{tenant}: given in {apps_variable} too; give it in {variable} only"),
+            ));
+        }
+        *slot = Some(credential);
+    }
+    Ok(())
 }
 
 /// The `<NAME>_SECRET_ARN` variables set, by variable; both forms of one variable set is a
@@ -352,6 +397,48 @@ mod tests {
             secret_arns(&get).unwrap(),
             [("API_KEYS", "b".to_owned()), ("SLACK", "a".to_owned())]
         );
+    }
+
+    #[test]
+    fn bot_tokens_and_app_keys_given_apart_are_laid_over_their_apps() {
+        let slack = r#"{"acme": {"signing_secret": "s3cr3t", "channel": "C0123ABC", "users": {"U1X": "a@x.io"}}}"#;
+        let secrets = Secrets::from_lookup(&lookup(&[
+            ("SLACK", slack),
+            ("SLACK_BOT_TOKENS", r#"{"acme": "xoxb-1-SECRETTOKEN"}"#),
+        ]))
+        .unwrap();
+        let app = secrets.slack.values().next().unwrap();
+        assert_eq!(
+            app.bot_token.as_ref().map(|t| t.expose()),
+            Some("xoxb-1-SECRETTOKEN")
+        );
+        // Without it, the app has none (the webhook function's view).
+        let alone = Secrets::from_lookup(&lookup(&[("SLACK", slack)])).unwrap();
+        assert!(alone.slack.values().all(|a| a.bot_token.is_none()));
+        // A tenant SLACK lacks, or a token given twice: refused, naming the variable, never the
+        // token.
+        for (tokens, with_inline) in [
+            (r#"{"other": "xoxb-2-SECRETTOKEN"}"#, false),
+            (r#"{"acme": "xoxb-3-SECRETTOKEN"}"#, true),
+        ] {
+            let inline = slack.replace(
+                "\"signing_secret\"",
+                "\"bot_token\": \"xoxb-0-SECRETTOKEN\", \"signing_secret\"",
+            );
+            let error = Secrets::from_lookup(&lookup(&[
+                ("SLACK", if with_inline { &inline } else { slack }),
+                ("SLACK_BOT_TOKENS", tokens),
+            ]))
+            .unwrap_err();
+            assert_eq!(error.variable, "SLACK_BOT_TOKENS");
+            assert!(!error.to_string().contains("SECRETTOKEN"), "{error}");
+        }
+        let keys = Secrets::from_lookup(&lookup(&[(
+            "GITHUB_PRIVATE_KEYS",
+            r#"{"acme": "not a key"}"#,
+        )]))
+        .unwrap_err();
+        assert_eq!(keys.variable, "GITHUB_PRIVATE_KEYS");
     }
 
     #[test]

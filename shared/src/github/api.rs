@@ -116,17 +116,17 @@ impl GithubApi {
     /// The App's JWT at `now`: RS256 with its private key, `iat` a minute back, `exp` nine
     /// minutes ahead, `iss` the App's id.
     pub fn app_jwt(app: &GithubApp, now: EpochSeconds) -> Result<String, String> {
+        let key = app
+            .private_key
+            .as_ref()
+            .ok_or("no private key for this App (GITHUB_PRIVATE_KEYS)")?;
         let claims = Claims {
             iat: now - JWT_BACKDATE_SECONDS,
             exp: now + JWT_LIFETIME_SECONDS,
             iss: app.app_id.to_string(),
         };
-        jsonwebtoken::encode(
-            &Header::new(Algorithm::RS256),
-            &claims,
-            app.private_key.encoding_key(),
-        )
-        .map_err(|e| format!("the App's JWT could not be signed: {e}"))
+        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, key.encoding_key())
+            .map_err(|e| format!("the App's JWT could not be signed: {e}"))
     }
 
     fn request(&self, method: Method, url: &str, bearer: &str) -> reqwest::RequestBuilder {

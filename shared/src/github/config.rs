@@ -93,7 +93,10 @@ impl GithubEnvironment {
 #[derive(Debug, Clone)]
 pub struct GithubApp {
     pub app_id: u64,
-    pub private_key: AppKey,
+    /// From `GITHUB`, or from `GITHUB_PRIVATE_KEYS` so that the function that only verifies
+    /// GitHub's deliveries (webhook) never holds it; the executor's and the sweeper's starts
+    /// require it.
+    pub private_key: Option<AppKey>,
     /// The webhook secrets: one, or the new and the old while it is rotated.
     pub webhook_secrets: Vec<GithubSecret>,
     /// Without a trailing slash.
@@ -114,7 +117,7 @@ impl GithubApp {
 #[serde(deny_unknown_fields)]
 struct RawGithubApp {
     app_id: u64,
-    private_key: String,
+    private_key: Option<String>,
     webhook_secret: OneOrMany,
     api_url: Option<String>,
     #[serde(default)]
@@ -151,16 +154,40 @@ pub fn parse_github(raw: &str) -> Result<BTreeMap<TenantId, GithubApp>, String> 
     Ok(apps)
 }
 
+/// An App's private key, parsed. Never quoted: the message says what is wrong, not what was
+/// given.
+fn app_key(pem: &str) -> Result<AppKey, String> {
+    EncodingKey::from_rsa_pem(pem.as_bytes())
+        .map(AppKey)
+        .map_err(|_| {
+            "private_key: not an RSA private key in PEM (-----BEGIN RSA PRIVATE KEY----- or \
+             -----BEGIN PRIVATE KEY-----, as GitHub gives it)"
+                .to_owned()
+        })
+}
+
+/// Parses `GITHUB_PRIVATE_KEYS`: `{"<tenant>": "-----BEGIN …"}`, each tenant's App key apart
+/// from the rest of `GITHUB` (see [`GithubApp::private_key`]).
+pub fn parse_github_private_keys(raw: &str) -> Result<BTreeMap<TenantId, AppKey>, String> {
+    let tenants: Entries<String> = serde_json::from_str(raw).map_err(|e| {
+        config_json_problem(&e, "each tenant maps to its App's private key, a string")
+    })?;
+    let mut keys = BTreeMap::new();
+    for (tenant, pem) in tenants.0 {
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        keys.insert(
+            tenant_id,
+            app_key(&pem).map_err(|e| format!("{tenant}: {e}"))?,
+        );
+    }
+    Ok(keys)
+}
+
 fn parse_app(raw: RawGithubApp) -> Result<GithubApp, String> {
     if raw.app_id == 0 {
         return Err("app_id: the App's id, a positive number".to_owned());
     }
-    // Never quoted: the message says what is wrong, not what was given.
-    let private_key = EncodingKey::from_rsa_pem(raw.private_key.as_bytes()).map_err(|_| {
-        "private_key: not an RSA private key in PEM (-----BEGIN RSA PRIVATE KEY----- or \
-         -----BEGIN PRIVATE KEY-----, as GitHub gives it)"
-            .to_owned()
-    })?;
+    let private_key = raw.private_key.as_deref().map(app_key).transpose()?;
     let webhook_secrets = raw
         .webhook_secret
         .into_vec()
@@ -223,7 +250,7 @@ fn parse_app(raw: RawGithubApp) -> Result<GithubApp, String> {
     }
     Ok(GithubApp {
         app_id: raw.app_id,
-        private_key: AppKey(private_key),
+        private_key,
         webhook_secrets,
         api_url: api_url.trim_end_matches('/').to_owned(),
         environments,

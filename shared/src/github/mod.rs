@@ -10,6 +10,8 @@ pub mod event;
 pub mod round;
 pub mod signature;
 
-pub use config::{GithubApp, GithubEnvironment, GithubSecret, parse_github};
+pub use config::{
+    GithubApp, GithubEnvironment, GithubSecret, parse_github, parse_github_private_keys,
+};
 pub use event::{DeploymentRequest, GithubEvent, RunCompleted};
 pub use round::round_approval;

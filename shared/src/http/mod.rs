@@ -71,18 +71,6 @@ pub fn webhook_router(app: Arc<App>) -> Router {
     finish(webhook_routes(), app, Function::Webhook)
 }
 
-/// Every route, for the local runner and the tests.
-pub fn router(app: Arc<App>) -> Router {
-    finish(
-        api_routes()
-            .merge(read_routes())
-            .merge(decide_routes())
-            .merge(webhook_routes()),
-        app,
-        Function::Api,
-    )
-}
-
 /// Every route on one port, each served by its own function's app (its role, its variables),
 /// as API Gateway routes one API to the functions: the local runner and the tests.
 /// `app_of` gives each function's app.

@@ -89,16 +89,14 @@ impl Functions {
         &self.sdks[&function]
     }
 
-    /// Every route on one port, each served by its function's app (see
-    /// [`crate::http::local_router`]).
-    pub fn router(&self) -> axum::Router {
-        crate::http::local_router(|function| self.app(function).clone())
-    }
-
     /// Checks that each function hosted here has what it needs (as a Lambda's start does).
     pub fn check(&self, functions: &[Function]) -> Result<(), ConfigError> {
         for function in functions {
-            self.app(*function).config.check_for(*function)?;
+            let config = &self.app(*function).config;
+            config.check_for(*function)?;
+            for warning in config.start_warnings(*function) {
+                tracing::warn!("{warning}");
+            }
         }
         Ok(())
     }

@@ -13,6 +13,9 @@ use super::SlackApp;
 use super::message::{EVENT_TYPE, MessageState};
 use crate::domain::{EpochSeconds, SlackMessage};
 
+/// A tenant whose bot token this function was not given (the executor's start requires it).
+const NO_BOT_TOKEN: &str = "no bot token for this tenant (SLACK_BOT_TOKENS)";
+
 /// How a post or an update went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sent {
@@ -143,7 +146,10 @@ impl SlackApi {
             if let Some(cursor) = &cursor {
                 url.query_pairs_mut().append_pair("cursor", cursor);
             }
-            let request = self.http.get(url).bearer_auth(app.bot_token.expose());
+            let Some(token) = &app.bot_token else {
+                return Found::CouldNotTell(NO_BOT_TOKEN.to_owned());
+            };
+            let request = self.http.get(url).bearer_auth(token.expose());
             let answer = match answer(request.send().await).await {
                 Ok(answer) => answer,
                 Err(Sent::RateLimited(seconds)) => return Found::RateLimited(seconds),
@@ -184,7 +190,10 @@ impl SlackApi {
     /// This bot token's `bot_id`, from `auth.test` the first time.
     async fn bot_id(&self, app: &SlackApp) -> Result<String, Sent> {
         use sha2::{Digest, Sha256};
-        let token: [u8; 32] = Sha256::digest(app.bot_token.expose().as_bytes()).into();
+        let Some(bot_token) = &app.bot_token else {
+            return Err(Sent::Refused(NO_BOT_TOKEN.to_owned()));
+        };
+        let token: [u8; 32] = Sha256::digest(bot_token.expose().as_bytes()).into();
         let known = self
             .bot_ids
             .lock()
@@ -235,10 +244,13 @@ impl SlackApi {
         method: &str,
         request: &impl serde::Serialize,
     ) -> Result<Value, Sent> {
+        let Some(token) = &app.bot_token else {
+            return Err(Sent::Refused(NO_BOT_TOKEN.to_owned()));
+        };
         let sent = self
             .http
             .post(format!("{}/{method}", app.api_base_url))
-            .bearer_auth(app.bot_token.expose())
+            .bearer_auth(token.expose())
             .json(request)
             .send()
             .await;

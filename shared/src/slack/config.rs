@@ -35,7 +35,9 @@ impl fmt::Debug for SlackSecret {
 /// One tenant's Slack app.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlackApp {
-    pub bot_token: SlackSecret,
+    /// From `SLACK`, or from `SLACK_BOT_TOKENS` so that the functions that only verify Slack's
+    /// requests (webhook) never hold it; the executor's start requires it.
+    pub bot_token: Option<SlackSecret>,
     /// The app's signing secrets: one, or the new and the old while it is rotated.
     pub signing_secrets: Vec<SlackSecret>,
     /// The channel's id (`C…`, `G…`): `conversations.history` takes no name.
@@ -56,15 +58,15 @@ impl SlackApp {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSlackApp {
-    bot_token: String,
+    bot_token: Option<String>,
     signing_secret: OneOrMany,
     channel: String,
     users: Entries<String>,
     api_base_url: Option<String>,
 }
 
-/// Parses `SLACK`: `{"<tenant>": {"bot_token", "signing_secret", "channel", "users",
-/// "api_base_url"?}}`.
+/// Parses `SLACK`: `{"<tenant>": {"bot_token"?, "signing_secret", "channel", "users",
+/// "api_base_url"?}}` (a bot token left out is given in `SLACK_BOT_TOKENS`).
 pub fn parse_slack(raw: &str) -> Result<BTreeMap<TenantId, SlackApp>, String> {
     let tenants: Entries<RawSlackApp> = serde_json::from_str(raw).map_err(|e| safe_message(&e))?;
     let mut apps = BTreeMap::new();
@@ -76,17 +78,37 @@ pub fn parse_slack(raw: &str) -> Result<BTreeMap<TenantId, SlackApp>, String> {
     Ok(apps)
 }
 
+fn secret(value: String, name: &str) -> Result<SlackSecret, String> {
+    if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Err(format!(
+            "{name} is required: the app's {name}, without spaces"
+        ))
+    } else {
+        Ok(SlackSecret(value))
+    }
+}
+
+/// Parses `SLACK_BOT_TOKENS`: `{"<tenant>": "xoxb-…"}`, each tenant's bot token apart from the
+/// rest of `SLACK` (see [`SlackApp::bot_token`]).
+pub fn parse_slack_bot_tokens(raw: &str) -> Result<BTreeMap<TenantId, SlackSecret>, String> {
+    let tenants: Entries<String> = serde_json::from_str(raw)
+        .map_err(|e| config_json_problem(&e, "each tenant maps to its bot token, a string"))?;
+    let mut tokens = BTreeMap::new();
+    for (tenant, token) in tenants.0 {
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        tokens.insert(
+            tenant_id,
+            secret(token, "bot_token").map_err(|e| format!("{tenant}: {e}"))?,
+        );
+    }
+    Ok(tokens)
+}
+
 fn parse_app(raw: RawSlackApp) -> Result<SlackApp, String> {
-    let secret = |value: String, name: &str| {
-        if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            Err(format!(
-                "{name} is required: the app's {name}, without spaces"
-            ))
-        } else {
-            Ok(SlackSecret(value))
-        }
-    };
-    let bot_token = secret(raw.bot_token, "bot_token")?;
+    let bot_token = raw
+        .bot_token
+        .map(|token| secret(token, "bot_token"))
+        .transpose()?;
     let signing_secrets = raw
         .signing_secret
         .into_vec()
@@ -183,7 +205,10 @@ mod tests {
     fn a_tenant_app_is_read_with_its_users() {
         let apps = parse_slack(&app("", r#"{"U01ALICE": "alice", "U02BOB": "bob"}"#)).unwrap();
         let acme = &apps[&TenantId::parse("acme").unwrap()];
-        assert_eq!(acme.bot_token.expose(), TOKEN);
+        assert_eq!(
+            acme.bot_token.as_ref().map(SlackSecret::expose),
+            Some(TOKEN)
+        );
         assert_eq!(acme.approver("U01ALICE").unwrap().as_str(), "alice");
         assert!(acme.approver("U03EVE").is_none());
         assert_eq!(acme.api_base_url, DEFAULT_API_BASE_URL);

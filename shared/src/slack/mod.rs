@@ -10,6 +10,6 @@ pub mod interaction;
 pub mod message;
 pub mod signature;
 
-pub use config::{SlackApp, SlackSecret, parse_slack};
+pub use config::{SlackApp, SlackSecret, parse_slack, parse_slack_bot_tokens};
 pub use interaction::{Click, parse_click};
 pub use message::MessageState;
