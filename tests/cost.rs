@@ -806,9 +806,26 @@ fn render(lives: &[(&str, Life)]) -> String {
     }
 
     writeln!(w, "\n## Keys and secrets\n").expect("write");
+    // The secrets as the template declares them (one conditional: ApiKeysSecret).
+    let template = countersign_tests::template();
+    let secrets: Vec<&serde_norway::Value> = template["Resources"]
+        .as_mapping()
+        .expect("the template's resources")
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::SecretsManager::Secret"))
+        .collect();
+    let conditional = secrets
+        .iter()
+        .filter(|r| r.get("Condition").is_some())
+        .count();
+    let secrets_line = format!(
+        "Secrets Manager is fixed, not per approval: the template's {} secrets ({} without `ApiKeys`) at $0.40 a month each, and $0.05 per 10,000 calls — one `BatchGetSecretValue` per function environment at start and every `SECRETS_REFRESH_SECONDS` (300: 8,640 a month per warm environment, about $0.04), and early after a failed signature at most every 30 s.",
+        secrets.len(),
+        secrets.len() - conditional
+    );
     for line in [
         "A table API key adds nothing per approval on a warm function: its item is cached for `KEY_CACHE_SECONDS` (default 60), so the scenarios above cost the same with table keys (`tests/api/round_trips.rs` counts the round trips). A cold key costs one strongly consistent `GetItem` of an item under 4 KB, 1 read unit ($0.125 per million), once per key, function environment and cache time; and `last_used_at` one write unit at most once an hour per key (at most 720 a month per key, under $0.0005).",
-        "Secrets Manager is fixed, not per approval: the template's five secrets (four without `ApiKeys`) at $0.40 a month each, and $0.05 per 10,000 calls — one `BatchGetSecretValue` per function environment at start and every `SECRETS_REFRESH_SECONDS` (300: 8,640 a month per warm environment, about $0.04), and early after a failed signature at most every 30 s.",
+        &secrets_line,
     ] {
         writeln!(w, "- {line}").expect("write");
     }

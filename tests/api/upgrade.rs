@@ -465,19 +465,13 @@ async fn a_stack_from_before_v5_upgrades_in_place_and_keeps_every_approval() {
     .to_string();
     let subscriptions =
         json!({"demo": {"url": "{downstream}/callback", "secret": CALLBACK_SECRET}}).to_string();
-    let overrides = [
-        ("APPROVALS_TABLE", tables.approvals.as_str()),
-        ("IDEMPOTENCY_TABLE", &tables.idempotency_keys),
-        ("INBOX_TABLE", &tables.webhook_inbox),
-        ("LEDGER_TABLE", &tables.execution_ledger),
-        ("EVENTS_TABLE", &tables.events),
-        ("APPROVAL_INDEX_TABLE", &tables.approval_index),
-        ("KEYS_TABLE", &tables.api_keys),
-        ("API_KEYS", &keys),
+    let mut overrides = tables.variables().to_vec();
+    overrides.extend([
+        ("API_KEYS", keys.as_str()),
         ("ACTION_TARGETS", &targets),
         ("EVENT_SUBSCRIPTIONS", &subscriptions),
         ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
-    ];
+    ]);
     // The old tables first (the app's start finds them and leaves them as they are).
     let setup = TestApp::build(&[]).await;
     create_as_before(&setup, &tables, &state).await;

@@ -11,8 +11,11 @@ use crate::observe::MetricsConfig;
 use crate::store::Tables;
 use crate::webhook::WebhookSecret;
 
+mod functions;
 pub mod secrets;
 mod targets;
+
+pub use functions::{Function, JobsConfig};
 
 pub use secrets::{LiveSecrets, RefreshReason, SecretSource, Secrets};
 use targets::parse_action_targets;
@@ -272,216 +275,6 @@ impl Config {
     pub fn executes(&self, kind: &str) -> bool {
         self.action_targets.get(kind).is_none_or(|t| t.executes)
     }
-
-    /// Checks, at start, that `function` has every variable it needs: each function is
-    /// deployed with only the configuration (and secrets) it uses.
-    pub fn check_for(&self, function: Function) -> Result<(), ConfigError> {
-        let require = |present: bool, variable: &'static str| {
-            if present {
-                Ok(())
-            } else {
-                Err(ConfigError::new(
-                    variable,
-                    format!("required by the {function:?} function"),
-                ))
-            }
-        };
-        match function {
-            // API keys are optional: the keys table holds them (`API_KEYS` adds to it).
-            Function::Api => {
-                // Page cursors are signed with a key derived from it.
-                require(
-                    self.secrets.decision_token_secret.is_some(),
-                    "DECISION_TOKEN_SECRET",
-                )?;
-                require(!self.action_targets.is_empty(), "ACTION_TARGETS")
-            }
-            Function::Decide => require(
-                self.secrets.decision_token_secret.is_some(),
-                "DECISION_TOKEN_SECRET",
-            ),
-            // Provider webhooks, Slack's clicks, GitHub's events, or any of them.
-            Function::Webhook => require(
-                !self.secrets.webhook_sources.is_empty()
-                    || !self.secrets.slack.is_empty()
-                    || !self.secrets.github.is_empty(),
-                "WEBHOOK_SOURCES",
-            ),
-            Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
-            // It acts as each tenant's Slack app and GitHub App.
-            Function::Executor => {
-                self.jobs()?;
-                require(!self.action_targets.is_empty(), "ACTION_TARGETS")?;
-                self.slack_tokens_present()?;
-                self.github_keys_present()
-            }
-            // The redelivery sweep asks GitHub as each App.
-            Function::Sweeper => self.github_keys_present(),
-            // An execution is stuck only once its job's whole retry budget has passed.
-            Function::Reconciler => {
-                let budget =
-                    self.job_visibility_timeout_seconds * (i64::from(self.job_max_attempts) + 3);
-                if self.stuck_execution_seconds < budget {
-                    return Err(ConfigError::new(
-                        "STUCK_EXECUTION_SECONDS",
-                        format!(
-                            "must be an integer of at least {budget} (the retry budget: \
-                             JOB_VISIBILITY_TIMEOUT_SECONDS x (JOB_MAX_ATTEMPTS + 3))"
-                        ),
-                    ));
-                }
-                Ok(())
-            }
-            // Tables only (every setting they read has a default; keys are optional, as above).
-            Function::Read => Ok(()),
-        }
-    }
-
-    fn slack_tokens_present(&self) -> Result<(), ConfigError> {
-        match self
-            .secrets
-            .slack
-            .iter()
-            .find(|(_, app)| app.bot_token.is_none())
-        {
-            Some((tenant, _)) => Err(ConfigError::new(
-                "SLACK_BOT_TOKENS",
-                format!("{tenant}: no bot token (in SLACK_BOT_TOKENS, or SLACK's bot_token)"),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    fn github_keys_present(&self) -> Result<(), ConfigError> {
-        match self
-            .secrets
-            .github
-            .iter()
-            .find(|(_, app)| app.private_key.is_none())
-        {
-            Some((tenant, _)) => Err(ConfigError::new(
-                "GITHUB_PRIVATE_KEYS",
-                format!(
-                    "{tenant}: no private key (in GITHUB_PRIVATE_KEYS, or GITHUB's private_key)"
-                ),
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// What `function` holds and never uses, said at its start: the webhook function needs
-    /// Slack's signing secrets and GitHub's webhook secrets, never a bot token or an App's key.
-    pub fn start_warnings(&self, function: Function) -> Vec<String> {
-        let mut warnings = Vec::new();
-        if function == Function::Webhook {
-            for (tenant, _) in self
-                .secrets
-                .slack
-                .iter()
-                .filter(|(_, a)| a.bot_token.is_some())
-            {
-                warnings.push(format!(
-                    "SLACK: the webhook function holds {tenant}'s bot token, which it never uses: \
-                     give it in SLACK_BOT_TOKENS (the SlackBotTokens parameter) instead"
-                ));
-            }
-            for (tenant, _) in self
-                .secrets
-                .github
-                .iter()
-                .filter(|(_, a)| a.private_key.is_some())
-            {
-                warnings.push(format!(
-                    "GITHUB: the webhook function holds {tenant}'s App private key, which it never \
-                     uses: give it in GITHUB_PRIVATE_KEYS (the GithubPrivateKeys parameter) instead"
-                ));
-            }
-        }
-        warnings
-    }
-
-    /// What the dispatcher and the executor need beyond the common configuration; a Lambda that
-    /// needs it calls this at start, so a missing variable fails the start, not a job.
-    pub fn jobs(&self) -> Result<JobsConfig<'_>, ConfigError> {
-        let missing = |variable| {
-            ConfigError::new(variable, "required by the dispatch and executor functions")
-        };
-        Ok(JobsConfig {
-            queue_url: self
-                .jobs_queue_url
-                .as_deref()
-                .ok_or_else(|| missing("JOBS_QUEUE_URL"))?,
-            notifier_url: self
-                .notifier_url
-                .as_deref()
-                .ok_or_else(|| missing("NOTIFIER_URL"))?,
-            // Present at start; read through `App::secrets` when used (it may be rotated).
-            token_secret: self
-                .secrets
-                .decision_token_secret
-                .as_ref()
-                .map(|_| ())
-                .ok_or_else(|| missing("DECISION_TOKEN_SECRET"))?,
-            public_base_url: self
-                .public_base_url
-                .as_deref()
-                .ok_or_else(|| missing("PUBLIC_BASE_URL"))?,
-        })
-    }
-}
-
-/// Countersign's functions, for [`Config::check_for`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Function {
-    /// The HTTP API's approvals routes (functions/api).
-    Api,
-    /// `GET /approvals/{id}`, held or not (functions/read): its own function, so that held
-    /// reads can never take the concurrency the other routes and the jobs need.
-    Read,
-    Decide,
-    Webhook,
-    Dispatch,
-    Executor,
-    Sweeper,
-    Reconciler,
-}
-
-impl Function {
-    /// Every function the template deploys.
-    pub const ALL: [Function; 8] = [
-        Self::Api,
-        Self::Read,
-        Self::Decide,
-        Self::Webhook,
-        Self::Dispatch,
-        Self::Executor,
-        Self::Sweeper,
-        Self::Reconciler,
-    ];
-
-    /// Its name as the `Function` dimension of its metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Api => "api",
-            Self::Read => "read",
-            Self::Decide => "decide",
-            Self::Webhook => "webhook",
-            Self::Dispatch => "dispatch",
-            Self::Executor => "executor",
-            Self::Sweeper => "sweeper",
-            Self::Reconciler => "reconciler",
-        }
-    }
-}
-
-/// The configuration of jobs: where they queue and where notifications go.
-#[derive(Debug, Clone, Copy)]
-pub struct JobsConfig<'a> {
-    pub queue_url: &'a str,
-    pub notifier_url: &'a str,
-    /// `DECISION_TOKEN_SECRET` is set (its value is read through `App::secrets`).
-    pub token_secret: (),
-    pub public_base_url: &'a str,
 }
 
 /// CloudWatch's rule for a namespace: 1 to 255 of letters, digits and `.-_/#: `, not `AWS/…`.
@@ -594,7 +387,7 @@ mod tests {
 
     use super::*;
 
-    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    pub(super) fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let map: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -602,8 +395,8 @@ mod tests {
         Config::from_lookup(|name| map.get(name).cloned())
     }
 
-    const KEYS: (&str, &str) = ("API_KEYS", "acme=acme-key-0123456789");
-    const TARGETS: (&str, &str) = (
+    pub(super) const KEYS: (&str, &str) = ("API_KEYS", "acme=acme-key-0123456789");
+    pub(super) const TARGETS: (&str, &str) = (
         "ACTION_TARGETS",
         r#"{"deploy": {"url": "http://localhost:9/deploy"}}"#,
     );
@@ -708,58 +501,6 @@ mod tests {
             let err = config(&[KEYS, TARGETS, ("WEBHOOK_SOURCES", bad)]).unwrap_err();
             assert_eq!(err.variable, "WEBHOOK_SOURCES", "{bad}");
         }
-    }
-
-    #[test]
-    fn each_function_requires_only_what_it_uses() {
-        let bare = config(&[]).unwrap();
-        let missing = |f| bare.check_for(f).unwrap_err().variable;
-        assert_eq!(missing(Function::Api), "DECISION_TOKEN_SECRET");
-        assert_eq!(missing(Function::Decide), "DECISION_TOKEN_SECRET");
-        assert_eq!(missing(Function::Webhook), "WEBHOOK_SOURCES");
-        assert_eq!(missing(Function::Dispatch), "JOBS_QUEUE_URL");
-        assert_eq!(missing(Function::Executor), "JOBS_QUEUE_URL");
-        let keys = config(&[KEYS]).unwrap();
-        assert_eq!(
-            keys.check_for(Function::Api).unwrap_err().variable,
-            "DECISION_TOKEN_SECRET",
-            "page cursors are signed"
-        );
-        let secret = ("DECISION_TOKEN_SECRET", "s".repeat(32));
-        let secret = (secret.0, secret.1.as_str());
-        assert_eq!(
-            config(&[KEYS, secret])
-                .unwrap()
-                .check_for(Function::Api)
-                .unwrap_err()
-                .variable,
-            "ACTION_TARGETS"
-        );
-        assert_eq!(
-            keys.check_for(Function::Decide).unwrap_err().variable,
-            "DECISION_TOKEN_SECRET"
-        );
-        assert!(
-            config(&[KEYS, TARGETS, secret])
-                .unwrap()
-                .check_for(Function::Api)
-                .is_ok()
-        );
-        let queue = ("JOBS_QUEUE_URL", "http://localhost/q");
-        assert!(
-            config(&[queue])
-                .unwrap()
-                .check_for(Function::Dispatch)
-                .is_ok()
-        );
-        assert_eq!(
-            config(&[queue])
-                .unwrap()
-                .check_for(Function::Executor)
-                .unwrap_err()
-                .variable,
-            "NOTIFIER_URL"
-        );
     }
 
     #[test]
