@@ -404,6 +404,7 @@ async fn the_webhook_function_holds_no_bot_token_and_no_app_key() {
     let jobs = [
         ("JOBS_QUEUE_URL", "http://127.0.0.1:9/123456789012/jobs"),
         ("NOTIFIER_URL", "http://127.0.0.1:9/notify"),
+        ("PUBLIC_BASE_URL", "https://approvals.example.com"),
     ];
     let t = TestApp::start_with_secrets(&jobs, &secrets).await;
     let holds = |function| {
