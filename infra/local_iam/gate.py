@@ -22,6 +22,7 @@ lines in DIR/<pid>.jsonl, for infra/iam_coverage.py.
 from __future__ import annotations
 
 import base64
+import hmac
 import io
 import json
 import os
@@ -170,7 +171,8 @@ class Gate:
         if key == ADMIN_KEY:
             return None
         identity = self.identities.get(key)
-        if identity is None or environ.get("HTTP_X_AMZ_SECURITY_TOKEN") != identity.session_token:
+        token = environ.get("HTTP_X_AMZ_SECURITY_TOKEN", "")
+        if identity is None or not hmac.compare_digest(token, identity.session_token):
             raise Refusal(400, "UnrecognizedClientException", "The security token included in the request is invalid.")
         return identity
 
