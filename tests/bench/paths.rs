@@ -211,6 +211,23 @@ enum Op {
     GithubJoin,
 }
 
+impl Op {
+    /// The function that serves it: its raw row sends the same requests as that function's
+    /// role, so that both rows pay the local AWS's IAM check alike.
+    fn function(self) -> countersign::Function {
+        use countersign::Function;
+        match self {
+            Op::CreateFirst | Op::CreateReplay => Function::Api,
+            Op::DecideWinner | Op::DecideLoser | Op::VoteCounted | Op::VoteCompleting => {
+                Function::Decide
+            }
+            Op::WebhookFirst | Op::WebhookDuplicate | Op::GithubOpen | Op::GithubJoin => {
+                Function::Webhook
+            }
+        }
+    }
+}
+
 const OPS: [Op; 10] = [
     Op::CreateFirst,
     Op::CreateReplay,
@@ -478,13 +495,13 @@ impl<'a> Bench<'a> {
 /// mode keeps its median round (moto pauses now and then, whichever path is running).
 async fn measure(
     t: &TestApp,
-    raw: &Client,
     ops: usize,
     op: Op,
     operation: &str,
     concurrency: usize,
     cells: &mut usize,
 ) -> Vec<Row> {
+    let raw = &Client::new(t.functions.sdk(op.function()));
     let mut rounds: Vec<(Mode, Stats, f64)> = Vec::new();
     for _ in 0..ROUNDS {
         for mode in MODES {
@@ -550,7 +567,6 @@ pub async fn run(ops: usize) -> Ratios {
         .await;
     }
     let _ = TABLE_KEYS.set((requester.expose().to_owned(), decider.expose().to_owned()));
-    let raw = Client::new(&countersign_tests::sdk_config().await);
     let mut cells = 0;
     let mut rows = Vec::new();
     for concurrency in CONCURRENCY {
@@ -558,7 +574,7 @@ pub async fn run(ops: usize) -> Ratios {
             .into_iter()
             .filter(|op| only().is_none_or(|o| op.name().contains(o)))
         {
-            rows.extend(measure(&t, &raw, ops, op, op.name(), concurrency, &mut cells).await);
+            rows.extend(measure(&t, ops, op, op.name(), concurrency, &mut cells).await);
         }
     }
     print_table(
@@ -588,7 +604,7 @@ pub async fn run(ops: usize) -> Ratios {
         table_size: if only().is_some() {
             f64::NAN
         } else {
-            table_size(ops).await
+            table_size(ops, &t.app.config.tables.api_keys).await
         },
     }
 }
@@ -599,15 +615,16 @@ const LARGE_TABLE: usize = 20_000;
 
 /// create first on tables that start empty, then on the same tables holding 20,000 approvals:
 /// the cost of a write must not grow with the table. Returns in-process ops/s large ÷ empty.
-async fn table_size(ops: usize) -> f64 {
-    let t = TestApp::start().await;
+/// `keys_table`: where the run's table keys are (each app has tables of its own).
+async fn table_size(ops: usize, keys_table: &str) -> f64 {
+    let t = TestApp::start_with(&[("KEYS_TABLE", keys_table), ("KEY_CACHE_SECONDS", "300")]).await;
     let raw = Client::new(&countersign_tests::sdk_config().await);
     let mut cells = 0;
     let empty_label = "create first (empty)";
     let large_label = "create first (20,000)";
-    let mut rows = measure(&t, &raw, ops, Op::CreateFirst, empty_label, 8, &mut cells).await;
+    let mut rows = measure(&t, ops, Op::CreateFirst, empty_label, 8, &mut cells).await;
     fill(&t, &raw, LARGE_TABLE).await;
-    rows.extend(measure(&t, &raw, ops, Op::CreateFirst, large_label, 8, &mut cells).await);
+    rows.extend(measure(&t, ops, Op::CreateFirst, large_label, 8, &mut cells).await);
     print_table(
         &rows,
         ops,
@@ -689,7 +706,7 @@ async fn fill(t: &TestApp, raw: &Client, count: usize) {
 
 fn print_table(rows: &[Row], ops: usize, tables: &str) {
     println!(
-        "\nHot paths ({ops} operations per row, median of {ROUNDS} rounds, on {tables}; raw = the same DynamoDB requests through the SDK alone)"
+        "\nHot paths ({ops} operations per row, median of {ROUNDS} rounds, on {tables}; raw = the same DynamoDB requests through the SDK alone, as the same function's role)"
     );
     println!(
         "{:<22} {:>4}  {:<10} {:>9} {:>9} {:>9} {:>13}",
