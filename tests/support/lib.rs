@@ -15,8 +15,10 @@ pub mod meter;
 pub mod receiver;
 pub mod runtime_api;
 pub mod slack;
+mod stack;
 
 pub use fixtures::*;
+pub use meter::CallCounter;
 
 /// `infra/template.yaml`, parsed.
 pub fn template() -> serde_norway::Value {
@@ -30,52 +32,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::types::{AttributeValue, Select};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use countersign::runner::{Deployment, Functions, LocalRoles};
-use countersign::store::Tables;
+use countersign::runner::{Deployment, Functions};
 use countersign::webhook::WebhookSecret;
-use countersign::{App, Clock, Function};
+use countersign::{App, Clock};
 use serde_json::Value;
 
 /// The `Idempotency-Key` an execution of tenant A's approval `id`, created with `create_key`,
 /// sends downstream: `{tenant}:{create key}:{approval id}`.
 pub fn execute_key(create_key: &str, id: &str) -> String {
     format!("{TENANT_A}:{create_key}:{id}")
-}
-
-/// Counts DynamoDB round trips (every attempt, retries included) by operation name.
-#[derive(Debug, Clone, Default)]
-pub struct CallCounter(Arc<Mutex<Vec<String>>>);
-
-impl CallCounter {
-    /// The operations since the last call, in order, and resets the count.
-    pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().expect("counter lock"))
-    }
-}
-
-impl Intercept for CallCounter {
-    fn name(&self) -> &'static str {
-        "CallCounter"
-    }
-
-    fn read_before_attempt(
-        &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
-        _components: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let operation = cfg
-            .load::<Metadata>()
-            .map_or("unknown", |m| m.name())
-            .to_owned();
-        self.0.lock().expect("counter lock").push(operation);
-        Ok(())
-    }
 }
 
 /// One test's Countersign: its own tables, the real router on a loopback port.
@@ -183,154 +149,6 @@ impl TestApp {
         secrets: &[(&str, &str)],
     ) -> Self {
         Self::build_deployed(overrides, via, secrets, Deployment::default()).await
-    }
-
-    /// The test's stack: the deployer's app ([`TestApp::app`], the test's own view) and each
-    /// function as deployed ([`TestApp::functions`]: the variables the template gives it, its
-    /// role's credentials), deployed as `deployment` says.
-    pub async fn build_deployed(
-        overrides: &[(&str, &str)],
-        via: Option<aws_config::SdkConfig>,
-        secrets: &[(&str, &str)],
-        deployment: Deployment<'_>,
-    ) -> Self {
-        let direct = sdk_config().await;
-        let sdk = via.unwrap_or_else(|| direct.clone());
-        let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
-        let secret_calls = CallCounter::default();
-        let tables = Tables::with_prefix(&prefix);
-        let mut vars: HashMap<String, String> = HashMap::from([
-            ("API_KEYS".into(), test_api_keys()),
-            (
-                "ACTION_TARGETS".into(),
-                r#"{"deploy": {"url": "http://127.0.0.1:9/deploy"}, "refund": {"url": "http://127.0.0.1:9/refund"}, "agent": {"executes": false}}"#.into(),
-            ),
-            (
-                "WEBHOOK_SOURCES".into(),
-                serde_json::json!({
-                    "acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]},
-                    "rotating": {"tenant": TENANT_A, "secrets": [ROTATING_NEW_SECRET, ROTATING_OLD_SECRET]},
-                    "other": {"tenant": TENANT_B, "secrets": [OTHER_SECRET]},
-                })
-                .to_string(),
-            ),
-            ("DECISION_TOKEN_SECRET".into(), TOKEN_SECRET.into()),
-        ]);
-        for (variable, table) in tables.variables() {
-            vars.insert(variable.to_owned(), table.to_owned());
-        }
-        for (k, v) in overrides {
-            vars.insert((*k).to_owned(), (*v).to_owned());
-        }
-        let mut secret_arns = HashMap::new();
-        let uncounted = aws_sdk_secretsmanager::Client::new(&direct);
-        for (variable, value) in secrets {
-            let created = uncounted
-                .create_secret()
-                .name(format!("{prefix}/{}", variable.to_lowercase()))
-                .secret_string(*value)
-                .send()
-                .await
-                .expect("create the test secret");
-            let arn = created.arn().expect("the secret's ARN").to_owned();
-            vars.remove(*variable);
-            vars.insert(format!("{variable}_SECRET_ARN"), arn.clone());
-            secret_arns.insert((*variable).to_owned(), arn);
-        }
-        let calls = CallCounter::default();
-        let meter = meter::Meter::default();
-        let clock = Clock::system();
-        let metrics = MetricLines::default();
-        let sink = countersign::observe::Sink::Memory(metrics.0.clone());
-        // Each client counts and meters its calls; the functions' Secrets Manager calls (their
-        // starts' reads included) are counted in `secret_calls`.
-        let clients = |sdk: &aws_config::SdkConfig, secrets_counted: bool| {
-            let secretsmanager = aws_sdk_secretsmanager::config::Builder::from(sdk);
-            let secretsmanager = if secrets_counted {
-                secretsmanager.interceptor(secret_calls.clone())
-            } else {
-                secretsmanager
-            };
-            countersign::runner::Clients {
-                dynamodb: aws_sdk_dynamodb::Client::from_conf(
-                    aws_sdk_dynamodb::config::Builder::from(sdk)
-                        .interceptor(calls.clone())
-                        .interceptor(meter.clone())
-                        .build(),
-                ),
-                sqs: aws_sdk_sqs::Client::from_conf(
-                    aws_sdk_sqs::config::Builder::from(sdk)
-                        .interceptor(meter.clone())
-                        .build(),
-                ),
-                secretsmanager: aws_sdk_secretsmanager::Client::from_conf(secretsmanager.build()),
-            }
-        };
-        // The deployer's view of the stack: every variable, every table.
-        let deployer = clients(&sdk, false);
-        let (config, secret_source) =
-            countersign::config::secrets::load(vars.clone(), deployer.secretsmanager)
-                .await
-                .expect("test configuration");
-        let app = App::with_secret_source(
-            config,
-            secret_source,
-            deployer.dynamodb,
-            deployer.sqs,
-            clock.clone(),
-            sink.clone(),
-        );
-        let roles = match aws_endpoint() {
-            Some(endpoint) => {
-                LocalRoles::register(&endpoint, &prefix, "us-east-1", &vars, deployment)
-                    .await
-                    .expect("register the test stack's roles")
-            }
-            None => None,
-        };
-        let functions =
-            Functions::build(&vars, roles, &sdk, &clock, &sink, |sdk| clients(sdk, true))
-                .await
-                .expect("each function's configuration");
-
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let requests = RequestLog::default();
-        let log = requests.clone();
-        let router = countersign::http::local_router(|f| functions.app(f).clone()).layer(
-            axum::middleware::from_fn(
-                move |request: axum::extract::Request, next: axum::middleware::Next| {
-                    log.record(request.method().as_str(), request.uri().path());
-                    next.run(request)
-                },
-            ),
-        );
-        tokio::spawn(async move { axum::serve(listener, router).await });
-
-        Self {
-            base,
-            http: reqwest::Client::new(),
-            app,
-            functions,
-            calls,
-            meter,
-            dynamodb: aws_sdk_dynamodb::Client::new(&direct),
-            clock,
-            sdk,
-            jobs: None,
-            requests,
-            metrics,
-            secret_calls,
-            secret_arns,
-        }
-    }
-
-    /// The app of `function`, as deployed (its role, its variables): what a job, a sweep or a
-    /// route of that function runs on.
-    pub fn function(&self, function: Function) -> Arc<App> {
-        self.functions.app(function).clone()
     }
 
     pub fn url(&self, path: &str) -> String {

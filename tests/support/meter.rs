@@ -122,3 +122,34 @@ impl Intercept for Meter {
         Ok(())
     }
 }
+
+/// Counts DynamoDB round trips (every attempt, retries included) by operation name.
+#[derive(Debug, Clone, Default)]
+pub struct CallCounter(Arc<Mutex<Vec<String>>>);
+
+impl CallCounter {
+    /// The operations since the last call, in order, and resets the count.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().expect("counter lock"))
+    }
+}
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "CallCounter"
+    }
+
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let operation = cfg
+            .load::<Metadata>()
+            .map_or("unknown", |m| m.name())
+            .to_owned();
+        self.0.lock().expect("counter lock").push(operation);
+        Ok(())
+    }
+}
