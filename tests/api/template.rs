@@ -823,6 +823,26 @@ fn held_reads_run_in_their_own_function_with_reserved_concurrency() {
         text(&variables["HELD_READ_HEADROOM"]),
         "!Ref HeldReadHeadroom"
     );
+    // Review of v5, finding 1: no tenant takes every seat (0: half the seats), and the stage
+    // throttles every route before a function runs, so junk cannot fill the reservation.
+    assert!(
+        text(&variables["HELD_READS_PER_TENANT"]).contains("HeldReadsPerTenant"),
+        "{:?}",
+        variables["HELD_READS_PER_TENANT"]
+    );
+    assert_eq!(
+        template["Parameters"]["HeldReadsPerTenant"]["Default"].as_u64(),
+        Some(0)
+    );
+    let throttling = &template["Resources"]["HttpApi"]["Properties"]["DefaultRouteSettings"];
+    assert_eq!(
+        text(&throttling["ThrottlingRateLimit"]),
+        "!Ref ApiThrottlingRateLimit"
+    );
+    assert_eq!(
+        text(&throttling["ThrottlingBurstLimit"]),
+        "!Ref ApiThrottlingBurstLimit"
+    );
     let timeout = read["Timeout"]
         .as_u64()
         .expect("the read function's timeout");

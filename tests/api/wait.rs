@@ -134,7 +134,11 @@ async fn bad_waits_are_refused_and_other_tenants_approvals_are_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_held_reads_at_once_hold_twenty_and_the_rest_are_told_when_to_retry() {
     const HOLD_SECONDS: u64 = 8;
-    let t = TestApp::start_with(&[("HELD_READ_CONCURRENCY", "20")]).await;
+    let t = TestApp::start_with(&[
+        ("HELD_READ_CONCURRENCY", "20"),
+        ("HELD_READS_PER_TENANT", "20"),
+    ])
+    .await;
     let waited = t
         .create_ok(KEY_A, "held-1", &deploy_body(11, &[ALICE]))
         .await;
@@ -352,4 +356,109 @@ async fn a_dead_held_reads_seat_is_taken_back_and_a_live_one_is_not() {
     assert_eq!(vote.status, 200, "{}", vote.text());
     let decided = t.get_path(KEY_A, &format!("/approvals/{id}?wait=5")).await;
     assert_eq!(decided.json()["status"], "approved", "{}", decided.text());
+}
+
+/// Sends `n` held reads of `path` at once as `key`; how many held (200) and how many were
+/// refused (429 `too_many_waits`).
+async fn held_reads_at_once(t: &TestApp, key: &str, path: &str, n: usize) -> (usize, usize) {
+    let reads: Vec<_> = (0..n)
+        .map(|_| {
+            let request = t
+                .http
+                .get(t.url(path))
+                .bearer_auth(key)
+                .timeout(Duration::from_secs(60));
+            tokio::spawn(async move {
+                let response = request.send().await.expect("an answer");
+                let status = response.status().as_u16();
+                let body: serde_json::Value = response.json().await.expect("JSON");
+                (status, body)
+            })
+        })
+        .collect();
+    let (mut held, mut refused) = (0, 0);
+    for read in reads {
+        match read.await.expect("the read's task") {
+            (200, _) => held += 1,
+            (429, body) if body["code"] == "too_many_waits" => refused += 1,
+            (status, body) => panic!("HTTP {status}: {body}"),
+        }
+    }
+    (held, refused)
+}
+
+/// Review of v5, finding 1 ("one tenant can starve every tenant's waits"): the seats were one
+/// pool, so one tenant's 40 held reads took all 40 and every other tenant's waits got 429. With
+/// `HELD_READS_PER_TENANT` (default half the seats) tenant A holds 20 and tenant B's 40 reads,
+/// sent while A's hold, still find their 20.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn held_reads_one_tenant_cannot_take_every_seat_two_tenants_times_forty() {
+    const HOLD_SECONDS: u64 = 6;
+    let t = TestApp::start_with(&[
+        ("HELD_READ_CONCURRENCY", "40"),
+        ("HELD_READ_HEADROOM", "0"),
+    ])
+    .await;
+    let a = t
+        .create_ok(KEY_A, "held-tenant-a", &deploy_body(31, &[ALICE]))
+        .await;
+    let b = t
+        .create_ok(KEY_B, "held-tenant-b", &deploy_body(32, &[ALICE]))
+        .await;
+    let started = Instant::now();
+    let path_a = format!("/approvals/{a}?wait={HOLD_SECONDS}");
+    let path_b = format!("/approvals/{b}?wait={HOLD_SECONDS}");
+    let tenant_a = held_reads_at_once(&t, KEY_A, &path_a, 40);
+    let tenant_b = async {
+        // Once A's reads hold (their refusals come at once, their holds end after 6 s).
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while t.app.store.held_read_leases().await.expect("seats").len() < 20
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let seats_a = t.app.store.held_read_leases().await.expect("seats").len();
+        (seats_a, held_reads_at_once(&t, KEY_B, &path_b, 40).await)
+    };
+    let ((held_a, refused_a), (seats_a, (held_b, refused_b))) = tokio::join!(tenant_a, tenant_b);
+    println!(
+        "40 seats, 20 a tenant: tenant A {held_a} held, {refused_a} refused (A holding {seats_a} \
+         seats when B asked); tenant B {held_b} held, {refused_b} refused; {} ms",
+        started.elapsed().as_millis()
+    );
+    assert_eq!(seats_a, 20, "A's reads held and took only their share");
+    assert_eq!((held_a, refused_a), (20, 20));
+    assert_eq!((held_b, refused_b), (20, 20), "B's waits hold beside A's");
+    assert_eq!(
+        t.app.store.held_read_leases().await.expect("seats"),
+        Vec::<String>::new(),
+        "every seat given back"
+    );
+}
+
+/// Review of v5, finding 1: nothing unauthenticated reaches a seat. Held reads with a key
+/// nobody issued are answered 401 at once, and no seat is written.
+#[tokio::test]
+async fn held_reads_without_a_valid_key_are_401_before_any_seat() {
+    let t = TestApp::start_with(&[("HELD_READ_CONCURRENCY", "3"), ("HELD_READ_HEADROOM", "2")])
+        .await;
+    let id = t
+        .create_ok(KEY_A, "held-unauthenticated", &deploy_body(33, &[ALICE]))
+        .await;
+    t.calls.take();
+    let started = Instant::now();
+    for key in ["cs_live_not-a-key-0123456789abcdef", "junk"] {
+        t.get_path(key, &format!("/approvals/{id}?wait=5"))
+            .await
+            .assert_problem(401, "unauthorized");
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "not held");
+    let calls = t.calls.take();
+    assert!(
+        !calls.iter().any(|c| c == "UpdateItem"),
+        "no seat taken or given back: {calls:?}"
+    );
+    // The one seat is still free for a reader.
+    let reply = t.get_path(KEY_A, &format!("/approvals/{id}?wait=1")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
 }

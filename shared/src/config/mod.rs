@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::domain::trail::EventType;
 use crate::domain::{OneOrMany, TenantId};
 use crate::observe::MetricsConfig;
-use crate::store::Tables;
+use crate::store::{SeatCaps, Tables};
 use crate::webhook::WebhookSecret;
 
 mod functions;
@@ -89,8 +89,9 @@ pub struct Config {
     pub key_cache_seconds: i64,
     /// How many held reads may hold at once: `HELD_READ_CONCURRENCY` (the read function's
     /// reserved concurrency on AWS) less `HELD_READ_HEADROOM` (the instances kept for plain
-    /// reads and refusals, which a held read never takes).
-    pub held_read_seats: u32,
+    /// reads and refusals, which a held read never takes); and of them, how many one tenant's
+    /// (`HELD_READS_PER_TENANT`, default half, so no tenant can take every seat).
+    pub held_read_seats: SeatCaps,
     /// How often the scheduled sweep asks GitHub for the App's failed deliveries
     /// (`GITHUB_REDELIVERY_SECONDS`, 1–3600, default 300).
     pub github_redelivery_seconds: i64,
@@ -334,7 +335,7 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
 /// answered 429 by the function rather than throttled by Lambda (which HTTP API answers 500).
 /// At most 200: the seats are one item, and each of its writes costs write units in proportion
 /// to the leases it holds (200 × ~37 bytes: 8 units), one item taking at most 1,000 a second.
-fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
+fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<SeatCaps, ConfigError> {
     let concurrency = at_most(
         number(get, "HELD_READ_CONCURRENCY", 50, 1)?,
         200,
@@ -347,8 +348,16 @@ fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigE
             format!("must be less than HELD_READ_CONCURRENCY ({concurrency})"),
         ));
     }
-    u32::try_from(concurrency - headroom)
-        .map_err(|_| ConfigError::new("HELD_READ_CONCURRENCY", "must be at most 200"))
+    let all = u32::try_from(concurrency - headroom)
+        .map_err(|_| ConfigError::new("HELD_READ_CONCURRENCY", "must be at most 200"))?;
+    let per_tenant = number(get, "HELD_READS_PER_TENANT", all.div_ceil(2), 1)?;
+    if per_tenant > all {
+        return Err(ConfigError::new(
+            "HELD_READS_PER_TENANT",
+            format!("must be at most the seats ({all}: HELD_READ_CONCURRENCY less HELD_READ_HEADROOM)"),
+        ));
+    }
+    Ok(SeatCaps { all, per_tenant })
 }
 
 /// `value`, unless it is over `max`.
@@ -423,20 +432,29 @@ mod tests {
 
     #[test]
     fn held_reads_get_their_concurrency_less_its_headroom() {
-        assert_eq!(config(&[KEYS, TARGETS]).unwrap().held_read_seats, 50);
+        let caps = |all, per_tenant| SeatCaps { all, per_tenant };
+        assert_eq!(
+            config(&[KEYS, TARGETS]).unwrap().held_read_seats,
+            caps(50, 25)
+        );
         let seats = |pairs: &[(&str, &str)]| {
             let mut all = vec![KEYS, TARGETS];
             all.extend_from_slice(pairs);
             config(&all).map(|c| c.held_read_seats)
         };
-        assert_eq!(seats(&[("HELD_READ_CONCURRENCY", "20")]).unwrap(), 20);
+        assert_eq!(
+            seats(&[("HELD_READ_CONCURRENCY", "21")]).unwrap(),
+            caps(21, 11),
+            "half the seats, rounded up"
+        );
         assert_eq!(
             seats(&[
                 ("HELD_READ_CONCURRENCY", "50"),
-                ("HELD_READ_HEADROOM", "10")
+                ("HELD_READ_HEADROOM", "10"),
+                ("HELD_READS_PER_TENANT", "40")
             ])
             .unwrap(),
-            40
+            caps(40, 40)
         );
         for (pairs, variable) in [
             (
@@ -455,6 +473,8 @@ mod tests {
                 "HELD_READ_CONCURRENCY",
             ),
             (&[("HELD_READ_HEADROOM", "-1")][..], "HELD_READ_HEADROOM"),
+            (&[("HELD_READS_PER_TENANT", "51")][..], "HELD_READS_PER_TENANT"),
+            (&[("HELD_READS_PER_TENANT", "0")][..], "HELD_READS_PER_TENANT"),
         ] {
             assert_eq!(seats(pairs).unwrap_err().variable, variable, "{pairs:?}");
         }

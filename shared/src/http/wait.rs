@@ -5,8 +5,9 @@
 //! reads per held request, and never longer than API Gateway's 30 s (N ≤ 20).
 //!
 //! A read that holds takes one of `HELD_READ_CONCURRENCY − HELD_READ_HEADROOM` seats first
-//! (two writes: take and give back; a read that answers at once takes none), so however many
-//! ask, only so many hold, and the rest are answered 429 `too_many_waits` with `Retry-After`
+//! (two writes: take and give back; a read that answers at once takes none), at most
+//! `HELD_READS_PER_TENANT` of them its tenant's, so however many ask, only so many hold, no
+//! tenant holds them all, and the rest are answered 429 `too_many_waits` with `Retry-After`
 //! at once — on AWS inside the read function's reserved concurrency, which the other routes
 //! and the jobs never share.
 
@@ -102,7 +103,7 @@ pub async fn read(
         return Ok(approval);
     }
     let deadline = Instant::now() + wait;
-    let seat = HeldSeat::take(app, wait).await?;
+    let seat = HeldSeat::take(app, tenant, wait).await?;
     let held = hold_until(app, tenant, id, until, deadline).await;
     seat.leave().await;
     held
@@ -144,13 +145,14 @@ struct HeldSeat {
 }
 
 impl HeldSeat {
-    async fn take(app: &App, wait: Duration) -> Result<Self, ApiError> {
+    async fn take(app: &App, tenant: &TenantId, wait: Duration) -> Result<Self, ApiError> {
         let now = app.clock.now();
         let wait_seconds = i64::try_from(wait.as_secs()).unwrap_or(MAX_WAIT_SECONDS as i64);
-        let lease = HeldReadLease::new(now + wait_seconds);
+        let lease = HeldReadLease::new(tenant, now + wait_seconds);
         let seat = app
             .store
             .take_held_read_seat(
+                tenant,
                 &lease,
                 app.config.held_read_seats,
                 (now, LEASE_GRACE_SECONDS),

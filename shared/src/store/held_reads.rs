@@ -1,11 +1,16 @@
 //! Seats for held reads (`GET /approvals/{id}?wait=N`, SPEC "Waiting without polling"): at most
-//! `cap` reads hold at once across every function instance, whatever the number of instances.
+//! `cap` reads hold at once across every function instance, whatever the number of instances,
+//! and at most `per_tenant` of them for one tenant, so no tenant can take every seat.
 //! One item of the ledger table (`pk = held-reads`) holds a string set of leases, one per held
-//! read: `{end}#{lease id}`. Taking a seat is one conditional `UpdateItem` (`ADD` the lease,
-//! only while the set has fewer than `cap` members); leaving is one `UpdateItem` (`DELETE` it).
+//! read: `{end}#{tenant}#{lease id}`, and one set per tenant holding that tenant's leases
+//! (attribute `tenant#{tenant}`). Taking a seat is one conditional `UpdateItem` (`ADD` the lease
+//! to both sets, only while the first has fewer than `cap` members and the tenant's fewer than
+//! `per_tenant`); leaving is one `UpdateItem` (`DELETE` it from both).
 //! A held read whose process died never leaves: its lease names when the read ends (`end`), and
 //! a read refused while a lease that ended long enough ago for its process to be surely gone is
 //! in the set removes it and asks once more.
+
+use std::collections::BTreeMap;
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
@@ -13,23 +18,26 @@ use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailur
 use super::attr::{Item, s};
 use super::client::Store;
 use super::error::StoreError;
-use crate::domain::EpochSeconds;
+use crate::domain::{EpochSeconds, TenantId};
 
 /// The one item that counts held reads (in the ledger table: the leases of work in progress).
 const HELD_READS_PK: &str = "held-reads";
 
 /// only_if_a_seat_is_free: of any number of reads asking at once, at most `cap` hold — the set's
 /// size is checked and the lease added in one write, so no two reads take the last seat.
-const ONLY_IF_A_SEAT_IS_FREE: &str = "attribute_not_exists(#leases) OR size(#leases) < :cap";
+/// The tenant's own set is checked in the same condition: one write, so no two reads of a tenant
+/// take its last seat either.
+const ONLY_IF_A_SEAT_IS_FREE: &str = "(attribute_not_exists(#leases) OR size(#leases) < :cap) \
+     AND (attribute_not_exists(#mine) OR size(#mine) < :per_tenant)";
 
 /// A lease on a seat: the text stored in the set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldReadLease(String);
 
 impl HeldReadLease {
-    /// A lease for a read that ends at `end` (epoch seconds).
-    pub fn new(end: EpochSeconds) -> Self {
-        Self(format!("{end}#{}", ulid::Ulid::new()))
+    /// A lease for a read of `tenant` that ends at `end` (epoch seconds).
+    pub fn new(tenant: &TenantId, end: EpochSeconds) -> Self {
+        Self(format!("{end}#{}#{}", tenant.as_str(), ulid::Ulid::new()))
     }
 
     /// When the read holding it ends (a lease of another shape has ended, so it can be removed).
@@ -38,6 +46,25 @@ impl HeldReadLease {
             .and_then(|(until, _)| until.parse().ok())
             .unwrap_or(0)
     }
+
+    /// The attribute holding the tenant's own leases; `None` for a lease written before seats
+    /// were counted per tenant (`{end}#{lease id}`), which only the whole set holds.
+    fn tenant_attribute(text: &str) -> Option<String> {
+        let mut parts = text.splitn(3, '#');
+        let (_end, tenant, _id) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(tenant_attribute(tenant))
+    }
+}
+
+fn tenant_attribute(tenant: &str) -> String {
+    format!("tenant#{tenant}")
+}
+
+/// How many seats there are: `all` for every tenant together, `per_tenant` for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeatCaps {
+    pub all: u32,
+    pub per_tenant: u32,
 }
 
 /// The answer to a request for a seat.
@@ -51,16 +78,18 @@ pub enum Seat {
 }
 
 impl Store {
-    /// Takes a seat for `lease` if fewer than `cap` reads hold: one conditional `UpdateItem`,
-    /// two more (the removal of dead leases, then one more try) only when the seats are full and
-    /// a lease in them is dead: its read ended before `dead_before`.
+    /// Takes a seat for `lease` (of `tenant`) if fewer than `caps.all` reads hold and fewer than
+    /// `caps.per_tenant` of the tenant's: one conditional `UpdateItem`, two more (the removal of
+    /// dead leases, then one more try) only when the seats are full and a lease in them is dead:
+    /// its read ended more than `grace` before `now`.
     pub async fn take_held_read_seat(
         &self,
+        tenant: &TenantId,
         lease: &HeldReadLease,
-        cap: u32,
+        caps: SeatCaps,
         (now, grace): (EpochSeconds, EpochSeconds),
     ) -> Result<Seat, StoreError> {
-        let first = self.try_seat(lease, cap).await?;
+        let first = self.try_seat(tenant, lease, caps).await?;
         let Some(leases) = first else {
             return Ok(Seat::Taken);
         };
@@ -75,7 +104,7 @@ impl Store {
             });
         }
         self.remove_leases(dead).await?;
-        match self.try_seat(lease, cap).await? {
+        match self.try_seat(tenant, lease, caps).await? {
             None => Ok(Seat::Taken),
             Some(leases) => Ok(Seat::Full {
                 next_free: next_free(&leases, now, grace),
@@ -103,22 +132,30 @@ impl Store {
         Ok(got.item().map(leases_of).unwrap_or_default())
     }
 
-    /// `None`: the seat is taken; otherwise the leases that fill the seats.
+    /// `None`: the seat is taken; otherwise the leases that fill the seats: every tenant's when
+    /// those are full, else the tenant's own.
     async fn try_seat(
         &self,
+        tenant: &TenantId,
         lease: &HeldReadLease,
-        cap: u32,
+        caps: SeatCaps,
     ) -> Result<Option<Vec<String>>, StoreError> {
+        let mine = tenant_attribute(tenant.as_str());
         let update = self
             .client
             .update_item()
             .table_name(&self.tables.execution_ledger)
             .key("pk", s(HELD_READS_PK))
-            .update_expression("ADD #leases :lease")
+            .update_expression("ADD #leases :lease, #mine :lease")
             .condition_expression(ONLY_IF_A_SEAT_IS_FREE)
             .expression_attribute_names("#leases", "leases")
+            .expression_attribute_names("#mine", &mine)
             .expression_attribute_values(":lease", AttributeValue::Ss(vec![lease.0.clone()]))
-            .expression_attribute_values(":cap", AttributeValue::N(cap.to_string()))
+            .expression_attribute_values(":cap", AttributeValue::N(caps.all.to_string()))
+            .expression_attribute_values(
+                ":per_tenant",
+                AttributeValue::N(caps.per_tenant.to_string()),
+            )
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
@@ -132,6 +169,14 @@ impl Store {
                     if leases.contains(&lease.0) {
                         return Ok(None);
                     }
+                    if leases.len() < caps.all as usize {
+                        // The tenant's own seats are full: only its leases free one for it.
+                        let own = failed
+                            .item()
+                            .map(|item| set_of(item, &mine))
+                            .unwrap_or_default();
+                        return Ok(Some(own));
+                    }
                     Ok(Some(leases))
                 }
                 other => Err(StoreError::dynamo("UpdateItem", other)),
@@ -139,14 +184,30 @@ impl Store {
         }
     }
 
+    /// Removes `leases` from the whole set and from their tenants' sets, in one write.
     async fn remove_leases(&self, leases: Vec<String>) -> Result<(), StoreError> {
-        self.client
+        let mut by_tenant: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for lease in &leases {
+            if let Some(attribute) = HeldReadLease::tenant_attribute(lease) {
+                by_tenant.entry(attribute).or_default().push(lease.clone());
+            }
+        }
+        let mut update = self
+            .client
             .update_item()
             .table_name(&self.tables.execution_ledger)
             .key("pk", s(HELD_READS_PK))
-            .update_expression("DELETE #leases :leases")
             .expression_attribute_names("#leases", "leases")
-            .expression_attribute_values(":leases", AttributeValue::Ss(leases))
+            .expression_attribute_values(":leases", AttributeValue::Ss(leases));
+        let mut deletes = vec!["#leases :leases".to_owned()];
+        for (i, (attribute, own)) in by_tenant.into_iter().enumerate() {
+            deletes.push(format!("#t{i} :t{i}"));
+            update = update
+                .expression_attribute_names(format!("#t{i}"), attribute)
+                .expression_attribute_values(format!(":t{i}"), AttributeValue::Ss(own));
+        }
+        update
+            .update_expression(format!("DELETE {}", deletes.join(", ")))
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("UpdateItem", e))?;
@@ -155,7 +216,11 @@ impl Store {
 }
 
 fn leases_of(item: &Item) -> Vec<String> {
-    match item.get("leases") {
+    set_of(item, "leases")
+}
+
+fn set_of(item: &Item, attribute: &str) -> Vec<String> {
+    match item.get(attribute) {
         Some(AttributeValue::Ss(leases)) => leases.clone(),
         _ => Vec::new(),
     }
@@ -178,11 +243,21 @@ mod tests {
 
     #[test]
     fn a_lease_names_its_end_and_one_of_another_shape_has_ended() {
-        let lease = HeldReadLease::new(1_700_000_030);
+        let tenant = TenantId::parse("tenant-a").unwrap();
+        let lease = HeldReadLease::new(&tenant, 1_700_000_030);
         assert_eq!(HeldReadLease::end(&lease.0), 1_700_000_030);
+        assert_eq!(
+            HeldReadLease::tenant_attribute(&lease.0).as_deref(),
+            Some("tenant#tenant-a")
+        );
+        assert_eq!(
+            HeldReadLease::tenant_attribute("1700000030#01J0"),
+            None,
+            "a lease from before per-tenant seats"
+        );
         assert_ne!(
             lease,
-            HeldReadLease::new(1_700_000_030),
+            HeldReadLease::new(&tenant, 1_700_000_030),
             "each lease is its own"
         );
         assert_eq!(HeldReadLease::end("garbage"), 0);

@@ -41,7 +41,7 @@ pub use client::{DecideOutcome, Store};
 pub use due::Requeue;
 pub use error::StoreError;
 pub use github::{RoundIngested, RoundKey, RunClosed};
-pub use held_reads::{HeldReadLease, Seat};
+pub use held_reads::{HeldReadLease, Seat, SeatCaps};
 pub use inbox::{InboxRecord, Ingested};
 pub use keys::github_source;
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
