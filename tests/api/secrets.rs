@@ -434,3 +434,85 @@ async fn the_webhook_function_holds_no_bot_token_and_no_app_key() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("SLACK_BOT_TOKENS") && !warnings[0].contains("xoxb"));
 }
+
+/// Review of v5, finding 3 ("webhook and subscription secrets can reach the log"): serde's
+/// message quotes a string it did not expect, so a wrongly shaped `WEBHOOK_SOURCES` logged its
+/// `whsec_…` secret at start (and on every refresh, which parses alike). Each secret-bearing
+/// variable, wrongly shaped around a secret, stops the webhook function's start with an error
+/// naming the variable and the field — and the secret appears nowhere in its output.
+#[test]
+fn a_wrongly_shaped_secret_never_appears_in_any_output() {
+    const MARKER: &str = "whsec_MARKER0123456789";
+    let binary = countersign_tests::runtime_api::function_binary("webhook", "debug");
+    for (variable, value, field) in [
+        (
+            "WEBHOOK_SOURCES",
+            format!(r#"{{"acme": {{"tenant": "{TENANT_A}", "secrets": "{MARKER}"}}}}"#),
+            "acme.secrets",
+        ),
+        (
+            "EVENT_SUBSCRIPTIONS",
+            format!(
+                r#"{{"{TENANT_A}": {{"url": "https://x.example", "secret": {{"v": "{MARKER}"}}}}}}"#
+            ),
+            "secret",
+        ),
+        (
+            "ACTION_TARGETS",
+            format!(r#"{{"deploy": {{"url": ["https://u:{MARKER}@x.example"]}}}}"#),
+            "deploy.url",
+        ),
+        (
+            "SLACK",
+            format!(r#"{{"{TENANT_A}": {{"bot_token": ["{MARKER}"]}}}}"#),
+            "bot_token",
+        ),
+        (
+            "GITHUB",
+            format!(r#"{{"{TENANT_A}": {{"app_id": "{MARKER}"}}}}"#),
+            "app_id",
+        ),
+        (
+            "API_KEYS",
+            format!(
+                r#"[{{"tenant": "{TENANT_A}", "principal": "p", "key": {{"k": "{MARKER}"}}}}]"#
+            ),
+            "[0].key",
+        ),
+        (
+            "SLACK_BOT_TOKENS",
+            format!(r#"{{"{TENANT_A}": ["{MARKER}"]}}"#),
+            TENANT_A,
+        ),
+        (
+            "GITHUB_PRIVATE_KEYS",
+            format!(r#"{{"{TENANT_A}": {{"pem": "{MARKER}"}}}}"#),
+            TENANT_A,
+        ),
+    ] {
+        let output = std::process::Command::new(&binary)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9")
+            .env("AWS_LAMBDA_FUNCTION_NAME", "secrets")
+            .env("AWS_REGION", "us-east-1")
+            .env("RUST_LOG", "debug")
+            .env(variable, &value)
+            .output()
+            .expect("run the webhook function");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!output.status.success(), "{variable}: started: {all}");
+        assert!(
+            all.contains(variable) && all.contains(field),
+            "{variable}: the error names the variable and {field}: {all}"
+        );
+        assert!(
+            !all.contains("MARKER"),
+            "{variable}: its secret shown: {all}"
+        );
+    }
+}

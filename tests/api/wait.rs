@@ -394,11 +394,8 @@ async fn held_reads_at_once(t: &TestApp, key: &str, path: &str, n: usize) -> (us
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn held_reads_one_tenant_cannot_take_every_seat_two_tenants_times_forty() {
     const HOLD_SECONDS: u64 = 6;
-    let t = TestApp::start_with(&[
-        ("HELD_READ_CONCURRENCY", "40"),
-        ("HELD_READ_HEADROOM", "0"),
-    ])
-    .await;
+    let t =
+        TestApp::start_with(&[("HELD_READ_CONCURRENCY", "40"), ("HELD_READ_HEADROOM", "0")]).await;
     let a = t
         .create_ok(KEY_A, "held-tenant-a", &deploy_body(31, &[ALICE]))
         .await;
@@ -440,8 +437,8 @@ async fn held_reads_one_tenant_cannot_take_every_seat_two_tenants_times_forty() 
 /// nobody issued are answered 401 at once, and no seat is written.
 #[tokio::test]
 async fn held_reads_without_a_valid_key_are_401_before_any_seat() {
-    let t = TestApp::start_with(&[("HELD_READ_CONCURRENCY", "3"), ("HELD_READ_HEADROOM", "2")])
-        .await;
+    let t =
+        TestApp::start_with(&[("HELD_READ_CONCURRENCY", "3"), ("HELD_READ_HEADROOM", "2")]).await;
     let id = t
         .create_ok(KEY_A, "held-unauthenticated", &deploy_body(33, &[ALICE]))
         .await;

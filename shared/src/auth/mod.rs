@@ -5,7 +5,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::domain::{Approver, KeyId, TenantId};
+use crate::domain::{Approver, KeyId, TenantId, parse_config_json};
 
 mod table_keys;
 
@@ -135,14 +135,10 @@ impl ApiKeys {
         let mut entries = Vec::new();
         if raw.trim_start().starts_with('[') {
             // serde's message can quote a value (a key pasted in the wrong place): only where.
-            let keys: Vec<KeyEntry> = serde_json::from_str(raw).map_err(|e| {
-                format!(
-                    "expected [{{\"tenant\", \"principal\", \"roles\": [...], \"key\"}}]: {:?} error at line {}, column {}",
-                    e.classify(),
-                    e.line(),
-                    e.column()
-                )
-            })?;
+            let keys: Vec<KeyEntry> = parse_config_json(
+                raw,
+                "[{\"tenant\", \"principal\", \"roles\": [...], \"key\"}]",
+            )?;
             for (i, entry) in keys.into_iter().enumerate() {
                 let tenant = TenantId::parse(entry.tenant.trim())
                     .map_err(|e| format!("key {i}: tenant {}", e.0))?;

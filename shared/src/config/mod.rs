@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::domain::trail::EventType;
-use crate::domain::{OneOrMany, TenantId};
+use crate::domain::{OneOrMany, TenantId, parse_config_json};
 use crate::observe::MetricsConfig;
 use crate::store::{SeatCaps, Tables};
 use crate::webhook::WebhookSecret;
@@ -123,8 +123,10 @@ struct RawSubscription {
 }
 
 fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, String> {
-    let raw: BTreeMap<String, RawSubscription> =
-        serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let raw: BTreeMap<String, RawSubscription> = parse_config_json(
+        raw,
+        "each tenant maps to {\"url\", \"secret\" (a string or a list of strings), \"types\"?}",
+    )?;
     let mut parsed = BTreeMap::new();
     for (tenant, sub) in raw {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
@@ -300,8 +302,10 @@ pub(crate) fn http_url(raw: &str) -> Result<String, String> {
 }
 
 fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, String> {
-    let sources: BTreeMap<String, RawWebhookSource> =
-        serde_json::from_str(raw).map_err(|e| e.to_string())?;
+    let sources: BTreeMap<String, RawWebhookSource> = parse_config_json(
+        raw,
+        "each source maps to {\"tenant\", \"secrets\": [strings]}",
+    )?;
     let mut parsed = BTreeMap::new();
     for (name, source) in sources {
         let valid_name = !name.is_empty()
@@ -354,7 +358,9 @@ fn held_read_seats(get: &impl Fn(&str) -> Option<String>) -> Result<SeatCaps, Co
     if per_tenant > all {
         return Err(ConfigError::new(
             "HELD_READS_PER_TENANT",
-            format!("must be at most the seats ({all}: HELD_READ_CONCURRENCY less HELD_READ_HEADROOM)"),
+            format!(
+                "must be at most the seats ({all}: HELD_READ_CONCURRENCY less HELD_READ_HEADROOM)"
+            ),
         ));
     }
     Ok(SeatCaps { all, per_tenant })
@@ -473,8 +479,14 @@ mod tests {
                 "HELD_READ_CONCURRENCY",
             ),
             (&[("HELD_READ_HEADROOM", "-1")][..], "HELD_READ_HEADROOM"),
-            (&[("HELD_READS_PER_TENANT", "51")][..], "HELD_READS_PER_TENANT"),
-            (&[("HELD_READS_PER_TENANT", "0")][..], "HELD_READS_PER_TENANT"),
+            (
+                &[("HELD_READS_PER_TENANT", "51")][..],
+                "HELD_READS_PER_TENANT",
+            ),
+            (
+                &[("HELD_READS_PER_TENANT", "0")][..],
+                "HELD_READS_PER_TENANT",
+            ),
         ] {
             assert_eq!(seats(pairs).unwrap_err().variable, variable, "{pairs:?}");
         }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{ConfigError, http_url};
+use crate::domain::parse_config_json;
 
 /// Where an action type's approved actions are executed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -69,8 +70,12 @@ pub const KEY_PLACEHOLDER: &str = "{idempotency_key}";
 pub(super) fn parse_action_targets(
     raw: &str,
 ) -> Result<BTreeMap<String, ActionTarget>, ConfigError> {
-    let action_targets: BTreeMap<String, ActionTarget> =
-        serde_json::from_str(raw).map_err(|e| ConfigError::new("ACTION_TARGETS", e.to_string()))?;
+    let action_targets: BTreeMap<String, ActionTarget> = parse_config_json(
+        raw,
+        "each action type maps to an object: url, status_url (strings), idempotent, executes \
+         (booleans), timeout_seconds (a number)",
+    )
+    .map_err(|e| ConfigError::new("ACTION_TARGETS", e))?;
     for (kind, target) in &action_targets {
         if !target.executes {
             target

@@ -76,10 +76,23 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
     }
 }
 
-/// What serde's error about a JSON configuration may say without quoting a value (a secret, it
-/// may be): its own words when they name a field or a key, else only where the problem is and
-/// the `shape` expected.
-pub fn config_json_problem(error: &serde_json::Error, shape: &str) -> String {
+/// Parses a JSON configuration value into `T`. Its error names where the problem is (the
+/// field's path, line and column) and never quotes a value, which may be a secret: serde's own
+/// words only when they name a field or a key, else the `shape` expected.
+pub fn parse_config_json<T: serde::de::DeserializeOwned>(
+    raw: &str,
+    shape: &str,
+) -> Result<T, String> {
+    let mut deserializer = serde_json::Deserializer::from_str(raw);
+    let parsed = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|e| config_json_problem(&e.path().to_string(), e.inner(), shape))?;
+    deserializer
+        .end()
+        .map_err(|e| config_json_problem(".", &e, shape))?;
+    Ok(parsed)
+}
+
+fn config_json_problem(path: &str, error: &serde_json::Error, shape: &str) -> String {
     let text = error.to_string();
     let names_a_field = [
         "unknown field",
@@ -89,18 +102,22 @@ pub fn config_json_problem(error: &serde_json::Error, shape: &str) -> String {
     ]
     .iter()
     .any(|start| text.starts_with(start));
+    let at = if path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    };
+    let (line, column) = (error.line(), error.column());
     match error.classify() {
-        serde_json::error::Category::Data if names_a_field => text,
-        serde_json::error::Category::Data => format!(
-            "not the expected shape at line {} column {}: {shape}",
-            error.line(),
-            error.column()
-        ),
-        _ => format!(
-            "not valid JSON at line {} column {}",
-            error.line(),
-            error.column()
-        ),
+        // serde's words up to " at line": the field's name, and what fields there are.
+        serde_json::error::Category::Data if names_a_field => {
+            let words = text.split(" at line ").next().unwrap_or(&text);
+            format!("{at}{words} (line {line} column {column})")
+        }
+        serde_json::error::Category::Data => {
+            format!("{at}not the expected shape (line {line} column {column}): {shape}")
+        }
+        _ => format!("not valid JSON at line {line} column {column}"),
     }
 }
 

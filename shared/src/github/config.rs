@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::domain::{
     Approver, CreateRefusal, CreateRequest, Entries, GITHUB_DEPLOYMENT, OneOrMany, Policy,
-    PolicyRefusal, TenantId, config_json_problem,
+    PolicyRefusal, TenantId, parse_config_json,
 };
 
 /// GitHub's REST API, unless a tenant says otherwise (GitHub Enterprise Server; tests).
@@ -138,13 +138,11 @@ struct RawEnvironment {
 /// "environments": {"<name>": {"approvers", "policy"?, "expires_in_seconds"?}}, "users":
 /// {"<GitHub user id>": "<approver>"}}}`.
 pub fn parse_github(raw: &str) -> Result<BTreeMap<TenantId, GithubApp>, String> {
-    let tenants: Entries<RawGithubApp> = serde_json::from_str(raw).map_err(|e| {
-        config_json_problem(
-            &e,
-            "each tenant maps to an object: app_id (a number), private_key, webhook_secret, \
-             api_url (strings), environments and users (objects)",
-        )
-    })?;
+    let tenants: Entries<RawGithubApp> = parse_config_json(
+        raw,
+        "each tenant maps to an object: app_id (a number), private_key, webhook_secret, \
+         api_url (strings), environments and users (objects)",
+    )?;
     let mut apps = BTreeMap::new();
     for (tenant, raw) in tenants.0 {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
@@ -169,9 +167,8 @@ fn app_key(pem: &str) -> Result<AppKey, String> {
 /// Parses `GITHUB_PRIVATE_KEYS`: `{"<tenant>": "-----BEGIN …"}`, each tenant's App key apart
 /// from the rest of `GITHUB` (see [`GithubApp::private_key`]).
 pub fn parse_github_private_keys(raw: &str) -> Result<BTreeMap<TenantId, AppKey>, String> {
-    let tenants: Entries<String> = serde_json::from_str(raw).map_err(|e| {
-        config_json_problem(&e, "each tenant maps to its App's private key, a string")
-    })?;
+    let tenants: Entries<String> =
+        parse_config_json(raw, "each tenant maps to its App's private key, a string")?;
     let mut keys = BTreeMap::new();
     for (tenant, pem) in tenants.0 {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;

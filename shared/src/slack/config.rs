@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::domain::{Approver, Entries, OneOrMany, TenantId, config_json_problem};
+use crate::domain::{Approver, Entries, OneOrMany, TenantId, parse_config_json};
 
 /// Where Slack's Web API is, unless a tenant says otherwise (tests point it at a fake).
 pub const DEFAULT_API_BASE_URL: &str = "https://slack.com/api";
@@ -68,7 +68,11 @@ struct RawSlackApp {
 /// Parses `SLACK`: `{"<tenant>": {"bot_token"?, "signing_secret", "channel", "users",
 /// "api_base_url"?}}` (a bot token left out is given in `SLACK_BOT_TOKENS`).
 pub fn parse_slack(raw: &str) -> Result<BTreeMap<TenantId, SlackApp>, String> {
-    let tenants: Entries<RawSlackApp> = serde_json::from_str(raw).map_err(|e| safe_message(&e))?;
+    let tenants: Entries<RawSlackApp> = parse_config_json(
+        raw,
+        "each tenant maps to an object of strings (bot_token, signing_secret, channel, \
+         api_base_url) and users (an object of strings)",
+    )?;
     let mut apps = BTreeMap::new();
     for (tenant, raw) in tenants.0 {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
@@ -91,8 +95,8 @@ fn secret(value: String, name: &str) -> Result<SlackSecret, String> {
 /// Parses `SLACK_BOT_TOKENS`: `{"<tenant>": "xoxb-…"}`, each tenant's bot token apart from the
 /// rest of `SLACK` (see [`SlackApp::bot_token`]).
 pub fn parse_slack_bot_tokens(raw: &str) -> Result<BTreeMap<TenantId, SlackSecret>, String> {
-    let tenants: Entries<String> = serde_json::from_str(raw)
-        .map_err(|e| config_json_problem(&e, "each tenant maps to its bot token, a string"))?;
+    let tenants: Entries<String> =
+        parse_config_json(raw, "each tenant maps to its bot token, a string")?;
     let mut tokens = BTreeMap::new();
     for (tenant, token) in tenants.0 {
         let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
@@ -168,15 +172,6 @@ fn is_slack_id(raw: &str, kinds: &[char]) -> bool {
         && raw
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-}
-
-/// serde's message, unless it could quote a secret (see [`config_json_problem`]).
-fn safe_message(error: &serde_json::Error) -> String {
-    config_json_problem(
-        error,
-        "each tenant maps to an object of strings (bot_token, signing_secret, channel, \
-         api_base_url) and users (an object of strings)",
-    )
 }
 
 #[cfg(test)]
