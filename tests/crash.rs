@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use countersign::jobs::{Dispatcher, StreamChange};
 use countersign_tests::github::{
-    FakeGithub, GH_DAVE, GITHUB_WEBHOOK_SECRET, SOLO, deployment_event, github_headers,
+    FakeGithub, GH_DAVE, GITHUB_WEBHOOK_SECRET, HookDelivery, SOLO, deployment_event,
+    github_headers,
 };
 use countersign_tests::{
     ALICE, BOB, CreateBody, DECIDER_A, KEY_A, TestApp, decision_body, eventually, execute_key,
@@ -495,4 +496,54 @@ async fn open_round(t: &TestApp, github: &FakeGithub, run: u64, delivery: &str) 
         .as_str()
         .expect("an approval")
         .to_owned()
+}
+
+/// Review of v5, finding 2 ("the redelivery sweep can lose a GitHub delivery for good"): a
+/// sweeper cut off after it claimed a failed attempt and before it asked GitHub for it left the
+/// claim for 4 days, never asked. The claim is a lease of one period: the next period's sweep
+/// asks, once, and records it, so the period after asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sweeper_killed_after_its_claim_and_before_its_ask_is_followed_next_period() {
+    let scenario = FailScenario::setup();
+    let github = FakeGithub::start().await;
+    let t = TestApp::start_with(&[
+        ("GITHUB", &github.config()),
+        ("GITHUB_REDELIVERY_SECONDS", "60"),
+    ])
+    .await;
+    github.set_deliveries(vec![HookDelivery {
+        id: 41,
+        guid: "d-lost-in-a-crash".to_owned(),
+        age_seconds: 100,
+        status_code: 502,
+        event: "deployment_protection_rule".to_owned(),
+    }]);
+    let sweep = || async {
+        countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
+            .run()
+            .await
+    };
+    fail::cfg("redelivery::after_claim", "1*return").unwrap();
+    let cut_off = sweep().await;
+    println!("a sweep cut off after its claim: {cut_off:?}");
+    assert!(github.redeliveries().is_empty(), "not asked");
+
+    // The same period: the claim holds (no second sweep runs, nor asks).
+    t.clock.advance(30);
+    sweep().await.expect("the sweep");
+    assert!(github.redeliveries().is_empty());
+
+    // The next period: the claim's lease has ended, and this sweep asks.
+    t.clock.advance(31);
+    let next = sweep().await.expect("the sweep");
+    assert_eq!(next.redelivered, 1, "{next:?}");
+    assert_eq!(github.redeliveries(), [41]);
+
+    // The ask is recorded: never asked again, however many periods pass.
+    for _ in 0..2 {
+        t.clock.advance(61);
+        sweep().await.expect("the sweep");
+    }
+    assert_eq!(github.redeliveries(), [41]);
+    scenario.teardown();
 }

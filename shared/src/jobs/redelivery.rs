@@ -3,7 +3,9 @@
 //! sweep lists each tenant App's deliveries of the last 3 days (GitHub's window) and asks once
 //! for each failed attempt of a delivery Countersign acts on that neither the inbox holds nor
 //! any later attempt delivered: a redelivery that fails too is asked for again next period (it
-//! is another attempt), an ask that fails is released and tried again.
+//! is another attempt), an ask that fails is released and tried again, and an ask cut off (the
+//! sweeper killed between its claim and its record) is taken back by the next period's sweep.
+//! A sweep stops at its deadline, before it claims what it cannot ask.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -21,6 +23,9 @@ const MAX_PAGES: usize = 100;
 /// the asks need their share. A listing cut short resumes from the newest next period, which
 /// is where lost deliveries that matter most are.
 const LISTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long one sweep may take, every tenant's listing and asks together: inside the sweeper's
+/// 60 s, after expiry. Past it, nothing more is claimed; the rest is next period's.
+const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// What one sweep of the App's deliveries did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +40,14 @@ pub struct Redelivered {
 /// once: the store's claim).
 pub async fn sweep(app: &App, api: &GithubApi) -> Result<Redelivered, StoreError> {
     let now = app.clock.now();
+    let deadline = std::time::Instant::now() + SWEEP_BUDGET;
     let mut done = Redelivered::default();
     let secrets = app.secrets();
     for (tenant, github) in &secrets.github {
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!("GitHub deliveries' sweep at its deadline; the rest next period");
+            break;
+        }
         if !app
             .store
             .claim_github_sweep(tenant, app.config.github_redelivery_seconds, now)
@@ -45,7 +55,7 @@ pub async fn sweep(app: &App, api: &GithubApi) -> Result<Redelivered, StoreError
         {
             continue;
         }
-        match sweep_tenant(app, api, tenant, github, now).await {
+        match sweep_tenant(app, api, (tenant, github), now, deadline).await {
             Ok(asked) => done.asked += asked,
             Err(problem) => {
                 tracing::error!(
@@ -63,9 +73,9 @@ pub async fn sweep(app: &App, api: &GithubApi) -> Result<Redelivered, StoreError
 async fn sweep_tenant(
     app: &App,
     api: &GithubApi,
-    tenant: &TenantId,
-    github: &GithubApp,
+    (tenant, github): (&TenantId, &GithubApp),
     now: EpochSeconds,
+    deadline: std::time::Instant,
 ) -> Result<usize, String> {
     // GitHub's window is in its own time: the wall clock, not the app's.
     let since = time::OffsetDateTime::now_utc().unix_timestamp() - WINDOW_SECONDS;
@@ -107,15 +117,30 @@ async fn sweep_tenant(
         if held.contains(&guid) {
             continue;
         }
-        // Once per failed attempt: of any number of sweeps, one asks.
+        if std::time::Instant::now() >= deadline {
+            tracing::warn!(
+                tenant = tenant.as_str(),
+                "GitHub deliveries' sweep at its deadline; the rest next period"
+            );
+            break;
+        }
+        // Once per failed attempt: of any number of sweeps, one asks. The claim lasts a period:
+        // if this sweep dies before it records the ask, the next period's asks.
         if !app
             .store
-            .claim_github_redelivery(tenant, delivery, now)
+            .claim_github_redelivery(
+                tenant,
+                delivery,
+                (now, app.config.github_redelivery_seconds),
+            )
             .await
             .map_err(|e| e.to_string())?
         {
             continue;
         }
+        fail::fail_point!("redelivery::after_claim", |_| Err(
+            "the sweep was cut off after its claim".to_owned()
+        ));
         if let Err(problem) = api.redeliver(github, delivery).await {
             // Not asked: released, so that the next sweep asks.
             if let Err(e) = app.store.release_github_redelivery(tenant, delivery).await {
@@ -129,6 +154,16 @@ async fn sweep_tenant(
             attempt = delivery,
             "GitHub delivery asked for again"
         );
+        // Not recorded (the sweep dies here, or the write fails): the lease ends and the next
+        // period asks again, which GitHub answers with one more attempt of the same delivery
+        // id — the inbox takes it once.
+        if let Err(e) = app
+            .store
+            .github_redelivery_asked(tenant, delivery, now)
+            .await
+        {
+            tracing::warn!(tenant = tenant.as_str(), error = %e, "a redelivery's ask not recorded; asked again next period");
+        }
         asked += 1;
     }
     Ok(asked)

@@ -620,24 +620,31 @@ impl Store {
             .collect())
     }
 
-    /// Claims the asking for a failed attempt (`delivery`, GitHub's id of it) again, once: of
-    /// any number of sweeps, one asks (a marker in the inbox, kept past GitHub's 3-day window).
+    /// Claims the asking for a failed attempt (`delivery`, GitHub's id of it) again: of any
+    /// number of sweeps, one asks (a marker in the inbox, kept past GitHub's 3-day window).
+    /// The claim is a lease until `now + lease_seconds`: a sweep killed before it recorded its
+    /// ask ([`Store::github_redelivery_asked`]) leaves a claim that the next period's sweep
+    /// takes back, never one that holds for days. A marker of a v5 sweep (`asked_at` written
+    /// with its claim) counts as asked.
     pub async fn claim_github_redelivery(
         &self,
         tenant: &TenantId,
         delivery: u64,
-        now: EpochSeconds,
+        (now, lease_seconds): (EpochSeconds, EpochSeconds),
     ) -> Result<bool, StoreError> {
         let pk = github_redelivery_key(tenant, delivery);
+        let condition = "attribute_not_exists(#pk) OR (attribute_not_exists(#asked_at) \
+                         AND #lease_until <= :now)";
         let put = self
             .client
             .put_item()
             .table_name(&self.tables.webhook_inbox)
             .item("pk", s(pk))
-            .item("asked_at", epoch(now))
+            .item("lease_until", epoch(now + lease_seconds))
             .item("expires_at", epoch(now + 4 * 86_400))
-            .condition_expression(ONLY_IF_NEW)
-            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[condition])))
+            .expression_attribute_values(":now", epoch(now))
             .send()
             .await;
         match put {
@@ -647,6 +654,27 @@ impl Store {
                 other => Err(StoreError::dynamo("PutItem", other)),
             },
         }
+    }
+
+    /// Records that the claimed attempt was asked for: no sweep asks for it again.
+    pub async fn github_redelivery_asked(
+        &self,
+        tenant: &TenantId,
+        delivery: u64,
+        now: EpochSeconds,
+    ) -> Result<(), StoreError> {
+        let update = "SET #asked_at = :now REMOVE #lease_until";
+        self.client
+            .update_item()
+            .table_name(&self.tables.webhook_inbox)
+            .key("pk", s(github_redelivery_key(tenant, delivery)))
+            .update_expression(update)
+            .set_expression_attribute_names(Some(names(&[update])))
+            .expression_attribute_values(":now", epoch(now))
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("UpdateItem", e))?;
+        Ok(())
     }
 
     /// Releases the claim of an attempt whose ask failed, so that the next sweep asks.
@@ -680,7 +708,7 @@ impl Store {
             .client
             .update_item()
             .table_name(&self.tables.webhook_inbox)
-            .key("pk", s(format!("{}#sweep", github_source(tenant))))
+            .key("pk", s(github_sweep_key(tenant)))
             .update_expression(update)
             .condition_expression(condition)
             .set_expression_attribute_names(Some(names(&[update, condition])))
@@ -701,6 +729,12 @@ impl Store {
 /// The approvals table's key as text.
 fn approval_pk(tenant: &TenantId, id: &ApprovalId) -> String {
     format!("{tenant}#{id}")
+}
+
+/// This period's sweep of a tenant's deliveries: a `#` after the source, which no delivery id
+/// holds (the route accepts letters, digits and `-`), so a delivery named `sweep` is not it.
+fn github_sweep_key(tenant: &TenantId) -> String {
+    format!("{}#sweep#period", github_source(tenant))
 }
 
 /// The marker of a failed attempt asked for again.
