@@ -23,6 +23,7 @@ mod jobs;
 mod keys;
 mod lifecycle;
 mod listing;
+mod listing_upgrade;
 mod metrics;
 mod openapi;
 mod operator;

@@ -77,6 +77,24 @@ impl ListQuery {
         }
     }
 
+    /// Whether a listed approval is one the listing asked for: its status now, and with both
+    /// filters its requester (the approver's facet holds every requester's).
+    fn matches(&self, approval: &Approval) -> bool {
+        let status = self.status.is_none_or(|s| s == approval.status);
+        let requester = match (&self.approver, &self.requested_by) {
+            (Some(_), Some(wanted)) => {
+                approval
+                    .requested_by
+                    .as_ref()
+                    .map(|r| r.identity())
+                    .as_deref()
+                    == Some(wanted.as_str())
+            }
+            _ => true,
+        };
+        status && requester
+    }
+
     fn statuses(&self) -> Vec<Status> {
         self.status
             .map_or_else(|| Status::ALL.to_vec(), |s| vec![s])
@@ -94,6 +112,27 @@ fn backfilling<R>(
                 .message()
                 .is_some_and(|m| m.contains("backfilling"))
     })
+}
+
+/// How many index reads one page may take while its approvals are filtered out (by status, or
+/// by requester under an approver's facet) and more remain.
+const READS_A_PAGE: usize = 5;
+
+/// What one read of the indexes found.
+struct IndexRead {
+    /// Newest first.
+    ids: Vec<ApprovalId>,
+    /// Whether more remain below the last.
+    more: bool,
+    /// The items from before v5 read, each with the status it was written at.
+    before_v5: Vec<OldItem>,
+}
+
+/// An index item from before v5: one per facet, its status in `facet_status`.
+struct OldItem {
+    pk: String,
+    id: ApprovalId,
+    status: String,
 }
 
 /// A page of approvals, newest first, and where the next page starts once all of them are used.
@@ -209,14 +248,99 @@ impl Store {
     }
 
     /// One page of the tenant's approvals matching `query`, newest first, from `start` (a
-    /// page's `next`, or a listed approval's `resume`).
+    /// page's `next`, or a listed approval's `resume`). The store keeps only approvals whose
+    /// status is the one asked for (an index item from before v5 is not moved when its
+    /// approval's status moves: it is removed here once seen stale) and, with both filters,
+    /// the requester's; and it reads on while a page is short and more remain (up to
+    /// [`READS_A_PAGE`] reads), so a page is full whenever more follow.
     pub async fn list_approvals(
         &self,
         query: &ListQuery,
         start: Option<HashMap<String, String>>,
         limit: i32,
     ) -> Result<ListPage, StoreError> {
-        let after = start.as_ref().and_then(after_of);
+        let wanted = usize::try_from(limit).unwrap_or(0);
+        let mut after = start.as_ref().and_then(after_of);
+        let mut approvals: Vec<Listed> = Vec::new();
+        let mut stale: Vec<OldItem> = Vec::new();
+        let mut next = None;
+        for _ in 0..READS_A_PAGE {
+            let read = self.read_index(query, after.as_deref(), limit).await?;
+            let last_read = read.ids.last().cloned();
+            let fetched = self.fetch_listed(&query.tenant, &read.ids).await?;
+            for old in read.before_v5 {
+                let current = fetched
+                    .iter()
+                    .find(|l| l.approval.id == old.id)
+                    .map(|l| l.approval.status.as_str());
+                if current.is_some_and(|current| current != old.status) {
+                    stale.push(old);
+                }
+            }
+            let (read_count, kept_before) = (fetched.len(), approvals.len());
+            approvals.extend(fetched.into_iter().filter(|l| query.matches(&l.approval)));
+            let filtered_out = approvals.len() - kept_before < read_count;
+            if approvals.len() > wanted {
+                // A read after the first keeps more than the page holds: it ends at its last.
+                approvals.truncate(wanted);
+                next = approvals.last().map(|l| l.resume.clone());
+                break;
+            }
+            match last_read {
+                Some(last) if read.more => {
+                    next = Some(resume_after(&last));
+                    // Short because approvals were filtered out, and more remain: read on below
+                    // the last id read. (A read DynamoDB cut short at 1 MB ends the page as it
+                    // did.) Past the last read allowed, the page ends short with its cursor.
+                    if approvals.len() >= wanted || !filtered_out {
+                        break;
+                    }
+                    after = Some(last.to_string());
+                }
+                _ => {
+                    next = None;
+                    break;
+                }
+            }
+        }
+        if !stale.is_empty() {
+            // Best effort: a failure leaves them for the next listing, which filters them.
+            if let Err(e) = self.remove_stale_index_items(stale).await {
+                tracing::warn!(error = %e, "stale index items from before v5 not removed");
+            }
+        }
+        Ok(ListPage { approvals, next })
+    }
+
+    /// Deletes index items from before v5 whose approval's status has moved since.
+    async fn remove_stale_index_items(&self, stale: Vec<OldItem>) -> Result<(), StoreError> {
+        let mut requests = Vec::with_capacity(stale.len());
+        for old in stale {
+            requests.push(
+                WriteRequest::builder()
+                    .delete_request(
+                        DeleteRequest::builder()
+                            .key("pk", s(old.pk))
+                            .key("id", s(old.id.as_str()))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
+                    )
+                    .build(),
+            );
+        }
+        self.batch_write(&self.tables.approval_index, requests)
+            .await
+    }
+
+    /// One read of the indexes: the ids of up to `limit` approvals matching `query` by their
+    /// index items, newest first, below `after` (their queries sent together: one round trip).
+    async fn read_index(
+        &self,
+        query: &ListQuery,
+        after: Option<&str>,
+        limit: i32,
+    ) -> Result<IndexRead, StoreError> {
+        let after = after.map(str::to_owned);
         // Each query reads its range newest first, from just below `after`; a bound that is a
         // key's own (BETWEEN takes its ends) costs one item more, skipped below.
         let newest = |query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder| {
@@ -293,6 +417,7 @@ impl Store {
         .map_err(|e| StoreError::from_sdk("Query", e))?;
         let mut more = false;
         let mut ids: Vec<ApprovalId> = Vec::new();
+        let mut before_v5: Vec<OldItem> = Vec::new();
         // The highest of the last ids read by queries that stopped early: below it, one of them
         // read nothing, so the page ends there.
         let mut floor: Option<ApprovalId> = None;
@@ -308,6 +433,20 @@ impl Store {
                 }
                 .and_then(|id| ApprovalId::parse(id).ok())
                 .ok_or(StoreError::corrupt("id"))?;
+                // An item from before v5: its status is its `facet_status`'s last part.
+                if let Some(AttributeValue::S(facet_status)) = item.get("facet_status")
+                    && let Some(AttributeValue::S(pk)) = item.get("pk")
+                {
+                    before_v5.push(OldItem {
+                        pk: pk.clone(),
+                        id: id.clone(),
+                        status: facet_status
+                            .rsplit(SEP)
+                            .next()
+                            .unwrap_or_default()
+                            .to_owned(),
+                    });
+                }
                 lowest = Some(id.clone());
                 if after.as_deref() != Some(id.as_str()) {
                     ids.push(id);
@@ -331,29 +470,11 @@ impl Store {
         let limit = usize::try_from(limit).unwrap_or(0);
         more |= ids.len() > limit;
         ids.truncate(limit);
-        let next = ids.last().filter(|_| more).map(resume_after);
-        let wanted = query
-            .requested_by
-            .as_deref()
-            .filter(|_| query.approver.is_some());
-        let approvals = self
-            .fetch_listed(&query.tenant, &ids)
-            .await?
-            .into_iter()
-            // Both filters read the approver's facet: the requester's approvals are kept.
-            .filter(|listed| {
-                wanted.is_none_or(|r| {
-                    listed
-                        .approval
-                        .requested_by
-                        .as_ref()
-                        .map(|a| a.identity())
-                        .as_deref()
-                        == Some(r)
-                })
-            })
-            .collect();
-        Ok(ListPage { approvals, next })
+        Ok(IndexRead {
+            ids,
+            more,
+            before_v5,
+        })
     }
 
     /// The approvals `ids` name, in their order: one BatchGetItem.
