@@ -39,6 +39,7 @@ mod template;
 mod tenancy;
 mod traces;
 mod upgrade;
+mod upgrade_executors;
 mod validation;
 mod wait;
 mod webhooks;

@@ -92,6 +92,10 @@ pub struct Config {
     /// reads and refusals, which a held read never takes); and of them, how many one tenant's
     /// (`HELD_READS_PER_TENANT`, default half, so no tenant can take every seat).
     pub held_read_seats: SeatCaps,
+    /// `GUARD_V4_EXECUTORS` (default false): while an executor from before v5 may still run
+    /// (the first deploy of an upgrade, `ApprovalsIndexesStep` 1), an execution's begin also
+    /// writes the ledger item that executor checks, so it cannot begin the execution again.
+    pub guard_v4_executors: bool,
     /// How often the scheduled sweep asks GitHub for the App's failed deliveries
     /// (`GITHUB_REDELIVERY_SECONDS`, 1–3600, default 300).
     pub github_redelivery_seconds: i64,
@@ -243,6 +247,16 @@ impl Config {
                 "KEY_CACHE_SECONDS",
             )?,
             held_read_seats,
+            guard_v4_executors: match get("GUARD_V4_EXECUTORS").as_deref() {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(_) => {
+                    return Err(ConfigError::new(
+                        "GUARD_V4_EXECUTORS",
+                        "must be true or false",
+                    ));
+                }
+            },
             github_redelivery_seconds: at_most(
                 number(&get, "GITHUB_REDELIVERY_SECONDS", 300, 1)?,
                 3600,

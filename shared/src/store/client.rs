@@ -26,11 +26,27 @@ pub struct Store {
     // Only the store's own modules reach the client: every request is one of its operations.
     pub(super) client: Client,
     pub(super) tables: Tables,
+    /// Whether an execution's begin also writes the ledger item of before v5 (see
+    /// [`Store::guarding_v4_executors`]).
+    pub(super) guard_v4_executors: bool,
 }
 
 impl Store {
     pub fn new(client: Client, tables: Tables) -> Self {
-        Self { client, tables }
+        Self {
+            client,
+            tables,
+            guard_v4_executors: false,
+        }
+    }
+
+    /// While executors from before v5 may still run (an upgrade's first deploy), an
+    /// execution's begin also writes the ledger item they check (`{id}#execute`, in progress
+    /// under a lease that never ends), in one transaction with the approval: such an executor
+    /// then finds the execution begun and never calls its target again.
+    pub fn guarding_v4_executors(mut self, guard: bool) -> Self {
+        self.guard_v4_executors = guard;
+        self
     }
 
     pub fn tables(&self) -> &Tables {

@@ -45,6 +45,10 @@ const ONLY_IF_NOT_BEGUN: &str = "(attribute_not_exists(#execution.#lg_status) AN
      AND #execution.#attempts = :zero) \
      OR (#execution.#lg_status IN (:failed, :needs_reconciliation) AND #execution.#lg_generation < :generation)";
 
+/// The lease of a guard item for executors from before v5: the year 2286, in milliseconds, so
+/// that no such executor takes it over as abandoned.
+const V4_GUARD_LEASE_UNTIL_MS: i64 = 9_999_999_999_999;
+
 /// The ledger an approval's execution carries, if it carries one (v5).
 pub(super) fn entry_of(approval: &Item) -> Result<Option<LedgerEntry>, StoreError> {
     let Some(AttributeValue::M(execution)) = approval.get("execution") else {
@@ -212,18 +216,24 @@ impl Store {
             .map(|round| self.github_answer_fence(round, &key.approval_id))
             .transpose()?;
         let fenced = fence.is_some();
-        let (begun, left) = match fence {
-            None => self.update_returning(&write).await?,
-            Some(fence) => {
-                let items = vec![
-                    aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                        .update(write)
-                        .build(),
-                    fence,
-                ];
-                let begun = self.transact(items, &ulid::Ulid::new().to_string()).await?;
-                (begun, None)
-            }
+        let guard = self
+            .guard_v4_executors
+            .then(|| self.v4_executor_guard(key, token, now))
+            .transpose()?;
+        let (begun, left) = if fence.is_none() && guard.is_none() {
+            self.update_returning(&write).await?
+        } else {
+            // The approval first (its refusal is reason 0), the fence last (its refusal alone
+            // means a newer round).
+            let mut items = vec![
+                aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                    .update(write)
+                    .build(),
+            ];
+            items.extend(guard);
+            items.extend(fence);
+            let begun = self.transact(items, &ulid::Ulid::new().to_string()).await?;
+            (begun, None)
         };
         let reasons = match begun {
             Transaction::Committed => {
@@ -253,6 +263,38 @@ impl Store {
             }
             entry => Begin::Refused(entry),
         }))
+    }
+
+    /// The ledger item an executor from before v5 checks before it begins (`{id}#execute`), as
+    /// one of its attempts in progress under a lease that never ends: such an executor's begin
+    /// (`attribute_not_exists`, a retry's wait, an older generation's end, or — for targets
+    /// that dedupe — a lease past its end) finds none of them. Written with the approval's
+    /// begin, whose condition alone decides (an execution that executor began has moved its
+    /// approval, so this transaction is refused whole); the ends on the approval leave it be.
+    fn v4_executor_guard(
+        &self,
+        key: &LedgerKey,
+        token: &str,
+        now: EpochSeconds,
+    ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
+        let put = aws_sdk_dynamodb::types::Put::builder()
+            .table_name(&self.tables.execution_ledger)
+            .item("pk", s(key.pk()))
+            .item("status", s(LedgerStatus::InProgress.as_str()))
+            .item("generation", n(key.generation))
+            .item("attempts", n(1))
+            .item("token", s(token))
+            .item("lease_until", n(V4_GUARD_LEASE_UNTIL_MS))
+            .item("kind", s(key.kind()))
+            .item("approval_id", s(key.approval_id.as_str()))
+            .item("tenant", s(key.tenant.as_str()))
+            .item("updated_at", epoch(now))
+            .item("guards_v5_execution", AttributeValue::Bool(true))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()
+            .put(put)
+            .build())
     }
 
     /// Ends the execution's attempt `owner` on its approval: one conditional update of the
