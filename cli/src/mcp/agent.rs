@@ -171,7 +171,7 @@ fn verdict(approval: &Value, waited: Duration) -> Result<(), String> {
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             Err(format!(
-                "Still waiting for {} to approve (Countersign approval {id}) after {} s; nothing was run. An approver decides it in Slack, from the review link they were sent, or with `countersign vote {id} --approve`. Asking again with the same tool call keeps waiting on the same approval.",
+                "Still waiting for {} to approve (Countersign approval {id}) after {} s; nothing was run. An approver decides it in Slack, from the review link they were sent, or with `countersign vote {id} approve`. Asking again with the same tool call keeps waiting on the same approval.",
                 approvers.join(", "),
                 waited.as_secs()
             ))
@@ -240,6 +240,11 @@ mod tests {
             pending.contains("Still waiting for alice@example.com")
                 && pending.contains("after 5 s")
         );
+        // Review of v5, finding 11: the command it names is one the CLI accepts.
+        let command = pending.split('`').nth(1).expect("a command in backticks");
+        assert!(command.starts_with("countersign vote apr_1 "), "{command}");
+        let parsed = <crate::Cli as clap::Parser>::try_parse_from(command.split_whitespace());
+        assert!(parsed.is_ok(), "{command}: {parsed:?}");
         for status in ["expired", "cancelled"] {
             assert!(
                 verdict(&approval(status), Duration::from_secs(5))

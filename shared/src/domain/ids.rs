@@ -158,11 +158,15 @@ impl Approver {
         if raw.chars().any(|c| {
             matches!(
                 get_general_category(c),
-                GeneralCategory::Format | GeneralCategory::PrivateUse | GeneralCategory::Unassigned
-            )
+                GeneralCategory::Format
+                    | GeneralCategory::PrivateUse
+                    | GeneralCategory::Unassigned
+                    | GeneralCategory::LineSeparator
+                    | GeneralCategory::ParagraphSeparator
+            ) || invisible(c)
         }) {
             return Err(InvalidValue(
-                "must not contain format, private-use or unassigned characters",
+                "must not contain format, private-use, unassigned, invisible or line-separating characters",
             ));
         }
         if !is_nfkc(raw) {
@@ -205,6 +209,24 @@ impl Approver {
     pub fn same_identity(&self, other: &Self) -> bool {
         self.identity() == other.identity()
     }
+}
+
+/// Characters that show nothing outside the format category: Unicode's default-ignorable code
+/// points (the combining grapheme joiner, variation selectors, Hangul fillers, Mongolian
+/// free variation selectors, Khmer inherent vowels, tags) and the blank Braille pattern.
+fn invisible(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x034F
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x2800
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFFA0
+            | 0xE0000..=0xE0FFF
+    )
 }
 
 /// Deserialised only through `parse`: a job or an event never carries an id that is not one.
@@ -323,6 +345,18 @@ mod tests {
             ("\u{FF41}lice", "full-width Latin"),
             ("\u{212A}elvin", "Kelvin sign"),
             ("\u{FB01}nance", "ligature fi"),
+            // Review of v5, finding 10: invisible outside the Cf category.
+            ("ali\u{034F}ce", "combining grapheme joiner"),
+            ("alice\u{FE0F}", "variation selector 16"),
+            ("alice\u{E0101}", "variation selector 18"),
+            ("\u{115F}alice", "Hangul choseong filler"),
+            ("alice\u{1160}", "Hangul jungseong filler"),
+            ("alice\u{3164}", "Hangul filler"),
+            ("alice\u{FFA0}", "half-width Hangul filler"),
+            ("alice\u{2800}", "Braille pattern blank"),
+            ("alice\u{2028}", "line separator"),
+            ("alice\u{2029}", "paragraph separator"),
+            ("alice\u{180B}", "Mongolian free variation selector"),
         ] {
             let refused = Approver::parse(raw);
             assert!(refused.is_err(), "{why}: {raw:?} accepted");
