@@ -516,3 +516,56 @@ fn a_wrongly_shaped_secret_never_appears_in_any_output() {
         );
     }
 }
+
+/// Review of v5, finding 12: `ACTION_TARGETS` and `NOTIFIER_URL` carry credentials in their URLs
+/// as often as not, so they are secret-bearing like the others: read from the secrets their
+/// `_SECRET_ARN` names, and a rotation reaches the running stack at the next refresh (here a
+/// new action type becomes creatable, and the executor's target for it is the rotated URL).
+#[tokio::test]
+async fn action_targets_and_the_notifier_url_come_from_secrets_and_rotate() {
+    let targets = json!({"deploy": {"url": "https://user:tok3n@deploy.example/hook"}}).to_string();
+    let notifier = "https://notify.example/hook?token=s3cret";
+    let t = TestApp::start_with_secrets(
+        &[("SECRETS_REFRESH_SECONDS", "60")],
+        &[("ACTION_TARGETS", &targets), ("NOTIFIER_URL", notifier)],
+    )
+    .await;
+    let executor = t.function(countersign::Function::Executor).secrets();
+    assert_eq!(executor.notifier_url.as_deref(), Some(notifier));
+    assert!(executor.is_action_type("deploy"));
+    assert_eq!(
+        t.create(KEY_A, "before-rotation", &deploy_body(2, &[ALICE]))
+            .await
+            .status,
+        201
+    );
+    let refund = countersign_tests::CreateBody::new("refund", &[ALICE]).to_string();
+    t.create(KEY_A, "refund-early", &refund)
+        .await
+        .assert_problem(400, "unknown_action_type");
+
+    let rotated = json!({
+        "deploy": {"url": "https://user:tok3n@deploy.example/hook"},
+        "refund": {"url": "https://user:n3w@refund.example/hook"},
+    })
+    .to_string();
+    t.rotate_secret("ACTION_TARGETS", &rotated).await;
+    t.clock.advance(60);
+    // The request that finds the refresh due starts it.
+    t.create(KEY_A, "refund-due", &refund).await;
+    eventually("the rotated targets in force", || async {
+        t.function(countersign::Function::Executor)
+            .secrets()
+            .action_targets
+            .get("refund")
+            .is_some_and(|target| target.url == "https://user:n3w@refund.example/hook")
+    })
+    .await;
+    eventually("a refund is creatable", || async {
+        t.create(KEY_A, &format!("refund-{}", ulid::Ulid::new()), &refund)
+            .await
+            .status
+            == 201
+    })
+    .await;
+}

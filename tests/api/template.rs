@@ -507,6 +507,8 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
         "SlackBotTokens",
         "Github",
         "GithubPrivateKeys",
+        "ActionTargets",
+        "NotifierUrl",
     ];
     let secrets: BTreeSet<String> = of_type(&template, "AWS::SecretsManager::Secret")
         .into_iter()

@@ -266,7 +266,7 @@ fn print_banner(port: u16, demo: bool, app: &App, functions: &Functions) {
     println!("tables: {:?}", app.config.tables);
     println!(
         "action types: {:?}; webhook sources: {:?}",
-        app.config.action_targets.keys().collect::<Vec<_>>(),
+        app.config.secrets.action_targets.keys().collect::<Vec<_>>(),
         app.secrets().webhook_sources.keys().collect::<Vec<_>>()
     );
     for (tenant, slack) in &app.secrets().slack {

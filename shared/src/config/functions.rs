@@ -26,7 +26,7 @@ impl Config {
                     self.secrets.decision_token_secret.is_some(),
                     "DECISION_TOKEN_SECRET",
                 )?;
-                require(!self.action_targets.is_empty(), "ACTION_TARGETS")
+                require(!self.secrets.action_targets.is_empty(), "ACTION_TARGETS")
             }
             Function::Decide => require(
                 self.secrets.decision_token_secret.is_some(),
@@ -43,7 +43,7 @@ impl Config {
             // It acts as each tenant's Slack app and GitHub App.
             Function::Executor => {
                 self.jobs()?;
-                require(!self.action_targets.is_empty(), "ACTION_TARGETS")?;
+                require(!self.secrets.action_targets.is_empty(), "ACTION_TARGETS")?;
                 self.slack_tokens_present()?;
                 self.github_keys_present()
             }
@@ -144,6 +144,7 @@ impl Config {
                 .as_deref()
                 .ok_or_else(|| missing("JOBS_QUEUE_URL"))?,
             notifier_url: self
+                .secrets
                 .notifier_url
                 .as_deref()
                 .ok_or_else(|| missing("NOTIFIER_URL"))?,

@@ -18,7 +18,6 @@ mod targets;
 pub use functions::{Function, JobsConfig};
 
 pub use secrets::{LiveSecrets, RefreshReason, SecretSource, Secrets};
-use targets::parse_action_targets;
 pub use targets::{ActionTarget, KEY_PLACEHOLDER};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,11 +67,8 @@ pub struct Config {
     pub secrets: Secrets,
     /// `SECRETS_REFRESH_SECONDS` (1–3600).
     pub secrets_refresh_seconds: i64,
-    pub action_targets: BTreeMap<String, ActionTarget>,
     /// The jobs queue (dispatch sends to it; the executor changes its messages' visibility).
     pub jobs_queue_url: Option<String>,
-    /// Where notify jobs are POSTed.
-    pub notifier_url: Option<String>,
     /// Base of review links, e.g. `https://approvals.example.com`.
     pub public_base_url: Option<String>,
     pub idempotency_ttl_seconds: i64,
@@ -199,14 +195,6 @@ impl Config {
         secrets::secret_arns(&get)?;
         let secrets = Secrets::from_lookup(&get)?;
 
-        let action_targets = match get("ACTION_TARGETS") {
-            Some(raw) => parse_action_targets(&raw)?,
-            None => BTreeMap::new(),
-        };
-
-        let notifier_url = get("NOTIFIER_URL")
-            .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("NOTIFIER_URL", e)))
-            .transpose()?;
         let public_base_url = get("PUBLIC_BASE_URL")
             .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("PUBLIC_BASE_URL", e)))
             .transpose()?
@@ -227,9 +215,7 @@ impl Config {
                 3600,
                 "SECRETS_REFRESH_SECONDS",
             )?,
-            action_targets,
             jobs_queue_url: get("JOBS_QUEUE_URL"),
-            notifier_url,
             public_base_url,
             // The contract keeps keys at least 24 h, and event ids longer than providers
             // redeliver automatically (3 days).
@@ -282,15 +268,6 @@ impl Config {
                 },
             },
         })
-    }
-
-    pub fn is_action_type(&self, kind: &str) -> bool {
-        self.action_targets.contains_key(kind)
-    }
-
-    /// Whether Countersign executes approved actions of `kind` (false: approval-only).
-    pub fn executes(&self, kind: &str) -> bool {
-        self.action_targets.get(kind).is_none_or(|t| t.executes)
     }
 }
 
@@ -438,16 +415,18 @@ mod tests {
         assert_eq!(config.inbox_ttl_seconds, 2_592_000);
         assert_eq!(config.job_max_attempts, 5);
         assert!(
-            !config.action_targets["deploy"].idempotent,
+            !config.secrets.action_targets["deploy"].idempotent,
             "a target nobody declared idempotent is not treated as one"
         );
-        assert!(config.is_action_type("deploy") && !config.is_action_type("refund"));
+        assert!(
+            config.secrets.is_action_type("deploy") && !config.secrets.is_action_type("refund")
+        );
         let declared = (
             "ACTION_TARGETS",
             r#"{"deploy": {"url": "http://localhost:9/deploy", "idempotent": true}}"#,
         );
         let declared = self::config(&[KEYS, declared]).unwrap();
-        assert!(declared.action_targets["deploy"].idempotent);
+        assert!(declared.secrets.action_targets["deploy"].idempotent);
     }
 
     #[test]
@@ -557,10 +536,13 @@ mod tests {
             )
         };
         let default = config(&[KEYS, ("ACTION_TARGETS", &target(""))]).unwrap();
-        assert_eq!(default.action_targets["pay"].status_delay_seconds, 10);
+        assert_eq!(
+            default.secrets.action_targets["pay"].status_delay_seconds,
+            10
+        );
         let set = target(r#", "status_delay_seconds": 3"#);
         let set = config(&[KEYS, ("ACTION_TARGETS", &set)]).unwrap();
-        assert_eq!(set.action_targets["pay"].status_delay_seconds, 3);
+        assert_eq!(set.secrets.action_targets["pay"].status_delay_seconds, 3);
         for bad in ["0", "-1", "901", "1.5", "\"10\""] {
             let raw = target(&format!(r#", "status_delay_seconds": {bad}"#));
             let err = config(&[KEYS, ("ACTION_TARGETS", &raw)]).unwrap_err();
@@ -578,11 +560,11 @@ mod tests {
         let ok = target("https://pay.example.com/status/{idempotency_key}");
         let parsed = config(&[KEYS, ("ACTION_TARGETS", &ok)]).unwrap();
         assert_eq!(
-            parsed.action_targets["pay"].status_url.as_deref(),
+            parsed.secrets.action_targets["pay"].status_url.as_deref(),
             Some("https://pay.example.com/status/{idempotency_key}")
         );
         assert_eq!(
-            config(&[KEYS, TARGETS]).unwrap().action_targets["deploy"].status_url,
+            config(&[KEYS, TARGETS]).unwrap().secrets.action_targets["deploy"].status_url,
             None
         );
         for bad in [

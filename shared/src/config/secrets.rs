@@ -1,6 +1,7 @@
 //! The secret-bearing variables (SPEC "Keys and secrets"): `API_KEYS`, `WEBHOOK_SOURCES`,
 //! `EVENT_SUBSCRIPTIONS`, `SLACK` and `SLACK_BOT_TOKENS`, `GITHUB` and `GITHUB_PRIVATE_KEYS`,
-//! `DECISION_TOKEN_SECRET`. Each may come from the variable or
+//! `DECISION_TOKEN_SECRET`, and `ACTION_TARGETS` and `NOTIFIER_URL` (their URLs often carry
+//! credentials). Each may come from the variable or
 //! from a Secrets Manager secret named by `<NAME>_SECRET_ARN` (never both). Secrets are read at
 //! start in one `BatchGetSecretValue`, kept in memory, and refreshed every
 //! `SECRETS_REFRESH_SECONDS` — and early, at most once every 30 s, when a signature or token
@@ -12,7 +13,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
 
-use super::{ConfigError, Subscription, WebhookSource, parse_subscriptions, parse_webhook_sources};
+use super::targets::parse_action_targets;
+use super::{
+    ActionTarget, ConfigError, Subscription, WebhookSource, http_url, parse_subscriptions,
+    parse_webhook_sources,
+};
 use crate::auth::ApiKeys;
 use crate::domain::{EpochSeconds, TenantId};
 use crate::github::{GithubApp, parse_github, parse_github_private_keys};
@@ -20,7 +25,7 @@ use crate::review_token::TokenSecret;
 use crate::slack::{SlackApp, parse_slack, parse_slack_bot_tokens};
 
 /// Every variable that may hold a secret, and so may come from Secrets Manager instead.
-pub const SECRET_VARIABLES: [&str; 8] = [
+pub const SECRET_VARIABLES: [&str; 10] = [
     "API_KEYS",
     "WEBHOOK_SOURCES",
     "EVENT_SUBSCRIPTIONS",
@@ -29,6 +34,8 @@ pub const SECRET_VARIABLES: [&str; 8] = [
     "GITHUB",
     "GITHUB_PRIVATE_KEYS",
     "DECISION_TOKEN_SECRET",
+    "ACTION_TARGETS",
+    "NOTIFIER_URL",
 ];
 
 /// The shortest time between two early refreshes.
@@ -51,6 +58,10 @@ pub struct Secrets {
     /// Each tenant's GitHub App, for the tenants that gate deployments through Countersign.
     pub github: BTreeMap<TenantId, GithubApp>,
     pub decision_token_secret: Option<TokenSecret>,
+    /// Where each action type's approved actions go (`ACTION_TARGETS`).
+    pub action_targets: BTreeMap<String, ActionTarget>,
+    /// Where notify jobs are POSTed (`NOTIFIER_URL`).
+    pub notifier_url: Option<String>,
 }
 
 impl Secrets {
@@ -98,6 +109,13 @@ impl Secrets {
                 TokenSecret::parse(&raw).map_err(|e| ConfigError::new("DECISION_TOKEN_SECRET", e))
             })
             .transpose()?;
+        let action_targets = match get("ACTION_TARGETS") {
+            Some(raw) => parse_action_targets(&raw)?,
+            None => BTreeMap::new(),
+        };
+        let notifier_url = get("NOTIFIER_URL")
+            .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("NOTIFIER_URL", e)))
+            .transpose()?;
         Ok(Self {
             api_keys,
             webhook_sources,
@@ -105,7 +123,18 @@ impl Secrets {
             slack,
             github,
             decision_token_secret,
+            action_targets,
+            notifier_url,
         })
+    }
+
+    pub fn is_action_type(&self, kind: &str) -> bool {
+        self.action_targets.contains_key(kind)
+    }
+
+    /// Whether Countersign executes approved actions of `kind` (false: approval-only).
+    pub fn executes(&self, kind: &str) -> bool {
+        self.action_targets.get(kind).is_none_or(|t| t.executes)
     }
 }
 

@@ -49,7 +49,7 @@ pub async fn create(
         return Err(ApiError::invalid(inexact));
     }
     let request =
-        CreateRequest::parse(&value, |t| app.config.is_action_type(t)).map_err(|refusal| {
+        CreateRequest::parse(&value, |t| app.secrets().is_action_type(t)).map_err(|refusal| {
             match refusal {
                 CreateRefusal::Invalid(errors) => ApiError::invalid(errors),
                 CreateRefusal::UnknownActionType(kind) => ApiError::UnknownActionType(kind),
@@ -75,7 +75,7 @@ pub async fn create(
         })?;
 
     let now = app.clock.now();
-    let executes = app.config.executes(&request.action_type);
+    let executes = app.secrets().executes(&request.action_type);
     let mut approval = request.into_approval(
         caller.tenant,
         caller.principal,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::policy::{CallOutcome, StatusAnswer, classify};
-use crate::config::{Config, KEY_PLACEHOLDER, Secrets};
+use crate::config::{KEY_PLACEHOLDER, Secrets};
 use crate::domain::{Approver, rfc3339};
 pub(super) use crate::github::api::Answered;
 use crate::github::api::GithubApi;
@@ -42,11 +42,12 @@ pub(super) struct StatusQuery {
 }
 
 impl Target {
-    /// Where `job`'s call goes under `config` and the secrets in force.
-    pub fn of(job: &Job, config: &Config, secrets: &Secrets, notifier_url: &str) -> Self {
+    /// Where `job`'s call goes under the configuration in force (`ACTION_TARGETS` and
+    /// `NOTIFIER_URL` are secret-bearing: a rotation reaches the next job).
+    pub fn of(job: &Job, secrets: &Secrets) -> Self {
         match job {
             Job::Notify(_) => Self {
-                url: Some(notifier_url.to_owned()),
+                url: secrets.notifier_url.clone(),
                 idempotent: true,
                 status: None,
             },
@@ -76,7 +77,7 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
-            Job::Execute(j) => match config.action_targets.get(&j.action_type) {
+            Job::Execute(j) => match secrets.action_targets.get(&j.action_type) {
                 Some(target) if target.executes => Self {
                     url: Some(target.url.clone()),
                     idempotent: target.idempotent,

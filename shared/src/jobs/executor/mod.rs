@@ -37,7 +37,6 @@ pub struct Executor {
     app: Arc<App>,
     queue: JobQueue,
     downstream: Downstream,
-    notifier_url: String,
     /// How long an attempt's lease lasts, in milliseconds: a little under the visibility
     /// timeout, so that a message that comes back because its worker died (its receive came
     /// before the begin) most likely finds the lease ended; if not, it comes back once more.
@@ -94,7 +93,6 @@ impl Executor {
                 sqs: app.sqs.clone(),
                 url: jobs.queue_url.to_owned(),
             },
-            notifier_url: jobs.notifier_url.to_owned(),
             lease_ms: visibility * 1000 - (visibility * 250).min(1000),
             call_timeout,
             downstream,
@@ -197,12 +195,7 @@ impl Executor {
         let receipt = Receipt {
             message,
             ledger: job.ledger(),
-            target: Target::of(
-                &job,
-                &self.app.config,
-                &self.app.secrets(),
-                &self.notifier_url,
-            ),
+            target: Target::of(&job, &self.app.secrets()),
             job,
             deadline,
         };
