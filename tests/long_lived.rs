@@ -329,9 +329,9 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                         key_hash: new.digest(),
                         ..old
                     };
-                    let ends = countersign::Clock::system().now() + 3600;
+                    let now = countersign::Clock::system().now();
                     store
-                        .roll_key(first_table_key.id(), &successor, ends)
+                        .roll_key(first_table_key.id(), &successor, (now, now + 3600))
                         .await
                         .expect("roll");
                     *table_key.lock().expect("key lock") = new.expose().to_owned();

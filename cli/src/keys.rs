@@ -23,7 +23,7 @@ pub async fn run(command: KeysCommand, json: bool) -> Result<u8, CliError> {
     let now = now();
     let result = match command {
         KeysCommand::Create(args) => {
-            let record = new_record(&args, now)?;
+            let record = new_record(&args, now, caller_identity().await)?;
             let key = TableKey::generate(record.id.clone());
             let record = KeyRecord {
                 key_hash: key.digest(),
@@ -71,6 +71,14 @@ pub async fn run(command: KeysCommand, json: bool) -> Result<u8, CliError> {
         }
         KeysCommand::Roll(args) => {
             let id = key_id(&args.key_id)?;
+            let overlap = seconds(args.overlap)?;
+            let cache = key_cache_seconds()?;
+            if overlap < cache {
+                return Err(CliError::Usage(format!(
+                    "--overlap: at least KEY_CACHE_SECONDS ({cache} s): a warm function keeps \
+                     a key's item that long, so the old key would work past a shorter overlap"
+                )));
+            }
             let store = store(&args.table).await;
             let old = store
                 .key(&id)
@@ -85,7 +93,7 @@ pub async fn run(command: KeysCommand, json: bool) -> Result<u8, CliError> {
                         id: key.id().clone(),
                         key_hash: key.digest(),
                         created_at: now,
-                        created_by: created_by(),
+                        created_by: caller_identity().await,
                         description: Some(format!("rolled from {id}")),
                         // The successor keeps no expiry the old key had: it is a new key.
                         expires_at: None,
@@ -93,11 +101,14 @@ pub async fn run(command: KeysCommand, json: bool) -> Result<u8, CliError> {
                         last_used_at: None,
                         ..old
                     };
-                    let ends = now + seconds(args.overlap)?;
-                    store.roll_key(&id, &successor, ends).await.map(|()| {
-                        print_new_key(&key, &successor, json);
-                        stderr_line(&format!("{id} keeps working until {}", rfc3339(ends)));
-                    })
+                    let ends = now + overlap;
+                    store
+                        .roll_key(&id, &successor, (now, ends))
+                        .await
+                        .map(|()| {
+                            print_new_key(&key, &successor, json);
+                            stderr_line(&format!("{id} keeps working until {}", rfc3339(ends)));
+                        })
                 }
             }
         }
@@ -124,6 +135,7 @@ fn refusal_code(refusal: &KeyRefusal) -> &'static str {
         KeyRefusal::Exists(_) => "key_exists",
         KeyRefusal::Unknown(_) => "unknown_key",
         KeyRefusal::Revoked(_) => "key_revoked",
+        KeyRefusal::Expired(_) => "key_expired",
         KeyRefusal::Store(_) => "transport",
     }
 }
@@ -150,12 +162,40 @@ fn seconds(duration: Duration) -> Result<i64, CliError> {
         .map_err(|_| CliError::Usage("the duration is too long".to_owned()))
 }
 
-/// Who ran the command, as the machine names them (the AWS identity is in CloudTrail).
-fn created_by() -> String {
-    std::env::var("USER")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
+/// Who ran the command, as AWS knows the caller: the ARN `sts:GetCallerIdentity` answers (an
+/// action every identity may call). If STS cannot be reached, `unknown (…)` with the user the
+/// machine names — never a guess passed off as the AWS identity.
+async fn caller_identity() -> String {
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    match aws_sdk_sts::Client::new(&aws)
+        .get_caller_identity()
+        .send()
+        .await
+    {
+        Ok(identity) => identity.arn().unwrap_or("unknown").to_owned(),
+        Err(_) => format!(
+            "unknown (local user {})",
+            std::env::var("USER").unwrap_or_else(|_| "?".to_owned())
+        ),
+    }
+}
+
+/// `KEY_CACHE_SECONDS` as the functions are given it (default 60, as theirs): a roll's overlap
+/// may not be shorter.
+fn key_cache_seconds() -> Result<i64, CliError> {
+    match std::env::var("KEY_CACHE_SECONDS") {
+        Err(_) => Ok(60),
+        Ok(raw) => raw
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|s| (0..=300).contains(s))
+            .ok_or_else(|| {
+                CliError::Usage("KEY_CACHE_SECONDS: an integer from 0 to 300".to_owned())
+            }),
+    }
 }
 
 fn tenant(raw: &str) -> Result<TenantId, CliError> {
@@ -169,7 +209,7 @@ fn key_id(raw: &str) -> Result<KeyId, CliError> {
 }
 
 /// A new key's item, without its hash yet; every input checked as `API_KEYS` checks it.
-fn new_record(args: &KeyCreateArgs, now: i64) -> Result<KeyRecord, CliError> {
+fn new_record(args: &KeyCreateArgs, now: i64, created_by: String) -> Result<KeyRecord, CliError> {
     let principal = Approver::parse(args.principal.trim())
         .map_err(|e| CliError::Usage(format!("--principal: {e}")))?;
     let mut roles = Vec::new();
@@ -207,7 +247,7 @@ fn new_record(args: &KeyCreateArgs, now: i64) -> Result<KeyRecord, CliError> {
         roles: roles.iter().map(|r| r.as_str().to_owned()).collect(),
         key_hash: [0; 32],
         created_at: now,
-        created_by: created_by(),
+        created_by,
         description: args.description.clone().filter(|d| !d.trim().is_empty()),
         expires_at,
         revoked_at: None,

@@ -153,7 +153,7 @@ async fn a_rolled_key_overlaps_its_successor_then_ends() {
     };
     t.app
         .store
-        .roll_key(old.id(), &successor, now + 60)
+        .roll_key(old.id(), &successor, (now, now + 60))
         .await
         .unwrap();
     for key in [&old, &new] {
@@ -195,7 +195,7 @@ async fn a_rolled_key_overlaps_its_successor_then_ends() {
     assert!(matches!(
         t.app
             .store
-            .roll_key(new.id(), &refused, t.clock.now() + 60)
+            .roll_key(new.id(), &refused, (t.clock.now(), t.clock.now() + 60))
             .await,
         Err(KeyRefusal::Revoked(_))
     ));
@@ -203,6 +203,71 @@ async fn a_rolled_key_overlaps_its_successor_then_ends() {
         t.app.store.key(again.id()).await.unwrap(),
         None,
         "nothing written"
+    );
+    // Review of v5, finding 8: an expired key has no successor either (rolling it would
+    // revive it), and its expiry stays.
+    let (expired, now) = (old.id(), t.clock.now());
+    let revived = TableKey::generate(KeyId::random());
+    let record = t.app.store.key(expired).await.unwrap().unwrap();
+    let ended_at = record.expires_at;
+    let refused = KeyRecord {
+        id: revived.id().clone(),
+        key_hash: revived.digest(),
+        expires_at: None,
+        ..record
+    };
+    assert!(matches!(
+        t.app
+            .store
+            .roll_key(expired, &refused, (now, now + 3600))
+            .await,
+        Err(KeyRefusal::Expired(_))
+    ));
+    assert_eq!(t.app.store.key(revived.id()).await.unwrap(), None);
+    assert_eq!(
+        t.app.store.key(expired).await.unwrap().unwrap().expires_at,
+        ended_at
+    );
+    assert_eq!(status_with(&t, old.expose()).await, 401, "still ended");
+}
+
+/// A key that expires sooner than the roll's overlap keeps its expiry: the successor is put
+/// beside a check of the old key (still live, still unexpired, still that expiry) in one
+/// transaction.
+#[tokio::test]
+async fn rolling_a_key_that_expires_sooner_keeps_its_expiry() {
+    let t = TestApp::start_with(&[("KEY_CACHE_SECONDS", "0")]).await;
+    let now = t.clock.now();
+    let old = table_key(
+        &t.app.store,
+        TENANT_A,
+        "ci@tenant-a",
+        &["requester", "reader"],
+        Some(now + 30),
+    )
+    .await;
+    let record = t.app.store.key(old.id()).await.unwrap().unwrap();
+    let new = TableKey::generate(KeyId::random());
+    let successor = KeyRecord {
+        id: new.id().clone(),
+        key_hash: new.digest(),
+        expires_at: None,
+        ..record
+    };
+    t.app
+        .store
+        .roll_key(old.id(), &successor, (now, now + 3600))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.app.store.key(old.id()).await.unwrap().unwrap().expires_at,
+        Some(now + 30),
+        "the sooner expiry kept"
+    );
+    assert_eq!(
+        status_with(&t, new.expose()).await,
+        404,
+        "the successor works"
     );
 }
 

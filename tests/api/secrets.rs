@@ -569,3 +569,79 @@ async fn action_targets_and_the_notifier_url_come_from_secrets_and_rotate() {
     })
     .await;
 }
+
+/// Review of v5, finding 8: a refresh was all or nothing, so one broken secret held back every
+/// other rotation. Each variable stands alone now: in the webhook function, `WEBHOOK_SOURCES`
+/// rotated to a value that no longer parses keeps its last good value (the failure counted),
+/// while `SLACK`, rotated in the same period to a new signing secret, is in force.
+#[tokio::test]
+async fn one_broken_secret_does_not_hold_back_the_others_rotation() {
+    let slack = FakeSlack::start().await;
+    let first = slack.config();
+    let mut rotated: serde_json::Value = serde_json::from_str(&first).expect("SLACK JSON");
+    for app in rotated.as_object_mut().expect("tenants").values_mut() {
+        app["signing_secret"] = json!("rotated-signing-secret-0123456789");
+    }
+    let t = TestApp::start_with_secrets(
+        &[("SECRETS_REFRESH_SECONDS", "60")],
+        &[
+            ("SLACK", &first),
+            ("WEBHOOK_SOURCES", &sources(ACME_SECRET)),
+        ],
+    )
+    .await;
+    t.metrics.take();
+    t.rotate_secret(
+        "WEBHOOK_SOURCES",
+        r#"{"acme": {"tenant": "a#b", "secrets": []}}"#,
+    )
+    .await;
+    t.rotate_secret("SLACK", &rotated.to_string()).await;
+    t.clock.advance(60);
+    assert_eq!(deliver(&t, ACME_SECRET).await, 200, "starts the refresh");
+    eventually("the rotated Slack app in force", || async {
+        t.function(countersign::Function::Webhook)
+            .secrets()
+            .slack
+            .values()
+            .any(|app| {
+                app.signing_secrets
+                    .iter()
+                    .any(|secret| secret.expose() == "rotated-signing-secret-0123456789")
+            })
+    })
+    .await;
+    assert!(refresh_failures(&t) >= 1, "the broken one is counted");
+    assert_eq!(
+        deliver(&t, ACME_SECRET).await,
+        200,
+        "the last good sources still verify"
+    );
+}
+
+/// Review of v5, finding 8: a page cursor is signed with a key derived from
+/// `DECISION_TOKEN_SECRET`; one that fails verification may come from a function that has read a
+/// rotation this one has not, so it refreshes early, as a failed signature does (at most once
+/// every 30 s).
+#[tokio::test]
+async fn a_cursor_that_fails_verification_refreshes_early() {
+    let t = TestApp::start_with_secrets(&[], &[("DECISION_TOKEN_SECRET", TOKEN_SECRET)]).await;
+    t.secret_calls.take();
+    for path in [
+        "/approvals?cursor=bm90LWEtY3Vyc29y",
+        "/approvals?cursor=c2Vjb25k",
+    ] {
+        t.get_path(KEY_A, path)
+            .await
+            .assert_problem(400, "invalid_cursor");
+    }
+    eventually("one early read", || async {
+        !t.secret_calls.take().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        t.secret_calls.take().is_empty(),
+        "at most one early read per 30 s"
+    );
+}

@@ -700,11 +700,22 @@ async fn keys_are_created_listed_rolled_and_revoked_over_aws_credentials() {
     assert_eq!(listed[0]["key_id"], key_id.as_str());
     assert_eq!(listed[0]["roles"], json!(["requester", "reader"]));
     assert_eq!(listed[0]["description"], "pipeline");
+    // Review of v5, finding 8: who created it is the caller's AWS identity (STS), not $USER.
+    assert_starts(
+        listed[0]["created_by"].as_str().unwrap_or_default(),
+        "arn:aws:",
+    );
     let text = stdout(&run(keys(&["list", "--tenant", "tenant-a"])).await.success());
     assert_has(&text, &key_id);
     assert!(!text.contains(&key[21..53]), "no secret in list");
     assert!(!listed.to_string().contains("hash"), "no hash in list");
 
+    // An overlap shorter than a warm function keeps a key (KEY_CACHE_SECONDS, 60 by default)
+    // would let the old key work past it: refused, nothing written.
+    let short = run(keys(&["roll", &key_id, "--overlap", "30s"]))
+        .await
+        .code(4);
+    assert_has(&stderr(&short), "KEY_CACHE_SECONDS");
     let rolled = run(keys(&["roll", &key_id, "--overlap", "1h", "--json"]))
         .await
         .success();

@@ -195,6 +195,17 @@ pub struct SecretSource {
     arns: Vec<(&'static str, String)>,
     /// The process's variables as read at start (the secrets' values are laid over them).
     variables: HashMap<String, String>,
+    /// The secret-bearing variables' values the start read (a refresh's fallback).
+    read_at_start: HashMap<String, String>,
+}
+
+/// The secret-bearing variables among `values`.
+fn secret_values(values: &HashMap<String, String>) -> HashMap<String, String> {
+    values
+        .iter()
+        .filter(|(name, _)| SECRET_VARIABLES.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
 }
 
 impl SecretSource {
@@ -214,15 +225,46 @@ impl SecretSource {
             client,
             arns,
             variables,
+            read_at_start: HashMap::new(),
         }))
     }
 
     /// The variables with every secret's current value laid over them: one
     /// `BatchGetSecretValue` (for up to 20 secrets). Any secret that cannot be read — unknown,
     /// deleted or scheduled for deletion, not a string, not allowed — fails the whole read,
-    /// naming its variable and never its value.
+    /// naming its variable and never its value (a function's start).
     pub async fn read(&self) -> Result<HashMap<String, String>, ConfigError> {
+        let (values, mut unread) = self.read_each().await?;
+        match unread.is_empty() {
+            true => Ok(values),
+            false => Err(unread.remove(0)),
+        }
+    }
+
+    /// As [`SecretSource::read`], but a secret that cannot be read is left out (its variable
+    /// keeps no value here) and named in the second part, so the others still refresh. Bounded
+    /// by [`READ_TIMEOUT`]: a hung read fails rather than holding the refresh for good.
+    async fn read_each(&self) -> Result<(HashMap<String, String>, Vec<ConfigError>), ConfigError> {
+        let first = self
+            .arns
+            .first()
+            .map_or("SECRETS", |(variable, _)| *variable);
+        tokio::time::timeout(READ_TIMEOUT, self.read_all())
+            .await
+            .map_err(|_| {
+                ConfigError::new(
+                    first,
+                    format!(
+                        "Secrets Manager BatchGetSecretValue did not answer within {} s",
+                        READ_TIMEOUT.as_secs()
+                    ),
+                )
+            })?
+    }
+
+    async fn read_all(&self) -> Result<(HashMap<String, String>, Vec<ConfigError>), ConfigError> {
         let mut values = self.variables.clone();
+        let mut unread = Vec::new();
         for chunk in self.arns.chunks(MAX_SECRETS_PER_CALL) {
             let answer = self
                 .client
@@ -246,9 +288,11 @@ impl SecretSource {
                     .find(|(_, given)| given == arn || arn_names(arn, given))
                     .map(|(variable, _)| *variable)
             };
-            if let Some(error) = answer.errors().first() {
+            let mut failed: Vec<&'static str> = Vec::new();
+            for error in answer.errors() {
                 let variable = error.secret_id().and_then(names).unwrap_or(chunk[0].0);
-                return Err(ConfigError::new(
+                failed.push(variable);
+                unread.push(ConfigError::new(
                     variable,
                     format!(
                         "the secret cannot be read: {} {}",
@@ -258,27 +302,38 @@ impl SecretSource {
                 ));
             }
             for (variable, _) in chunk {
+                values.remove(&format!("{variable}_SECRET_ARN"));
+                if failed.contains(variable) {
+                    continue;
+                }
                 let value = answer.secret_values().iter().find(|v| {
                     v.arn().and_then(names) == Some(*variable)
                         || v.name().and_then(names) == Some(*variable)
                 });
-                let Some(value) = value else {
-                    return Err(ConfigError::new(
+                let text = match value {
+                    None => Err(ConfigError::new(
                         variable,
                         "Secrets Manager did not return the secret",
-                    ));
+                    )),
+                    Some(value) => value.secret_string().ok_or_else(|| {
+                        ConfigError::new(variable, "the secret holds no SecretString")
+                    }),
                 };
-                let text = value.secret_string().ok_or_else(|| {
-                    ConfigError::new(variable, "the secret holds no SecretString")
-                })?;
-                // The value stands for the variable now: as if it had been set itself.
-                values.remove(&format!("{variable}_SECRET_ARN"));
-                values.insert((*variable).to_owned(), text.to_owned());
+                match text {
+                    // The value stands for the variable now: as if it had been set itself.
+                    Ok(text) => {
+                        values.insert((*variable).to_owned(), text.to_owned());
+                    }
+                    Err(e) => unread.push(e),
+                }
             }
         }
-        Ok(values)
+        Ok((values, unread))
     }
 }
+
+/// The longest a read of the secrets may take before it counts as failed.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Whether the secret `arn` is the one a variable gave as `given`: its ARN, or its name (an
 /// ARN's last part is `secret:<name>-<6 random characters>`).
@@ -297,8 +352,13 @@ pub async fn load(
     secretsmanager: aws_sdk_secretsmanager::Client,
 ) -> Result<(super::Config, Option<SecretSource>), ConfigError> {
     let source = SecretSource::new(secretsmanager, variables.clone())?;
-    let values = match &source {
-        Some(source) => source.read().await?,
+    let mut source = source;
+    let values = match &mut source {
+        Some(source) => {
+            let values = source.read().await?;
+            source.read_at_start = secret_values(&values);
+            values
+        }
         None => variables,
     };
     let config = super::Config::from_lookup(|name| values.get(name).cloned())?;
@@ -309,6 +369,9 @@ pub async fn load(
 #[derive(Debug)]
 pub struct LiveSecrets {
     current: RwLock<Arc<Secrets>>,
+    /// The secret-bearing variables' values the secrets in force were parsed from: what a
+    /// variable falls back to when its own refresh fails.
+    last_good: Mutex<HashMap<String, String>>,
     source: Option<SecretSource>,
     refresh_seconds: EpochSeconds,
     state: Mutex<RefreshState>,
@@ -339,6 +402,12 @@ impl LiveSecrets {
     ) -> Self {
         Self {
             current: RwLock::new(Arc::new(secrets)),
+            last_good: Mutex::new(
+                source
+                    .as_ref()
+                    .map(|s| s.read_at_start.clone())
+                    .unwrap_or_default(),
+            ),
             source,
             refresh_seconds,
             state: Mutex::new(RefreshState {
@@ -381,23 +450,60 @@ impl LiveSecrets {
         due
     }
 
-    /// Reads and parses the secrets again and puts them in force; on any failure the last
-    /// good values stay. Ends the claim either way.
+    /// Reads and parses the secrets again and puts them in force. Each variable stands alone:
+    /// one whose secret cannot be read or no longer parses keeps its last good value, and the
+    /// others are refreshed; the first such failure is returned (and counted by the caller).
+    /// Ends the claim either way.
     pub async fn refresh(&self, now: EpochSeconds) -> Result<(), ConfigError> {
         let result = match &self.source {
-            Some(source) => source.read().await.and_then(|values| {
-                let get = |name: &str| values.get(name).filter(|v| !v.trim().is_empty()).cloned();
-                Secrets::from_lookup(&get)
-            }),
-            None => Ok(self.get().as_ref().clone()),
+            Some(source) => self.read_variable_by_variable(source).await,
+            None => Ok((self.get().as_ref().clone(), None)),
         };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.in_flight = false;
         state.refreshed_at = now;
         drop(state);
-        let secrets = result?;
+        let (secrets, failure) = result?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(secrets);
-        Ok(())
+        failure.map_or(Ok(()), Err)
+    }
+
+    async fn read_variable_by_variable(
+        &self,
+        source: &SecretSource,
+    ) -> Result<(Secrets, Option<ConfigError>), ConfigError> {
+        let (mut values, unread) = source.read_each().await?;
+        let last_good = self
+            .last_good
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut failures = Vec::new();
+        for error in unread {
+            if let Some(good) = last_good.get(error.variable) {
+                values.insert(error.variable.to_owned(), good.clone());
+            }
+            failures.push(error);
+        }
+        // A value that no longer parses: that variable's last good one instead, then again.
+        let secrets = loop {
+            let get = |name: &str| values.get(name).filter(|v| !v.trim().is_empty()).cloned();
+            match Secrets::from_lookup(&get) {
+                Ok(secrets) => break secrets,
+                Err(error) => {
+                    let good = last_good.get(error.variable);
+                    if good.is_none() || values.get(error.variable) == good {
+                        return Err(error);
+                    }
+                    if let Some(good) = good {
+                        values.insert(error.variable.to_owned(), good.clone());
+                    }
+                    failures.push(error);
+                }
+            }
+        };
+        *self.last_good.lock().unwrap_or_else(|e| e.into_inner()) = secret_values(&values);
+        Ok((secrets, failures.into_iter().next()))
     }
 }
 

@@ -70,7 +70,11 @@ pub async fn list(
     let start = match params.get("cursor") {
         None => None,
         Some(cursor) => {
-            let position = key.open(&scope, cursor).ok_or(ApiError::InvalidCursor)?;
+            // A cursor signed with a rotated key this function has not read yet: refresh early.
+            let position = key.open(&scope, cursor).ok_or_else(|| {
+                app.secret_failed();
+                ApiError::InvalidCursor
+            })?;
             let position: HashMap<String, String> =
                 serde_json::from_value(position).map_err(|_| ApiError::InvalidCursor)?;
             Some(position)

@@ -30,7 +30,11 @@ pub async fn events(
     let after = match params.get("cursor") {
         None => None,
         Some(cursor) => {
-            let position = key.open(&scope, cursor).ok_or(ApiError::InvalidCursor)?;
+            // A cursor signed with a rotated key this function has not read yet: refresh early.
+            let position = key.open(&scope, cursor).ok_or_else(|| {
+                app.secret_failed();
+                ApiError::InvalidCursor
+            })?;
             match (position["o"].as_str(), position["i"].as_str()) {
                 (Some(order), Some(event)) => Some((order.to_owned(), event.to_owned())),
                 _ => return Err(ApiError::InvalidCursor),

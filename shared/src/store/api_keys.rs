@@ -6,7 +6,8 @@
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 
 use super::attr::{Item, epoch, get_b, get_n, get_s, n, opt_s, s};
@@ -37,6 +38,8 @@ pub enum KeyRefusal {
     Unknown(KeyId),
     #[error("key {0} is revoked")]
     Revoked(KeyId),
+    #[error("key {0} has expired")]
+    Expired(KeyId),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -160,13 +163,15 @@ impl Store {
     }
 
     /// Rolls a key: writes `successor` (same tenant, principal and roles) and moves the old
-    /// key's expiry to `old_expires_at`, in one transaction — never a successor of an unknown
-    /// or revoked key, never a half-rolled pair. An old expiry already sooner is kept.
+    /// key's expiry to `old_expires_at`, in one transaction — never a successor of an unknown,
+    /// revoked or expired key (rolling an expired key would revive it), never a half-rolled
+    /// pair. An old expiry already sooner is kept: then the old key is checked, not written,
+    /// in the same transaction (so a revocation in between still refuses the roll).
     pub async fn roll_key(
         &self,
         old: &KeyId,
         successor: &KeyRecord,
-        old_expires_at: EpochSeconds,
+        (now, old_expires_at): (EpochSeconds, EpochSeconds),
     ) -> Result<(), KeyRefusal> {
         let put = Put::builder()
             .table_name(&self.tables.api_keys)
@@ -175,37 +180,68 @@ impl Store {
             .expression_attribute_names("#pk", "pk")
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let live = format!(
+            "{ONLY_IF_LIVE_KEY} AND (attribute_not_exists(#expires_at) OR #expires_at > :now)"
+        );
         let update = Update::builder()
             .table_name(&self.tables.api_keys)
             .key("pk", s(old.as_str()))
             .update_expression("SET #expires_at = :expires_at")
             .condition_expression(format!(
-                "{ONLY_IF_LIVE_KEY} AND (attribute_not_exists(#expires_at) OR #expires_at > :expires_at)"
+                "{live} AND (attribute_not_exists(#expires_at) OR #expires_at > :expires_at)"
             ))
             .set_expression_attribute_names(Some(names(&["pk", "revoked_at", "expires_at"])))
             .expression_attribute_values(":expires_at", n(old_expires_at))
+            .expression_attribute_values(":now", n(now))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
+        let token = format!("roll-{}", successor.id);
+        let items = vec![
+            TransactWriteItem::builder().put(put.clone()).build(),
+            TransactWriteItem::builder().update(update).build(),
+        ];
+        let reasons = match self.transact(items, &token).await? {
+            Transaction::Committed => return Ok(()),
+            Transaction::Cancelled(reasons) => reasons,
+        };
+        if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
+            return Err(KeyRefusal::Exists(successor.id.clone()));
+        }
+        let expires_sooner = match condition_failed_item(&reasons, 1) {
+            None => return Err(KeyRefusal::Unknown(old.clone())),
+            Some(item) if item.contains_key("revoked_at") => {
+                return Err(KeyRefusal::Revoked(old.clone()));
+            }
+            Some(item) => match get_n::<EpochSeconds>(item, "expires_at") {
+                Ok(at) if at <= now => return Err(KeyRefusal::Expired(old.clone())),
+                Ok(at) => at,
+                Err(_) => return Err(KeyRefusal::Unknown(old.clone())),
+            },
+        };
+        // The old key expires sooner already: keep that expiry. Checked, not written, beside
+        // the successor's put: still live, still unexpired, still the expiry read.
+        let check = ConditionCheck::builder()
+            .table_name(&self.tables.api_keys)
+            .key("pk", s(old.as_str()))
+            .condition_expression(format!("{live} AND #expires_at = :expires_at"))
+            .set_expression_attribute_names(Some(names(&["pk", "revoked_at", "expires_at"])))
+            .expression_attribute_values(":expires_at", n(expires_sooner))
+            .expression_attribute_values(":now", n(now))
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
         let items = vec![
             TransactWriteItem::builder().put(put).build(),
-            TransactWriteItem::builder().update(update).build(),
+            TransactWriteItem::builder().condition_check(check).build(),
         ];
-        let token = format!("roll-{}", successor.id);
-        match self.transact(items, &token).await? {
+        match self.transact(items, &format!("{token}-kept")).await? {
             Transaction::Committed => Ok(()),
             Transaction::Cancelled(reasons) => {
                 if reasons.first().and_then(|r| r.code()) == Some("ConditionalCheckFailed") {
-                    return Err(KeyRefusal::Exists(successor.id.clone()));
-                }
-                match condition_failed_item(&reasons, 1) {
-                    // The old key exists and is live, but expires sooner already: keep that
-                    // expiry and add the successor alone.
-                    Some(item) if !item.contains_key("revoked_at") => {
-                        self.create_key(successor).await
-                    }
-                    Some(_) => Err(KeyRefusal::Revoked(old.clone())),
-                    None => Err(KeyRefusal::Unknown(old.clone())),
+                    Err(KeyRefusal::Exists(successor.id.clone()))
+                } else {
+                    // Revoked, expired or changed in between: as the first attempt would say.
+                    Err(KeyRefusal::Revoked(old.clone()))
                 }
             }
         }
