@@ -181,13 +181,15 @@ impl NotifyJob {
 
     /// What tells one end of this job apart in the trail's order: its attempt — and, for a job
     /// queued before v5 (one per approver, each with its own attempts), its approver, so the
-    /// ends of two approvers' jobs never share an item.
+    /// ends of two approvers' jobs never share an item: 128 bits of a hash of the identity (32
+    /// bits could meet between two approvers of one approval, and the second end written would
+    /// replace the first's item).
     fn end_tag(&self, attempt: u32) -> String {
         match (self.per_approver, self.approvers.first()) {
             (true, Some(approver)) => {
                 use sha2::Digest;
                 let digest = sha2::Sha256::digest(approver.identity().as_bytes());
-                format!("{attempt:03}-{}", hex::encode(&digest[..4]))
+                format!("{attempt:03}-{}", hex::encode(&digest[..16]))
             }
             _ => format!("{attempt:03}"),
         }
@@ -238,6 +240,7 @@ impl NotifyJob {
 /// approver.
 fn notification_order(after: &str, end_tag: &str, place: usize) -> String {
     let (key, index) = crate::domain::trail::order_place(after);
+    let key = crate::domain::trail::listed_key(key);
     format!("{key}~{index:02}n{end_tag}#{place:02}")
 }
 

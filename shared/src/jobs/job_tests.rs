@@ -78,7 +78,7 @@ fn a_notify_job_queued_before_v5_keeps_its_approver_and_its_ledger_item() {
     let new = pending(1_000);
     let queued_before = format!(
         r#"{{"kind": "notify", "approval_id": "{}", "tenant": "acme", "approver": "alice",
-        "action": {{}}, "context": null, "expires_at": 5, "after": "p#00"}}"#,
+        "action": {{}}, "context": null, "expires_at": 5, "after": "7#00"}}"#,
         new.id
     );
     let job: Job = serde_json::from_str(&queued_before).unwrap();
@@ -96,7 +96,7 @@ fn notify_jobs_queued_before_v5_record_their_ends_apart() {
     let queued_before = |approver: &str| {
         let body = format!(
             r#"{{"kind": "notify", "approval_id": "{}", "tenant": "acme", "approver": "{approver}",
-            "action": {{}}, "context": null, "expires_at": 5, "after": "p#00"}}"#,
+            "action": {{}}, "context": null, "expires_at": 5, "after": "7#00"}}"#,
             new.id
         );
         let Job::Notify(job) = serde_json::from_str(&body).unwrap() else {
@@ -115,14 +115,14 @@ fn notify_jobs_queued_before_v5_record_their_ends_apart() {
         crate::domain::trail::order_place(&b).0
     );
     assert!(
-        a.starts_with("p~00n001-") && b.starts_with("p~00n001-"),
+        a.starts_with("7~00n001-") && b.starts_with("7~00n001-"),
         "{a} {b}"
     );
     // A job of v5 (every approver in one) keeps the plain attempt.
-    let Job::Notify(one) = jobs_for_change(None, Some(&new), "p#00").remove(0) else {
+    let Job::Notify(one) = jobs_for_change(None, Some(&new), "7#00").remove(0) else {
         panic!("not a notify job")
     };
-    assert!(end(&one).starts_with("p~00n001#"), "{}", end(&one));
+    assert!(end(&one).starts_with("7~00n001#"), "{}", end(&one));
 }
 
 /// The events of one end of a notify job share one item of the trail, after the creation and

@@ -189,7 +189,7 @@ impl Store {
     /// a transaction's. Without a client token, an SDK retry of an update that applied but whose
     /// answer was lost meets its own result in the condition; the one-update callers (a ledger
     /// begin or end) tell their own write from the item returned, by its token.
-    async fn update_alone(&self, update: &Update) -> Result<Transaction, StoreError> {
+    pub(crate) async fn update_alone(&self, update: &Update) -> Result<Transaction, StoreError> {
         Ok(self.update_alone_with(update, false).await?.0)
     }
 

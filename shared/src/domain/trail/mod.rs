@@ -207,11 +207,26 @@ impl TrailEvent {
             data,
             order: {
                 let (key, index) = order_place(after);
-                format!("{key}~{index:02}{}#00", order_suffix(kind, discriminator))
+                format!(
+                    "{}~{index:02}{}#00",
+                    listed_key(key),
+                    order_suffix(kind, discriminator)
+                )
             },
             tenant: tenant.clone(),
             approval_id: approval_id.clone(),
         }
+    }
+}
+
+/// An order's key as the trail lists it: the trail reads item keys from `0` to `:` (stream
+/// positions are digits), so a cause of any other shape — none at all, say — is put after them
+/// all (`0~`…) rather than stored where no listing reads it.
+pub fn listed_key(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.starts_with(|c: char| c.is_ascii_digit()) {
+        std::borrow::Cow::Borrowed(key)
+    } else {
+        std::borrow::Cow::Owned(format!("0{key}"))
     }
 }
 

@@ -242,6 +242,34 @@ fn executor_events_sort_after_their_cause() {
     );
 }
 
+/// Review of v5, finding 7: the trail lists item keys from `0` to `:` (stream positions), so an
+/// event recorded after a cause of another shape (none at all) was stored where no listing
+/// reads it. Its key begins with a digit now, after every stream position.
+#[test]
+fn an_event_recorded_after_no_cause_is_still_listed() {
+    let (tenant, id) = (TenantId::parse("acme").unwrap(), ApprovalId::generate());
+    for after in ["", "evt_0123", "~odd"] {
+        let event = TrailEvent::recorded_after(
+            after,
+            EventType::GithubAnswered,
+            (&tenant, &id),
+            "",
+            5,
+            json!({}),
+            json!({}),
+        );
+        let (key, _) = order_place(&event.order);
+        assert!(
+            ("0".."~").contains(&key) && key < ":",
+            "{after:?}: {key} is outside the listed range"
+        );
+        assert!(
+            key > stream_position("99999999").as_str(),
+            "after every position"
+        );
+    }
+}
+
 /// An approval-only type: the claim is an event of its claimer; its end is the claimer's when
 /// its report made it, the reconciler's when it gave up waiting, an operator's when resolved.
 #[test]

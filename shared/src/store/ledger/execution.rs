@@ -220,8 +220,10 @@ impl Store {
             .guard_v4_executors
             .then(|| self.v4_executor_guard(key, token, now))
             .transpose()?;
-        let (begun, left) = if fence.is_none() && guard.is_none() {
-            self.update_returning(&write).await?
+        // The executor reads nothing back from an execution's begin (a notification's ledger
+        // item is what it reads): no `ALL_NEW` of the whole approval.
+        let (begun, left): (Transaction, Option<Item>) = if fence.is_none() && guard.is_none() {
+            (self.update_alone(&write).await?, None)
         } else {
             // The approval first (its refusal is reason 0), the fence last (its refusal alone
             // means a newer round).
@@ -338,7 +340,7 @@ impl Store {
                 vals.insert(":found".to_owned(), s(found.as_str()));
             }
             let write = self.execution_write(key, update, due, vals, &condition)?;
-            let reasons = match self.update_returning(&write).await?.0 {
+            let reasons = match self.update_alone(&write).await? {
                 Transaction::Committed => return Ok(Some(true)),
                 Transaction::Cancelled(reasons) => reasons,
             };
@@ -409,7 +411,7 @@ impl Store {
             vals,
             &condition,
         )?;
-        match self.update_returning(&write).await?.0 {
+        match self.update_alone(&write).await? {
             Transaction::Committed => Ok(Some(true)),
             Transaction::Cancelled(reasons) => match condition_failed_item(&reasons, 0) {
                 Some(old) if begun_before_v5(old, key)? => Ok(None),
