@@ -130,17 +130,22 @@ async fn a_storm_of_deliveries_is_one_round_and_github_hears_each_decision_once(
     // Installation tokens live two seconds here: each answer mints its own, none is kept.
     github.set_token_ttl(2);
     github.wait(run, PRODUCTION);
+    // The 10 copies of one delivery are one body; each other delivery is another job of the
+    // matrix (its own deployment), as GitHub sends them.
     let event = deployment_event(&github.base, run, PRODUCTION, GH_ALICE);
     let mut sends = Vec::new();
     for i in 0..15 {
-        let delivery = if i < 10 {
-            "d-storm".to_owned()
+        let (delivery, event) = if i < 10 {
+            ("d-storm".to_owned(), event.clone())
         } else {
-            format!("d-storm-{i}")
+            (
+                format!("d-storm-{i}"),
+                deployment_event(&github.base, run, PRODUCTION, GH_ALICE),
+            )
         };
-        let (t, event) = (&t, &event);
+        let t = &t;
         sends.push(async move {
-            let reply = deliver(t, "deployment_protection_rule", &delivery, event).await;
+            let reply = deliver(t, "deployment_protection_rule", &delivery, &event).await;
             (delivery, reply)
         });
     }
@@ -278,6 +283,7 @@ async fn opening_a_round_is_one_transaction_and_joining_it_two() {
     t.calls.take();
     opened_id(&deliver(&t, "deployment_protection_rule", "d-open", &event).await);
     let open = t.calls.take();
+    let event = deployment_event(&github.base, 301, PRODUCTION, GH_DAVE);
     let joined = deliver(&t, "deployment_protection_rule", "d-join", &event).await;
     assert_eq!(joined.json()["outcome"], "joined");
     let join = t.calls.take();

@@ -490,6 +490,9 @@ async fn redeliver(
 /// A `deployment_protection_rule` / `requested` event of `run` on `environment`, sent by the
 /// GitHub user `sender` (its id), with the callback URL on `api_url`.
 pub fn deployment_event(api_url: &str, run: u64, environment: &str, sender: u64) -> Value {
+    // GitHub creates a deployment for each waiting job attempt: each event names its own.
+    static DEPLOYMENTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(9_000_000);
+    let deployment = DEPLOYMENTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     json!({
         "action": "requested",
         "environment": environment,
@@ -497,7 +500,7 @@ pub fn deployment_event(api_url: &str, run: u64, environment: &str, sender: u64)
         "sha": "1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d",
         "ref": "refs/heads/main",
         "deployment_callback_url": format!("{api_url}/repos/{REPOSITORY}/actions/runs/{run}/deployment_protection_rule"),
-        "deployment": null,
+        "deployment": {"id": deployment, "environment": environment},
         "repository": {"id": REPOSITORY_ID, "full_name": REPOSITORY, "name": "api"},
         "installation": {"id": INSTALLATION_ID},
         "sender": {"login": format!("user{sender}"), "id": sender}
@@ -508,7 +511,7 @@ pub fn deployment_event(api_url: &str, run: u64, environment: &str, sender: u64)
 pub fn run_completed_event(run: u64, conclusion: &str) -> Value {
     json!({
         "action": "completed",
-        "workflow_run": {"id": run, "conclusion": conclusion, "status": "completed"},
+        "workflow_run": {"id": run, "conclusion": conclusion, "status": "completed", "run_attempt": 1},
         "repository": {"id": REPOSITORY_ID, "full_name": REPOSITORY},
         "installation": {"id": INSTALLATION_ID},
     })

@@ -66,6 +66,11 @@ pub struct GithubEnvironment {
     /// against each deployment's requester when its round opens.
     pub policy: Option<Value>,
     pub expires_in_seconds: i64,
+    /// `"unmapped_senders": "allow"`: a round whose sender `users` does not map (a bot, a merge
+    /// queue, a schedule) opens with the sender as `github:{login}`, and says so. Left out, or
+    /// `"reject"`: it is answered `rejected` (no requester known, separation of duties cannot
+    /// hold).
+    pub allow_unmapped_senders: bool,
 }
 
 impl GithubEnvironment {
@@ -111,6 +116,18 @@ impl GithubApp {
     pub fn user(&self, github_id: u64) -> Option<&Approver> {
         self.users.get(&github_id)
     }
+
+    /// The entry of an environment, by its name in any case (GitHub's environment names are
+    /// not case-sensitive: `Production` and `production` are one environment).
+    pub fn environment(&self, name: &str) -> Option<&GithubEnvironment> {
+        self.environments.get(name).or_else(|| {
+            let wanted = name.to_lowercase();
+            self.environments
+                .iter()
+                .find(|(configured, _)| configured.to_lowercase() == wanted)
+                .map(|(_, environment)| environment)
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -132,6 +149,7 @@ struct RawEnvironment {
     approvers: Value,
     policy: Option<Value>,
     expires_in_seconds: Option<Value>,
+    unmapped_senders: Option<String>,
 }
 
 /// Parses `GITHUB`: `{"<tenant>": {"app_id", "private_key", "webhook_secret", "api_url"?,
@@ -241,6 +259,15 @@ fn parse_app(raw: RawGithubApp) -> Result<GithubApp, String> {
                 "environments: {name:?} is not an environment name (1 to 255 characters)"
             ));
         }
+        if let Some(other) = environments
+            .keys()
+            .find(|other: &&String| other.to_lowercase() == name.to_lowercase())
+        {
+            return Err(format!(
+                "environments: {other} and {name} are one environment (GitHub's names are not \
+                 case-sensitive)"
+            ));
+        }
         let parsed =
             parse_environment(environment).map_err(|e| format!("environments: {name}: {e}"))?;
         environments.insert(name, parsed);
@@ -297,10 +324,16 @@ fn parse_environment(raw: RawEnvironment) -> Result<GithubEnvironment, String> {
                 .join("; "));
         }
     }
+    let allow_unmapped_senders = match raw.unmapped_senders.as_deref() {
+        None | Some("reject") => false,
+        Some("allow") => true,
+        Some(_) => return Err("unmapped_senders: \"allow\" or \"reject\"".to_owned()),
+    };
     Ok(GithubEnvironment {
         approvers: request.approvers,
         policy: raw.policy.filter(|p| !p.is_null()),
         expires_in_seconds,
+        allow_unmapped_senders,
     })
 }
 

@@ -39,6 +39,9 @@ pub struct DeploymentRequest {
     pub installation_id: u64,
     pub sender_login: String,
     pub sender_id: u64,
+    /// The deployment GitHub created for the waiting job (`deployment.id`), when it sends one:
+    /// one per job attempt, so a second delivery naming it is a replay.
+    pub deployment_id: Option<u64>,
 }
 
 /// `workflow_run` / `completed`.
@@ -51,6 +54,26 @@ pub struct RunCompleted {
     /// When it ended (`workflow_run.updated_at`), if GitHub says: a re-run keeps the run's id,
     /// so only the rounds opened before this end are the ended attempt's.
     pub completed_at: Option<crate::domain::EpochSeconds>,
+    /// Which attempt of the run ended (`workflow_run.run_attempt`), when GitHub says: a run's
+    /// attempt ends once, so a second delivery naming it is a replay.
+    pub run_attempt: Option<u64>,
+}
+
+impl DeploymentRequest {
+    /// What makes this event one of a kind, beside its delivery id (which is not signed): its
+    /// deployment. `None` when GitHub sent no deployment.
+    pub fn replay_key(&self) -> Option<String> {
+        self.deployment_id
+            .map(|id| format!("deployment#{}#{id}", self.repository_id))
+    }
+}
+
+impl RunCompleted {
+    /// What makes this event one of a kind, beside its delivery id: the run's attempt.
+    pub fn replay_key(&self) -> Option<String> {
+        self.run_attempt
+            .map(|attempt| format!("run-ended#{}#{}#{attempt}", self.repository_id, self.run_id))
+    }
 }
 
 /// Reads a verified delivery of `event` (the `X-GitHub-Event` header). An event Countersign acts
@@ -173,6 +196,7 @@ fn deployment(
         installation_id: installation_id?,
         sender_login: sender_login?,
         sender_id: sender_id?,
+        deployment_id: payload["deployment"]["id"].as_u64(),
     })
 }
 
@@ -196,6 +220,7 @@ fn run_completed(payload: &Value, errors: &mut Vec<FieldError>) -> Option<RunCom
         run_id: run_id?,
         conclusion,
         completed_at,
+        run_attempt: payload["workflow_run"]["run_attempt"].as_u64(),
     })
 }
 
@@ -347,6 +372,7 @@ mod tests {
                 run_id: 123,
                 conclusion: "cancelled".into(),
                 completed_at: Some(1_796_378_400),
+                run_attempt: None,
             }))
         );
         let mut broken = requested();

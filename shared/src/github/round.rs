@@ -29,8 +29,14 @@ pub fn round_approval(
     // Identity comes from `users` only: an unmapped sender is nobody's approver.
     let requester = app.user(request.sender_id).cloned();
     let short_sha: String = request.sha.chars().take(7).collect();
+    // An unmapped sender an environment allows is named as such wherever the approval shows.
+    let unmapped = if requester.is_none() {
+        format!(", by unmapped GitHub sender {}", request.sender_login)
+    } else {
+        String::new()
+    };
     let summary = format!(
-        "Deploy {}@{short_sha} to {}, run {}",
+        "Deploy {}@{short_sha} to {}, run {}{unmapped}",
         request.repository, request.environment, request.run_id
     );
     let payload = json!({
@@ -48,9 +54,10 @@ pub fn round_approval(
         "github": {
             "sender": request.sender_login,
             "sender_approver": requester.as_ref().map(Approver::as_str),
+            "unmapped_sender": requester.is_none(),
         },
     });
-    let environment = app.environments.get(&request.environment);
+    let environment = app.environment(&request.environment);
     let sod_requester = requester.clone().unwrap_or_else(|| requested_by.clone());
     let (approvers, policy, refusal) = match environment {
         None => (
@@ -60,6 +67,18 @@ pub fn round_approval(
                 "the environment {:?} has no entry in GITHUB for this tenant: deployments to it \
                  are refused (fail closed)",
                 request.environment
+            )),
+        ),
+        // Nobody known asked: separation of duties cannot hold, unless the environment says
+        // its deployments may come from bots, merge queues or schedules.
+        Some(environment) if requester.is_none() && !environment.allow_unmapped_senders => (
+            environment.approvers.clone(),
+            None,
+            Some(format!(
+                "the deployment's sender {} (GitHub user {}) is not mapped in users: nobody \
+                 known asked for it, so it is refused (an environment whose deployments come \
+                 from bots, merge queues or schedules sets \"unmapped_senders\": \"allow\")",
+                request.sender_login, request.sender_id
             )),
         ),
         Some(environment) => {
@@ -161,7 +180,8 @@ mod tests {
                 "production": {"approvers": ["alice@acme", "bob@acme", "carol@acme"],
                     "policy": {"rules": [{"name": "two", "approvers": ["alice@acme", "bob@acme", "carol@acme"], "min_approvals": 2}]},
                     "expires_in_seconds": 3600},
-                "solo": {"approvers": ["alice@acme"]}
+                "solo": {"approvers": ["alice@acme"]},
+                "nightly": {"approvers": ["alice@acme"], "unmapped_senders": "allow"}
             },
             "users": {"1001": "alice@acme", "1002": "dave@acme"}
         }});
@@ -187,6 +207,7 @@ mod tests {
             installation_id: 42,
             sender_login: "octocat".into(),
             sender_id,
+            deployment_id: Some(9),
         }
     }
 
@@ -238,5 +259,52 @@ mod tests {
         let two =
             round_approval(&app(), &tenant(), &request("production", 1001), "d-4", 100).unwrap();
         assert_eq!(two.status, Status::Pending);
+    }
+
+    /// Review of v5, finding 9 (SPEC v6): a sender `users` does not map leaves no requester, so
+    /// separation of duties cannot hold: the round is answered `rejected` naming the sender,
+    /// unless the environment allows unmapped senders, which opens it as `github:{login}` and
+    /// says so in its summary.
+    #[test]
+    fn an_unmapped_sender_is_refused_unless_the_environment_allows_it() {
+        let refused =
+            round_approval(&app(), &tenant(), &request("production", 4242), "d-5", 100).unwrap();
+        assert_eq!(refused.status, Status::Rejected);
+        let why = refused.decision.as_ref().unwrap().comment.clone().unwrap();
+        assert!(
+            why.contains("octocat") && why.contains("4242") && why.contains("unmapped_senders"),
+            "{why}"
+        );
+        let allowed =
+            round_approval(&app(), &tenant(), &request("nightly", 4242), "d-6", 100).unwrap();
+        assert_eq!(allowed.status, Status::Pending);
+        assert_eq!(
+            allowed.requested_by.as_ref().unwrap().as_str(),
+            "github:octocat"
+        );
+        assert!(
+            allowed.context["summary"]
+                .as_str()
+                .unwrap()
+                .ends_with("by unmapped GitHub sender octocat"),
+            "{}",
+            allowed.context["summary"]
+        );
+        assert_eq!(allowed.context["github"]["unmapped_sender"], true);
+    }
+
+    /// Review of v5, finding 9: GitHub's environment names are not case-sensitive.
+    #[test]
+    fn an_environment_is_found_in_any_case() {
+        let approval =
+            round_approval(&app(), &tenant(), &request("Production", 1002), "d-7", 100).unwrap();
+        assert_eq!(approval.status, Status::Pending);
+        assert_eq!(approval.policy.as_ref().unwrap().rules[0].min_approvals, 2);
+        let twice = json!({"acme": {
+            "app_id": 1, "private_key": TEST_KEY, "webhook_secret": "s",
+            "environments": {"Prod": {"approvers": ["a@acme"]}, "prod": {"approvers": ["b@acme"]}},
+        }});
+        let error = parse_github(&twice.to_string()).unwrap_err();
+        assert!(error.contains("one environment"), "{error}");
     }
 }

@@ -111,6 +111,13 @@ async fn deliver(
         request_id,
         body_sha256: hex::encode(Sha256::digest(&body)),
         expires_at: now + app.config.inbox_ttl_seconds,
+        // The delivery id is not signed: a captured body replayed under a fresh one is told
+        // apart by what it names (its deployment, its run's attempt).
+        replay_key: match &parsed {
+            GithubEvent::DeploymentRequested(request) => request.replay_key(),
+            GithubEvent::RunCompleted(run) => run.replay_key(),
+            GithubEvent::Unused => None,
+        },
     };
     let (status, outcome, approval) = match parsed {
         // `ping`, and what Countersign does not act on: acknowledged, nothing recorded.

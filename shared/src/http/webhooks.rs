@@ -113,6 +113,8 @@ async fn deliver(
         request_id,
         body_sha256: hex::encode(Sha256::digest(&body)),
         expires_at: now + app.config.inbox_ttl_seconds,
+        // A webhook's id is signed with its body (Standard Webhooks): the id is the event.
+        replay_key: None,
     };
     let ingested = match event {
         WebhookEvent::Other => {

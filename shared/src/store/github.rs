@@ -163,6 +163,9 @@ impl Store {
             if let Some(first) = condition_failed_item(&reasons, 0) {
                 return Ok(RoundIngested::Duplicate(recorded_outcome(first)?));
             }
+            if record.replayed(&reasons) {
+                return Ok(RoundIngested::Duplicate(WebhookOutcome::Ignored));
+            }
             let Some(pointer) = condition_failed_item(&reasons, 1) else {
                 return Err(StoreError::Corrupt("a new approval's id was taken"));
             };
@@ -179,6 +182,9 @@ impl Store {
                 };
                 if let Some(first) = condition_failed_item(&reasons, 0) {
                     return Ok(RoundIngested::Duplicate(recorded_outcome(first)?));
+                }
+                if record.replayed(&reasons) {
+                    return Ok(RoundIngested::Duplicate(WebhookOutcome::Ignored));
                 }
                 // The round's approval names as many deliveries as it keeps: join without.
                 let pointer_held =
@@ -251,12 +257,21 @@ impl Store {
             .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
-        Ok(vec![
+        let mut items = vec![
             TransactWriteItem::builder().put(inbox).build(),
             TransactWriteItem::builder().update(pointer).build(),
             TransactWriteItem::builder().update(run).build(),
             TransactWriteItem::builder().put(put_approval).build(),
-        ])
+        ];
+        items.extend(self.replay_guard(record)?);
+        Ok(items)
+    }
+
+    /// The record's guard against a replay under another delivery id, last in its transaction.
+    fn replay_guard(&self, record: &InboxRecord) -> Result<Option<TransactWriteItem>, StoreError> {
+        Ok(record
+            .replay_guard(&self.tables.webhook_inbox)?
+            .map(|put| TransactWriteItem::builder().put(put).build()))
     }
 
     /// `requester`: who sent the joining delivery (as the approval it would have opened names
@@ -328,6 +343,7 @@ impl Store {
                 .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
             items.push(TransactWriteItem::builder().update(joined).build());
         }
+        items.extend(self.replay_guard(record)?);
         Ok(items)
     }
 
@@ -410,12 +426,16 @@ impl Store {
                     cancelled.push(approval.id.clone());
                 }
             }
+            items.extend(self.replay_guard(record)?);
             let token = ulid::Ulid::new().to_string();
             match self.transact(items, &token).await? {
                 Transaction::Committed => return Ok(RunClosed::Closed(cancelled)),
                 Transaction::Cancelled(reasons) => {
                     if let Some(first) = condition_failed_item(&reasons, 0) {
                         return Ok(RunClosed::Duplicate(recorded_outcome(first)?));
+                    }
+                    if record.replayed(&reasons) {
+                        return Ok(RunClosed::Duplicate(WebhookOutcome::Ignored));
                     }
                 }
             }

@@ -33,6 +33,9 @@ pub struct InboxRecord {
     pub body_sha256: String,
     /// Kept until then (the table's TTL attribute): longer than any provider redelivers.
     pub expires_at: EpochSeconds,
+    /// What makes the event one of a kind beside its id, when the id is not signed (GitHub's
+    /// `X-GitHub-Delivery`): a second delivery of it under another id is a replay.
+    pub replay_key: Option<String>,
 }
 
 /// How a delivery was handled.
@@ -65,6 +68,32 @@ impl InboxRecord {
             item.insert("approval_id".to_owned(), s(id));
         }
         item
+    }
+
+    /// The guard against a replay under another event id, for the end of the delivery's
+    /// transaction: an item keyed by [`InboxRecord::replay_key`], written once. `None` without
+    /// a replay key.
+    pub(crate) fn replay_guard(&self, table: &str) -> Result<Option<Put>, StoreError> {
+        let Some(key) = &self.replay_key else {
+            return Ok(None);
+        };
+        Put::builder()
+            .table_name(table)
+            .item("pk", s(inbox_key(&self.source, key)))
+            .item("event_id", s(&self.event_id))
+            .item("expires_at", epoch(self.expires_at))
+            .condition_expression(ONLY_IF_NEW)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_NEW])))
+            .build()
+            .map(Some)
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+    }
+
+    /// Whether a refused transaction that ends with [`InboxRecord::replay_guard`] was refused
+    /// by it: the event was seen before under another id.
+    pub(crate) fn replayed(&self, reasons: &[aws_sdk_dynamodb::types::CancellationReason]) -> bool {
+        self.replay_key.is_some()
+            && reasons.last().and_then(|r| r.code()) == Some("ConditionalCheckFailed")
     }
 
     /// only_if_first_delivery: the inbox item is written once per event id.
