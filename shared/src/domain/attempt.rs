@@ -69,6 +69,12 @@ pub enum Completion {
 }
 
 impl Completion {
+    /// Whether the attempt ended before its request could reach the target: a wait for a
+    /// retry whose reason says `not sent` (no token, no connection).
+    pub fn never_sent(&self) -> bool {
+        matches!(self, Self::RetryWait(why) if why.starts_with("not sent"))
+    }
+
     /// In words, for a report: the status and the error, if any.
     pub fn describe(&self) -> String {
         match self.error() {

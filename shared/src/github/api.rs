@@ -29,6 +29,19 @@ fn wall_clock() -> EpochSeconds {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
+/// How a GitHub answer that found nothing waiting for it begins its reason (GitHub's 422).
+pub const NOTHING_WAITS: &str = "GitHub answered 422: nothing waits";
+
+/// How a GitHub answer not sent because its round closed begins its reason.
+pub const ROUND_CLOSED: &str = "not sent: its round is closed";
+
+/// Whether an execution's failure is only that nothing waits for its answer at GitHub any more
+/// (the run ended or was reviewed elsewhere, a newer round took over): a race that harms
+/// nothing, counted apart from the failures that page.
+pub fn nothing_waits(why: &str) -> bool {
+    why.starts_with(NOTHING_WAITS) || why.starts_with(ROUND_CLOSED)
+}
+
 /// How an answer to GitHub went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answered {
@@ -157,7 +170,7 @@ impl GithubApi {
             .send()
             .await
             .map_err(|e| Answered::Retryable {
-                why: format!("no installation token: {}", describe(&e)),
+                why: format!("not sent: no installation token: {}", describe(&e)),
                 retry_after: None,
             })?;
         let status = response.status();
@@ -169,7 +182,7 @@ impl GithubApi {
             // not sent and may be tried again (a revoked installation ends with the attempts).
             _ => Err(Answered::Retryable {
                 why: format!(
-                    "no installation token: HTTP {} {}",
+                    "not sent: no installation token: HTTP {} {}",
                     status.as_u16(),
                     message(&body)
                 ),
@@ -223,8 +236,7 @@ impl GithubApi {
         match status {
             StatusCode::NO_CONTENT | StatusCode::OK => Answered::Taken,
             StatusCode::UNPROCESSABLE_ENTITY => Answered::NothingPending(format!(
-                "GitHub answered 422: nothing waits for a review of {environment} in this run \
-                 any more ({})",
+                "{NOTHING_WAITS} for a review of {environment} in this run any more ({})",
                 message(&body)
             )),
             StatusCode::TOO_MANY_REQUESTS | StatusCode::REQUEST_TIMEOUT => Answered::Retryable {

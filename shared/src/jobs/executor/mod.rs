@@ -466,8 +466,9 @@ impl Executor {
     /// What GitHub's answer to a deployment's review means for its job. GitHub's API names no
     /// round, so its own refusal of a second answer (422, nothing waits for a review) is what
     /// keeps an answer from landing twice: after an earlier attempt that may have landed (the
-    /// ledger holds one before this; or an operator's retry), a 422 is that attempt's success;
-    /// on the first, the run no longer waits (cancelled, or reviewed in GitHub itself).
+    /// ledger holds one before this that did not end `not sent`; or an operator's retry), a
+    /// 422 is that attempt's success; when none may have (the first, or only attempts that never
+    /// sent), the run no longer waits (cancelled, or reviewed in GitHub itself).
     async fn github_outcome(
         &self,
         r: &Receipt<'_>,
@@ -484,7 +485,7 @@ impl Executor {
                         .store
                         .ledger_entry(&r.ledger)
                         .await?
-                        .is_some_and(|e| e.attempts > 1);
+                        .is_some_and(|e| e.attempts > 1 + e.unsent);
                 if earlier {
                     CallOutcome::Succeeded
                 } else {
@@ -659,9 +660,13 @@ impl Executor {
     /// ended (nothing waits). Nothing is sent; the job ends `failed` with the reason, never sent
     /// blindly (GitHub's API names no round: a late answer would decide the newer one).
     async fn superseded(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
-        let reason = "not sent: its round is closed — a newer round of this run and environment \
-                      opened (a re-run, or a later job after this answer began), which its own \
-                      approval answers, or the run ended and nothing waits";
+        let reason = format!(
+            "{} — a newer round of this run and environment opened (a re-run, or a later job \
+             after this answer began), which its own approval answers, or the run ended and \
+             nothing waits",
+            crate::github::api::ROUND_CLOSED
+        );
+        let reason = reason.as_str();
         let entry = self.app.store.ledger_entry(&r.ledger).await?;
         let begun = entry
             .as_ref()
@@ -737,6 +742,8 @@ impl Executor {
 fn count_outcome(completion: &Completion) -> bool {
     let outcome = match completion {
         Completion::Succeeded => "succeeded",
+        // A GitHub answer nothing waits for any more: a harmless race, not a failure to page.
+        Completion::Failed(why) if crate::github::api::nothing_waits(why) => "nothing_waits",
         Completion::Failed(_) => "failed",
         Completion::NeedsReconciliation(_) => "needs_reconciliation",
         Completion::RetryWait(_) | Completion::Unknown(_) => return false,

@@ -63,6 +63,7 @@ pub(super) fn entry_of(approval: &Item) -> Result<Option<LedgerEntry>, StoreErro
         token: opt_s(execution, "lg_token").unwrap_or_default(),
         lease_until_ms: get_n(execution, "lg_lease_until").unwrap_or(0),
         attempts: get_n(execution, "lg_attempts")?,
+        unsent: get_n(execution, "lg_unsent").unwrap_or(0),
         // The execution's own error is the ledger's: both are written by the same ends.
         last_error: opt_s(execution, "last_error"),
         call_ended_ms: get_n(execution, "lg_call_ended_at").ok(),
@@ -324,6 +325,13 @@ impl Store {
             if let Some(ms) = end.call_ended_ms {
                 update = update.set("#execution.#lg_call_ended_at = :call_ended_at");
                 vals.insert(":call_ended_at".to_owned(), n(ms));
+            }
+            if end.completion.never_sent() {
+                update = update.set(
+                    "#execution.#lg_unsent = if_not_exists(#execution.#lg_unsent, :no_unsent) + :one_unsent",
+                );
+                vals.insert(":no_unsent".to_owned(), n(0));
+                vals.insert(":one_unsent".to_owned(), n(1));
             }
             vals.extend(ledger_values());
             vals.extend(values(&[

@@ -104,6 +104,9 @@ pub struct LedgerEntry {
     /// When the attempt's lease ends, in epoch milliseconds.
     pub lease_until_ms: i64,
     pub attempts: u32,
+    /// Of the attempts, those that ended before their request could reach the target (`not
+    /// sent: …`): a GitHub answer's 422 after only such attempts is this attempt's own.
+    pub unsent: u32,
     pub last_error: Option<String>,
     /// When the call whose outcome is unknown ended (epoch ms), for an attempt left `unknown`.
     pub call_ended_ms: Option<i64>,
@@ -123,6 +126,7 @@ impl LedgerEntry {
             status: LedgerStatus::parse(get_s(item, "status")?)
                 .ok_or(StoreError::corrupt("ledger status"))?,
             generation: get_n(item, "generation")?,
+            unsent: get_n(item, "unsent").unwrap_or(0),
             token: opt_s(item, "token").unwrap_or_default(),
             lease_until_ms: get_n(item, "lease_until").unwrap_or(0),
             attempts: get_n(item, "attempts")?,
