@@ -9,44 +9,12 @@ use std::time::Duration;
 
 use countersign_tests::github::{
     FakeGithub, Fault, GH_ALICE, GH_BOB, GH_DAVE, GH_NOBODY, GITHUB_WEBHOOK_SECRET, HookDelivery,
-    PRODUCTION, SOLO, deployment_event, github_headers, run_completed_event,
+    PRODUCTION, SOLO, deliver, deliver_signed, deployment_event, github_headers, opened_id,
+    run_completed_event,
 };
-use countersign_tests::{
-    ALICE, BOB, CAROL, DECIDER_A, KEY_A, Reply, TestApp, decision_body, eventually,
-};
-use serde_json::Value;
+use countersign_tests::{ALICE, BOB, CAROL, DECIDER_A, KEY_A, TestApp, decision_body, eventually};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-async fn deliver(t: &TestApp, event: &str, delivery: &str, body: &Value) -> Reply {
-    deliver_signed(t, GITHUB_WEBHOOK_SECRET, event, delivery, body).await
-}
-
-async fn deliver_signed(
-    t: &TestApp,
-    secret: &str,
-    event: &str,
-    delivery: &str,
-    body: &Value,
-) -> Reply {
-    let body = body.to_string();
-    let mut request = t
-        .http
-        .post(t.url("/github/events/tenant-a"))
-        .body(body.clone());
-    for (name, value) in github_headers(secret, event, delivery, &body) {
-        request = request.header(name, value);
-    }
-    t.send(request).await
-}
-
-fn opened_id(reply: &Reply) -> String {
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    reply.json()["approval_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an approval: {}", reply.text()))
-        .to_owned()
-}
 
 #[tokio::test]
 async fn a_forged_stale_or_unsigned_delivery_is_refused_and_nothing_recorded() {

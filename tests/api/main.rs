@@ -13,6 +13,7 @@ mod create;
 mod decide;
 mod faults;
 mod github;
+mod github_review;
 mod governance;
 mod health;
 mod helpers;

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::{Reply, TestApp};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -96,6 +97,12 @@ struct Inner {
     failing_redeliveries: usize,
     /// Review calls that arrived (before any scripted fault or delay).
     review_arrivals: usize,
+    /// Each run's state as `GET …/actions/runs/{run}` answers it: (completed, run_attempt).
+    runs: std::collections::HashMap<u64, (bool, u64)>,
+    /// Runs read through that route.
+    run_reads: Vec<u64>,
+    /// Token mints to refuse (500) before minting one.
+    failing_tokens: usize,
 }
 
 #[derive(Clone, Default)]
@@ -125,6 +132,7 @@ impl FakeGithub {
                 "/repos/{owner}/{repo}/actions/runs/{run}/deployment_protection_rule",
                 post(review),
             )
+            .route("/repos/{owner}/{repo}/actions/runs/{run}", get(run_state))
             .route("/app/hook/deliveries", get(deliveries))
             .route("/app/hook/deliveries/{id}/attempts", post(redeliver))
             .with_state(github.clone());
@@ -241,6 +249,26 @@ impl FakeGithub {
         self.inner.lock().expect("fake GitHub").failing_redeliveries = n;
     }
 
+    /// `run` as `GET …/actions/runs/{run}` answers from now on: completed or going, at its
+    /// `attempt`.
+    pub fn set_run(&self, run: u64, completed: bool, attempt: u64) {
+        self.inner
+            .lock()
+            .expect("fake GitHub")
+            .runs
+            .insert(run, (completed, attempt));
+    }
+
+    /// The runs read through `GET …/actions/runs/{run}`, in order.
+    pub fn run_reads(&self) -> Vec<u64> {
+        self.inner.lock().expect("fake GitHub").run_reads.clone()
+    }
+
+    /// The next `n` installation token mints fail (500), nothing minted.
+    pub fn fail_tokens(&self, n: usize) {
+        self.inner.lock().expect("fake GitHub").failing_tokens = n;
+    }
+
     pub fn redeliveries(&self) -> Vec<u64> {
         self.inner.lock().expect("fake GitHub").redeliveries.clone()
     }
@@ -312,6 +340,14 @@ async fn access_token(
         return github.refuse("access_tokens");
     }
     let mut inner = github.inner.lock().expect("fake GitHub");
+    if inner.failing_tokens > 0 {
+        inner.failing_tokens -= 1;
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"message": "token service down"})),
+        )
+            .into_response();
+    }
     let token = format!("ghs_{}", ulid::Ulid::new());
     let expires = now() + inner.token_ttl;
     inner.tokens.push((token.clone(), expires));
@@ -326,6 +362,36 @@ async fn access_token(
         Json(json!({"token": token, "expires_at": expires_at})),
     )
         .into_response()
+}
+
+/// `GET /repos/{owner}/{repo}/actions/runs/{run}` with an installation token: the run's status
+/// and `run_attempt` (404 for a run the test did not set).
+async fn run_state(
+    State(github): State<FakeGithub>,
+    Path((owner, repo, run)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = github.inner.lock().expect("fake GitHub");
+    let token_ok = bearer(&headers).is_some_and(|token| {
+        inner
+            .tokens
+            .iter()
+            .any(|(t, expires)| *t == token && *expires > now())
+    });
+    if !token_ok || format!("{owner}/{repo}") != REPOSITORY {
+        drop(inner);
+        return github.refuse("actions/runs");
+    }
+    inner.run_reads.push(run);
+    match inner.runs.get(&run) {
+        Some((completed, attempt)) => Json(json!({
+            "id": run,
+            "status": if *completed { "completed" } else { "in_progress" },
+            "run_attempt": attempt,
+        }))
+        .into_response(),
+        None => (StatusCode::NOT_FOUND, Json(json!({"message": "Not Found"}))).into_response(),
+    }
 }
 
 async fn review(
@@ -535,4 +601,37 @@ pub fn github_headers(
         ("content-type", "application/json".to_owned()),
         ("user-agent", "GitHub-Hookshot/test".to_owned()),
     ]
+}
+
+/// Delivers `body` as GitHub's event `event` (delivery id `delivery`), signed with the App's
+/// webhook secret, to tenant A's route.
+pub async fn deliver(t: &TestApp, event: &str, delivery: &str, body: &Value) -> Reply {
+    deliver_signed(t, GITHUB_WEBHOOK_SECRET, event, delivery, body).await
+}
+
+pub async fn deliver_signed(
+    t: &TestApp,
+    secret: &str,
+    event: &str,
+    delivery: &str,
+    body: &Value,
+) -> Reply {
+    let body = body.to_string();
+    let mut request = t
+        .http
+        .post(t.url("/github/events/tenant-a"))
+        .body(body.clone());
+    for (name, value) in github_headers(secret, event, delivery, &body) {
+        request = request.header(name, value);
+    }
+    t.send(request).await
+}
+
+/// The approval a delivery opened.
+pub fn opened_id(reply: &Reply) -> String {
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.json()["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an approval: {}", reply.text()))
+        .to_owned()
 }

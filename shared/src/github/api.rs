@@ -88,6 +88,24 @@ impl Delivery {
     }
 }
 
+/// A workflow run as GitHub has it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunState {
+    /// `status` is `completed` (not queued, in progress or waiting).
+    pub completed: bool,
+    /// `run_attempt`: a re-run keeps the run's id and counts up.
+    pub attempt: u64,
+}
+
+impl RunState {
+    /// Whether a round whose run's end (of `ended_attempt`, if GitHub named it) was unclear
+    /// belongs to the attempt that ended: the run is still completed at that attempt. A newer
+    /// attempt, or a run going again, means a re-run waits: its round is kept.
+    pub fn closes(&self, ended_attempt: Option<u64>) -> bool {
+        self.completed && ended_attempt.is_none_or(|ended| self.attempt <= ended)
+    }
+}
+
 /// A page of deliveries and the next page's cursor (from `Link: rel="next"`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryPage {
@@ -260,6 +278,47 @@ impl GithubApi {
                 s.as_u16(),
                 message(&body)
             )),
+        }
+    }
+
+    /// A workflow run as GitHub has it now (`GET {api_url}/repos/{repository}/actions/runs/{run
+    /// id}`, with an installation token): its status and its latest attempt.
+    pub async fn run(
+        &self,
+        app: &GithubApp,
+        (installation_id, repository): (u64, &str),
+        run_id: u64,
+    ) -> Result<RunState, String> {
+        let token = match self.installation_token(app, installation_id).await {
+            Ok(token) => token,
+            Err(
+                Answered::Retryable { why, .. } | Answered::Refused(why) | Answered::Unknown(why),
+            ) => {
+                return Err(why);
+            }
+            Err(other) => return Err(format!("{other:?}")),
+        };
+        let url = format!("{}/repos/{repository}/actions/runs/{run_id}", app.api_url);
+        let response = self
+            .request(Method::GET, &url, &token)
+            .send()
+            .await
+            .map_err(|e| describe(&e))?;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(format!(
+                "GitHub answered {} for the run: {}",
+                status.as_u16(),
+                message(&body)
+            ));
+        }
+        match (body["status"].as_str(), body["run_attempt"].as_u64()) {
+            (Some(state), Some(attempt)) => Ok(RunState {
+                completed: state == "completed",
+                attempt,
+            }),
+            _ => Err("GitHub's run has no status or run_attempt".to_owned()),
         }
     }
 

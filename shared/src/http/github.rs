@@ -24,7 +24,7 @@ use crate::github::signature::{self, SIGNATURE_HEADER};
 use crate::github::{GithubEvent, round_approval};
 use crate::observe::{self, Metric, TraceContext};
 use crate::store::size::MAX_GITHUB_DELIVERY_BYTES;
-use crate::store::{InboxRecord, RoundIngested, RoundKey, RunClosed, github_source};
+use crate::store::{InboxRecord, RoundIngested, RoundKey, RunClosed, RunEnd, github_source};
 
 /// GitHub caps a payload at 25 MB; the events acted on are a few KB, and a `workflow_run` of a
 /// large repository some tens of KB.
@@ -174,7 +174,11 @@ async fn deliver(
             .close_github_run(
                 &record,
                 (&tenant, run.repository_id, run.run_id),
-                (&run.conclusion, run.completed_at),
+                &RunEnd {
+                    conclusion: run.conclusion.clone(),
+                    ended_at: run.completed_at,
+                    attempt: run.run_attempt,
+                },
                 now,
             )
             .await?

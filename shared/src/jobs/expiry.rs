@@ -70,6 +70,16 @@ impl Expirer {
                     report.failures += 1;
                 }
             }
+            match Box::pin(super::run_ends::settle(&self.app, &self.github)).await {
+                Ok(settled) => {
+                    report.run_ends_closed += settled.closed;
+                    report.failures += settled.failures;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "unclear run ends not settled; again next period");
+                    report.failures += 1;
+                }
+            }
         }
         Ok(report)
     }

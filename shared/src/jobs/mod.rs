@@ -11,6 +11,7 @@ mod job;
 mod reconcile;
 mod redelivery;
 mod report;
+mod run_ends;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use executor::{Executor, JobMessage};

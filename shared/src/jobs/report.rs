@@ -8,6 +8,9 @@ pub struct SweepReport {
     pub ended: usize,
     /// GitHub deliveries asked for again.
     pub redelivered: usize,
+    /// Run ends the clocks could not place, placed by GitHub: rounds closed (their pending
+    /// approvals cancelled) as the ended attempt's.
+    pub run_ends_closed: usize,
     /// Candidates whose handling failed (logged with their id): the others were handled all
     /// the same, and a failed one is a candidate again next run.
     pub failures: usize,

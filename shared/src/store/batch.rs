@@ -1,10 +1,13 @@
 //! BatchWriteItem, as every batch of puts is sent: at most 25 items a request, each key once,
-//! and what the store leaves unprocessed (throttled) sent again.
+//! and what the store leaves unprocessed (throttled) sent again; and BatchGetItem of items by
+//! key, likewise.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::WriteRequest;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, WriteRequest};
+
+use super::attr::{Item, opt_s, s};
 
 use super::client::Store;
 use super::error::StoreError;
@@ -45,6 +48,66 @@ fn last_write_per_key(requests: Vec<WriteRequest>) -> Vec<WriteRequest> {
 }
 
 impl Store {
+    /// Items by key (`pk`), read consistently in batches of 100 (each key once: DynamoDB
+    /// refuses a batch naming one twice); those missing are not in the map.
+    pub(crate) async fn get_many(
+        &self,
+        table: &str,
+        keys: Vec<String>,
+    ) -> Result<HashMap<String, Item>, StoreError> {
+        let mut found = HashMap::new();
+        let mut pending: Vec<HashMap<String, AttributeValue>> = keys
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .map(|k| HashMap::from([("pk".to_owned(), s(k))]))
+            .collect();
+        // What DynamoDB leaves unprocessed (throttled) is asked for again after a pause that
+        // doubles, a bounded number of times.
+        let mut pause = std::time::Duration::from_millis(25);
+        let mut throttled = 0;
+        while !pending.is_empty() {
+            let batch: Vec<_> = pending.drain(..pending.len().min(100)).collect();
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(batch))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::dynamo("BatchGetItem", e))?;
+            let answer = self
+                .client
+                .batch_get_item()
+                .request_items(table, request)
+                .send()
+                .await
+                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
+            for item in answer
+                .responses()
+                .and_then(|r| r.get(table))
+                .into_iter()
+                .flatten()
+            {
+                if let Some(pk) = opt_s(item, "pk") {
+                    found.insert(pk, item.clone());
+                }
+            }
+            if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(table))
+                && !left.keys().is_empty()
+            {
+                throttled += 1;
+                if throttled > 8 {
+                    return Err(StoreError::Unavailable {
+                        operation: "BatchGetItem",
+                        message: "keys still unprocessed".to_owned(),
+                    });
+                }
+                pending.extend(left.keys().iter().cloned());
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+        }
+        Ok(found)
+    }
+
     /// BatchWriteItem in batches of 25, sending again what the store left unprocessed. The
     /// writes are keyed by `pk` and `id` (events, index items); of several writes of one key,
     /// only the last is sent: DynamoDB refuses a whole batch that names one key twice

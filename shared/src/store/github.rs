@@ -18,15 +18,15 @@
 //!   late "approved" would wave the newer one through).
 //! - **A run that ended** closes its open rounds and cancels their pending approvals.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, KeysAndAttributes, Put, ReturnValuesOnConditionCheckFailure,
-    TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 
 use super::approvals::ONLY_IF_CANCELLABLE;
-use super::attr::{Item, epoch, get_s, n, opt_s, s};
+use super::attr::{epoch, get_s, n, s};
 use super::client::{Store, Transaction, condition_failed_item};
 use super::codec::{
     GITHUB_GATE, approval_from_item, approval_to_item, cancellation_to_attr,
@@ -37,7 +37,7 @@ use super::error::StoreError;
 use super::expr::{UpdateExpr, names};
 use super::inbox::{InboxRecord, recorded_outcome};
 use super::indexes::Indexed;
-use super::keys::{approval_key, github_round_key, github_run_key, github_source};
+use super::keys::{approval_key, github_round_key, github_run_key};
 use crate::domain::{
     Approval, ApprovalId, Cancellation, EpochSeconds, ExecutionStatus, GithubDelivery, GithubGate,
     MAX_DELIVERIES, Status, TenantId, WebhookOutcome,
@@ -58,12 +58,37 @@ const ONLY_IF_THIS_ROUNDS_ANSWER: &str =
     "#approval_id = :approval_id AND attribute_not_exists(#closed)";
 
 /// A round opened this close to its run's end (by the two clocks, GitHub's and ours) may be the
-/// re-run's: the run's end leaves it open rather than cancel a re-run's approval (an ended
-/// attempt's round left open expires, and its answer meets GitHub's 422).
+/// ended attempt's or a re-run's: the run's end leaves it open and lists it for the sweep, which
+/// asks GitHub ([`super::run_ends`]).
 const RUN_END_MARGIN_SECONDS: EpochSeconds = 10;
 
 /// only_if_room_for_a_delivery: an approval names at most [`MAX_DELIVERIES`] deliveries.
 const ONLY_IF_ROOM_FOR_A_DELIVERY: &str = "attribute_exists(#pk) AND size(#gh.#dl) < :max";
+
+/// Rounds closed in one transaction: two items each (the pointer, the approval's cancel), with
+/// room for the delivery's record, the list of unclear ends and the replay guard.
+const ROUNDS_PER_TRANSACTION: usize = 45;
+
+/// A round open when its run's end arrived: its approval, whether its answer began, and whether
+/// it opened too close to the end for the clocks to say which attempt it belongs to.
+#[derive(Debug, Clone)]
+pub struct OpenRound {
+    pub round: RoundKey,
+    pub approval: Approval,
+    pub answered: bool,
+    pub unclear: bool,
+}
+
+/// A run's end as GitHub told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    /// `success`, `failure`, `cancelled`, …
+    pub conclusion: String,
+    /// When it ended, by GitHub's clock.
+    pub ended_at: Option<EpochSeconds>,
+    /// Which attempt ended, when GitHub said.
+    pub attempt: Option<u64>,
+}
 
 /// How long a round's pointer is kept: past the longest an approval of it may wait (29 days)
 /// and GitHub's own 30.
@@ -371,76 +396,121 @@ impl Store {
         Ok(TransactWriteItem::builder().update(fence).build())
     }
 
-    /// A run ended: each of its rounds not closed yet is closed (nothing waits at GitHub any
-    /// more: no answer of it is sent from now on, a retry included), and its approval cancelled
-    /// if its round's answer has not begun and it is still pending (actor `github`, reason the
-    /// run's conclusion) — in one transaction with the delivery's inbox item. The run's rounds are
-    /// read first (they are what to close); the transaction's conditions hold what was read, and
-    /// a round that moved meanwhile is read again.
-    /// `ended_at`: when the run ended (GitHub's word), if known — a re-run keeps the run's id,
-    /// and a round opened after this end is the re-run's, not closed.
+    /// Records a run's end and closes its open rounds, cancelling their pending approvals —
+    /// those opened clearly before the end. A round opened so close to the end that the two
+    /// clocks cannot tell whether it is the ended attempt's or a re-run's is left open and put
+    /// on the tenant's list of unclear run ends, which the sweep settles by asking GitHub. At
+    /// most [`ROUNDS_PER_TRANSACTION`] rounds a transaction (DynamoDB takes 100 items): a run
+    /// with more closes in several, the delivery recorded with the last, so a retry after a
+    /// crash closes what is left.
     pub async fn close_github_run(
         &self,
         record: &InboxRecord,
         (tenant, repository_id, run_id): (&TenantId, u64, u64),
-        (conclusion, ended_at): (&str, Option<EpochSeconds>),
+        end: &RunEnd,
         now: EpochSeconds,
     ) -> Result<RunClosed, StoreError> {
-        for _ in 1..=ROUND_TRIES {
+        'read: for _ in 1..=ROUND_TRIES {
             let open = self
-                .open_rounds(tenant, repository_id, run_id, ended_at)
+                .open_rounds(tenant, repository_id, run_id, end.ended_at)
                 .await?;
             if open.is_empty() {
                 return Ok(RunClosed::NothingOpen);
             }
-            let mut items = vec![
-                TransactWriteItem::builder()
-                    .put(record.put(&self.tables.webhook_inbox, WebhookOutcome::Cancelled)?)
-                    .build(),
-            ];
+            let (unclear, clear): (Vec<&OpenRound>, Vec<&OpenRound>) =
+                open.iter().partition(|r| r.unclear);
+            let chunks: Vec<&[&OpenRound]> = if clear.is_empty() {
+                vec![&[]]
+            } else {
+                clear.chunks(ROUNDS_PER_TRANSACTION).collect()
+            };
             let mut cancelled = Vec::new();
-            for (round, approval, answered) in &open {
-                items.push(
-                    TransactWriteItem::builder()
-                        .update(self.close_round(round, &approval.id, *answered)?)
-                        .build(),
-                );
-                if !answered && approval.status == Status::Pending && approval.expires_at > now {
-                    let cancellation = Cancellation {
-                        by: crate::domain::Approver::parse("github")
-                            .map_err(|_| StoreError::Corrupt("the github actor"))?,
-                        at: now,
-                        reason: Some(format!("the workflow run ended: {conclusion}")),
-                        channel: Some(crate::domain::Channel::Github),
-                    };
-                    items.push(
-                        TransactWriteItem::builder()
-                            .update(self.run_end_cancel(
-                                tenant,
-                                &approval.id,
-                                &cancellation,
-                                now,
-                            )?)
-                            .build(),
-                    );
-                    cancelled.push(approval.id.clone());
+            for (i, chunk) in chunks.iter().enumerate() {
+                let last = i + 1 == chunks.len();
+                let mut items = Vec::new();
+                let mut chunk_cancelled = Vec::new();
+                for open in chunk.iter() {
+                    items.extend(self.close_open_round(open, end, now, &mut chunk_cancelled)?);
                 }
-            }
-            items.extend(self.replay_guard(record)?);
-            let token = ulid::Ulid::new().to_string();
-            match self.transact(items, &token).await? {
-                Transaction::Committed => return Ok(RunClosed::Closed(cancelled)),
-                Transaction::Cancelled(reasons) => {
-                    if let Some(first) = condition_failed_item(&reasons, 0) {
-                        return Ok(RunClosed::Duplicate(recorded_outcome(first)?));
+                if !last {
+                    match self.transact(items, &ulid::Ulid::new().to_string()).await? {
+                        Transaction::Committed => {
+                            cancelled.extend(chunk_cancelled);
+                            continue;
+                        }
+                        // A round moved meanwhile: read them again.
+                        Transaction::Cancelled(_) => continue 'read,
                     }
-                    if record.replayed(&reasons) {
-                        return Ok(RunClosed::Duplicate(WebhookOutcome::Ignored));
+                }
+                cancelled.extend(chunk_cancelled);
+                let outcome = if cancelled.is_empty() {
+                    WebhookOutcome::Ignored
+                } else {
+                    WebhookOutcome::Cancelled
+                };
+                let mut all = vec![
+                    TransactWriteItem::builder()
+                        .put(record.put(&self.tables.webhook_inbox, outcome)?)
+                        .build(),
+                ];
+                all.extend(items);
+                if !unclear.is_empty() {
+                    all.push(self.list_unclear_run_end(tenant, &unclear, end, now)?);
+                }
+                all.extend(self.replay_guard(record)?);
+                match self.transact(all, &ulid::Ulid::new().to_string()).await? {
+                    Transaction::Committed => return Ok(RunClosed::Closed(cancelled)),
+                    Transaction::Cancelled(reasons) => {
+                        if let Some(first) = condition_failed_item(&reasons, 0) {
+                            return Ok(RunClosed::Duplicate(recorded_outcome(first)?));
+                        }
+                        if record.replayed(&reasons) {
+                            return Ok(RunClosed::Duplicate(WebhookOutcome::Ignored));
+                        }
+                        continue 'read;
                     }
                 }
             }
         }
         Err(StoreError::Contention("a GitHub run's rounds"))
+    }
+
+    /// The writes that close `open` at the run's end: its pointer, and its approval's cancel
+    /// when it was pending and not answered (its id added to `cancelled`).
+    pub(super) fn close_open_round(
+        &self,
+        open: &OpenRound,
+        end: &RunEnd,
+        now: EpochSeconds,
+        cancelled: &mut Vec<ApprovalId>,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let mut items = vec![
+            TransactWriteItem::builder()
+                .update(self.close_round(&open.round, &open.approval.id, open.answered)?)
+                .build(),
+        ];
+        let approval = &open.approval;
+        if !open.answered && approval.status == Status::Pending && approval.expires_at > now {
+            let cancellation = Cancellation {
+                by: crate::domain::Approver::parse("github")
+                    .map_err(|_| StoreError::Corrupt("the github actor"))?,
+                at: now,
+                reason: Some(format!("the workflow run ended: {}", end.conclusion)),
+                channel: Some(crate::domain::Channel::Github),
+            };
+            items.push(
+                TransactWriteItem::builder()
+                    .update(self.run_end_cancel(
+                        &open.round.tenant,
+                        &approval.id,
+                        &cancellation,
+                        now,
+                    )?)
+                    .build(),
+            );
+            cancelled.push(approval.id.clone());
+        }
+        Ok(items)
     }
 
     /// The run's rounds not closed yet, with their approvals and whether their answer began.
@@ -450,7 +520,7 @@ impl Store {
         repository_id: u64,
         run_id: u64,
         ended_at: Option<EpochSeconds>,
-    ) -> Result<Vec<(RoundKey, Approval, bool)>, StoreError> {
+    ) -> Result<Vec<OpenRound>, StoreError> {
         let run = self
             .client
             .get_item()
@@ -489,67 +559,31 @@ impl Store {
             }
             let answered = pointer.get("answered") == Some(&AttributeValue::Bool(true));
             let opened_at: EpochSeconds = super::attr::get_n(pointer, "opened_at").unwrap_or(0);
-            if ended_at.is_some_and(|ended| opened_at > ended - RUN_END_MARGIN_SECONDS) {
+            // Opened clearly after the run's end: a re-run's, not this end's.
+            if ended_at.is_some_and(|ended| opened_at > ended + RUN_END_MARGIN_SECONDS) {
                 continue;
             }
+            // Opened this close to the end, by two clocks: the ended attempt's or a re-run's?
+            // GitHub is asked (by the sweep), not the clocks.
+            let unclear = ended_at.is_some_and(|ended| opened_at > ended - RUN_END_MARGIN_SECONDS);
             let id = ApprovalId::parse(get_s(pointer, "approval_id")?)
                 .map_err(|_| StoreError::corrupt("approval_id"))?;
-            open.push((round, id, answered));
+            open.push((round, id, answered, unclear));
         }
         let keys = open
             .iter()
-            .map(|(_, id, _)| approval_pk(tenant, id))
+            .map(|(_, id, _, _)| approval_pk(tenant, id))
             .collect();
         let approvals = self.get_many(&self.tables.approvals, keys).await?;
         let mut found = Vec::new();
-        for (round, id, answered) in open {
+        for (round, id, answered, unclear) in open {
             if let Some(item) = approvals.get(&approval_pk(tenant, &id)) {
-                found.push((round, approval_from_item(item)?, answered));
-            }
-        }
-        Ok(found)
-    }
-
-    /// Items by key (`pk`), read consistently in batches of 100 (each key once: DynamoDB
-    /// refuses a batch naming one twice); those missing are not in the map.
-    pub(crate) async fn get_many(
-        &self,
-        table: &str,
-        keys: Vec<String>,
-    ) -> Result<HashMap<String, Item>, StoreError> {
-        let mut found = HashMap::new();
-        let mut pending: Vec<HashMap<String, AttributeValue>> = keys
-            .into_iter()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .map(|k| HashMap::from([("pk".to_owned(), s(k))]))
-            .collect();
-        while !pending.is_empty() {
-            let batch: Vec<_> = pending.drain(..pending.len().min(100)).collect();
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(batch))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| StoreError::dynamo("BatchGetItem", e))?;
-            let answer = self
-                .client
-                .batch_get_item()
-                .request_items(table, request)
-                .send()
-                .await
-                .map_err(|e| StoreError::from_sdk("BatchGetItem", e))?;
-            for item in answer
-                .responses()
-                .and_then(|r| r.get(table))
-                .into_iter()
-                .flatten()
-            {
-                if let Some(pk) = opt_s(item, "pk") {
-                    found.insert(pk, item.clone());
-                }
-            }
-            if let Some(left) = answer.unprocessed_keys().and_then(|u| u.get(table)) {
-                pending.extend(left.keys().iter().cloned());
+                found.push(OpenRound {
+                    round,
+                    approval: approval_from_item(item)?,
+                    answered,
+                    unclear,
+                });
             }
         }
         Ok(found)
@@ -557,7 +591,7 @@ impl Store {
 
     /// Closes a round as read (`answered`: whether its answer had begun), on the condition that
     /// it is still so.
-    fn close_round(
+    pub(super) fn close_round(
         &self,
         round: &RoundKey,
         approval: &ApprovalId,
@@ -585,7 +619,7 @@ impl Store {
     /// The run's end cancels a pending approval: as a person's cancel, with the cancel's own
     /// condition (pending, not past its expiry), so a decision racing it and the cancel cannot
     /// both apply.
-    fn run_end_cancel(
+    pub(super) fn run_end_cancel(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
@@ -621,143 +655,9 @@ impl Store {
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
-
-    /// Which of `guids` (the App's deliveries) the inbox holds for `tenant`.
-    pub async fn github_deliveries_held(
-        &self,
-        tenant: &TenantId,
-        guids: &[String],
-    ) -> Result<HashSet<String>, StoreError> {
-        let source = github_source(tenant);
-        let keys = guids
-            .iter()
-            .map(|g| super::keys::inbox_key(&source, g))
-            .collect();
-        let found = self.get_many(&self.tables.webhook_inbox, keys).await?;
-        Ok(found
-            .values()
-            .filter_map(|item| opt_s(item, "event_id"))
-            .collect())
-    }
-
-    /// Claims the asking for a failed attempt (`delivery`, GitHub's id of it) again: of any
-    /// number of sweeps, one asks (a marker in the inbox, kept past GitHub's 3-day window).
-    /// The claim is a lease until `now + lease_seconds`: a sweep killed before it recorded its
-    /// ask ([`Store::github_redelivery_asked`]) leaves a claim that the next period's sweep
-    /// takes back, never one that holds for days. A marker of a v5 sweep (`asked_at` written
-    /// with its claim) counts as asked.
-    pub async fn claim_github_redelivery(
-        &self,
-        tenant: &TenantId,
-        delivery: u64,
-        (now, lease_seconds): (EpochSeconds, EpochSeconds),
-    ) -> Result<bool, StoreError> {
-        let pk = github_redelivery_key(tenant, delivery);
-        let condition = "attribute_not_exists(#pk) OR (attribute_not_exists(#asked_at) \
-                         AND #lease_until <= :now)";
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.tables.webhook_inbox)
-            .item("pk", s(pk))
-            .item("lease_until", epoch(now + lease_seconds))
-            .item("expires_at", epoch(now + 4 * 86_400))
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[condition])))
-            .expression_attribute_values(":now", epoch(now))
-            .send()
-            .await;
-        match put {
-            Ok(_) => Ok(true),
-            Err(e) => match e.into_service_error() {
-                aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_) => Ok(false),
-                other => Err(StoreError::dynamo("PutItem", other)),
-            },
-        }
-    }
-
-    /// Records that the claimed attempt was asked for: no sweep asks for it again.
-    pub async fn github_redelivery_asked(
-        &self,
-        tenant: &TenantId,
-        delivery: u64,
-        now: EpochSeconds,
-    ) -> Result<(), StoreError> {
-        let update = "SET #asked_at = :now REMOVE #lease_until";
-        self.client
-            .update_item()
-            .table_name(&self.tables.webhook_inbox)
-            .key("pk", s(github_redelivery_key(tenant, delivery)))
-            .update_expression(update)
-            .set_expression_attribute_names(Some(names(&[update])))
-            .expression_attribute_values(":now", epoch(now))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("UpdateItem", e))?;
-        Ok(())
-    }
-
-    /// Releases the claim of an attempt whose ask failed, so that the next sweep asks.
-    pub async fn release_github_redelivery(
-        &self,
-        tenant: &TenantId,
-        delivery: u64,
-    ) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.tables.webhook_inbox)
-            .key("pk", s(github_redelivery_key(tenant, delivery)))
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
-        Ok(())
-    }
-
-    /// Claims this period's redelivery sweep for `tenant` (an item of the inbox, beside the
-    /// deliveries it sweeps): at most one sweep every `period` seconds, however many scheduled
-    /// runs start at once.
-    pub async fn claim_github_sweep(
-        &self,
-        tenant: &TenantId,
-        period: EpochSeconds,
-        now: EpochSeconds,
-    ) -> Result<bool, StoreError> {
-        let condition = "attribute_not_exists(#pk) OR #swept_at <= :due";
-        let update = "SET #swept_at = :now";
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.tables.webhook_inbox)
-            .key("pk", s(github_sweep_key(tenant)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .expression_attribute_values(":now", epoch(now))
-            .expression_attribute_values(":due", epoch(now - period))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) => match e.into_service_error() {
-                aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(_) => Ok(false),
-                other => Err(StoreError::dynamo("UpdateItem", other)),
-            },
-        }
-    }
 }
 
 /// The approvals table's key as text.
 fn approval_pk(tenant: &TenantId, id: &ApprovalId) -> String {
     format!("{tenant}#{id}")
-}
-
-/// This period's sweep of a tenant's deliveries: a `#` after the source, which no delivery id
-/// holds (the route accepts letters, digits and `-`), so a delivery named `sweep` is not it.
-fn github_sweep_key(tenant: &TenantId) -> String {
-    format!("{}#sweep#period", github_source(tenant))
-}
-
-/// The marker of a failed attempt asked for again.
-fn github_redelivery_key(tenant: &TenantId, delivery: u64) -> String {
-    format!("{}#asked#{delivery}", github_source(tenant))
 }
