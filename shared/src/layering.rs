@@ -145,11 +145,14 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("trail", 6),
     ("positions", 6),
     ("held_reads", 6),
+    ("redeliveries", 6),
     ("inbox", 7),
     ("listing", 7),
     ("size", 7),
+    ("unclear", 7),
     ("github", 8),
     ("ledger", 9),
+    ("run_ends", 9),
 ];
 
 #[test]

@@ -38,6 +38,7 @@ use super::expr::{UpdateExpr, names};
 use super::inbox::{InboxRecord, recorded_outcome};
 use super::indexes::Indexed;
 use super::keys::{approval_key, github_round_key, github_run_key};
+use super::unclear::{UnclearRunEnd, list_unclear};
 use crate::domain::{
     Approval, ApprovalId, Cancellation, EpochSeconds, ExecutionStatus, GithubDelivery, GithubGate,
     MAX_DELIVERIES, Status, TenantId, WebhookOutcome,
@@ -59,7 +60,7 @@ const ONLY_IF_THIS_ROUNDS_ANSWER: &str =
 
 /// A round opened this close to its run's end (by the two clocks, GitHub's and ours) may be the
 /// ended attempt's or a re-run's: the run's end leaves it open and lists it for the sweep, which
-/// asks GitHub ([`super::run_ends`]).
+/// asks GitHub (`store/run_ends.rs`).
 const RUN_END_MARGIN_SECONDS: EpochSeconds = 10;
 
 /// only_if_room_for_a_delivery: an approval names at most [`MAX_DELIVERIES`] deliveries.
@@ -77,6 +78,26 @@ pub struct OpenRound {
     pub approval: Approval,
     pub answered: bool,
     pub unclear: bool,
+}
+
+impl OpenRound {
+    /// The entry that lists this round as an unclear run end (`None` for an approval that is
+    /// not a GitHub round).
+    fn unclear_entry(&self, end: &RunEnd, now: EpochSeconds) -> Option<UnclearRunEnd> {
+        let gate = self.approval.github.as_ref()?;
+        Some(UnclearRunEnd {
+            repository_id: self.round.repository_id,
+            repository: gate.repository.clone(),
+            installation_id: gate.installation_id,
+            run_id: self.round.run_id,
+            environment: self.round.environment.clone(),
+            approval_id: self.approval.id.clone(),
+            answered: self.answered,
+            conclusion: end.conclusion.clone(),
+            attempt: end.attempt,
+            listed_at: now,
+        })
+    }
 }
 
 /// A run's end as GitHub told it.
@@ -455,7 +476,11 @@ impl Store {
                 ];
                 all.extend(items);
                 if !unclear.is_empty() {
-                    all.push(self.list_unclear_run_end(tenant, &unclear, end, now)?);
+                    let entries: Vec<UnclearRunEnd> = unclear
+                        .iter()
+                        .filter_map(|open| open.unclear_entry(end, now))
+                        .collect();
+                    all.push(list_unclear(&self.tables.webhook_inbox, tenant, &entries)?);
                 }
                 all.extend(self.replay_guard(record)?);
                 match self.transact(all, &ulid::Ulid::new().to_string()).await? {

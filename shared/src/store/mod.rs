@@ -35,6 +35,7 @@ pub mod schema;
 pub mod size;
 mod tables;
 mod trail;
+mod unclear;
 mod votes;
 
 pub use api_keys::KeyRefusal;
@@ -49,10 +50,10 @@ pub use keys::github_source;
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
 pub use listing::{ListPage, ListQuery, Listed, StatusMove};
 pub use operator::{MAX_RETRIES, OperatorRefusal};
-pub use run_ends::UnclearRunEnd;
 pub use size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};
 pub use tables::Tables;
 pub use trail::EventPage;
+pub use unclear::UnclearRunEnd;
 
 /// An approval from a stored image (a stream record's old or new image).
 pub fn items_to_approval(

@@ -8,7 +8,6 @@
 //! a newer `run_attempt`, or a run going again, keeps it for the re-run.
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use serde::{Deserialize, Serialize};
 
 use super::attr::{Item, s};
 use super::client::{Store, Transaction};
@@ -16,97 +15,11 @@ use super::codec::approval_from_item;
 use super::error::StoreError;
 use super::expr::names;
 use super::github::{OpenRound, RoundKey, RunEnd};
-use super::keys::{approval_key, github_source};
+use super::keys::approval_key;
+use super::unclear::{UnclearRunEnd, unclear_key};
 use crate::domain::{ApprovalId, EpochSeconds, TenantId};
 
-/// How long an entry waits for GitHub's word before it is dropped (its approval then waits
-/// for its expiry, as before v6): past any outage worth waiting out.
-const UNCLEAR_FOR_AT_MOST_SECONDS: EpochSeconds = 86_400;
-
-/// A round whose run ended too close to its opening for the clocks to say whose it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnclearRunEnd {
-    pub repository_id: u64,
-    /// `owner/name`, for GitHub's URL.
-    pub repository: String,
-    pub installation_id: u64,
-    pub run_id: u64,
-    pub environment: String,
-    pub approval_id: ApprovalId,
-    pub answered: bool,
-    pub conclusion: String,
-    /// The attempt that ended, when GitHub said.
-    pub attempt: Option<u64>,
-    /// When the end was listed (our clock).
-    pub listed_at: EpochSeconds,
-}
-
-impl UnclearRunEnd {
-    fn text(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
-    /// Whether GitHub's word is no longer worth waiting for.
-    pub fn stale(&self, now: EpochSeconds) -> bool {
-        now > self.listed_at + UNCLEAR_FOR_AT_MOST_SECONDS
-    }
-
-    fn round(&self, tenant: &TenantId) -> RoundKey {
-        RoundKey {
-            tenant: tenant.clone(),
-            repository_id: self.repository_id,
-            run_id: self.run_id,
-            environment: self.environment.clone(),
-        }
-    }
-}
-
-fn unclear_key(tenant: &TenantId) -> String {
-    format!("{}#unclear-run-ends", github_source(tenant))
-}
-
 impl Store {
-    /// The write that lists `rounds` as unclear run ends, for the run end's transaction.
-    pub(super) fn list_unclear_run_end(
-        &self,
-        tenant: &TenantId,
-        rounds: &[&OpenRound],
-        end: &RunEnd,
-        now: EpochSeconds,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let entries: Vec<String> = rounds
-            .iter()
-            .filter_map(|open| {
-                let gate = open.approval.github.as_ref()?;
-                Some(
-                    UnclearRunEnd {
-                        repository_id: open.round.repository_id,
-                        repository: gate.repository.clone(),
-                        installation_id: gate.installation_id,
-                        run_id: open.round.run_id,
-                        environment: open.round.environment.clone(),
-                        approval_id: open.approval.id.clone(),
-                        answered: open.answered,
-                        conclusion: end.conclusion.clone(),
-                        attempt: end.attempt,
-                        listed_at: now,
-                    }
-                    .text(),
-                )
-            })
-            .collect();
-        let update = "ADD #entries :entries";
-        let write = Update::builder()
-            .table_name(&self.tables.webhook_inbox)
-            .key("pk", s(unclear_key(tenant)))
-            .update_expression(update)
-            .set_expression_attribute_names(Some(names(&[update])))
-            .expression_attribute_values(":entries", AttributeValue::Ss(entries))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
-        Ok(TransactWriteItem::builder().update(write).build())
-    }
-
     /// The tenant's unclear run ends: one `GetItem`.
     pub async fn unclear_run_ends(
         &self,
@@ -146,7 +59,12 @@ impl Store {
         let remove = self.remove_unclear(tenant, entry)?;
         if close && let Some(approval) = self.approval_item(tenant, &entry.approval_id).await? {
             let open = OpenRound {
-                round: entry.round(tenant),
+                round: RoundKey {
+                    tenant: tenant.clone(),
+                    repository_id: entry.repository_id,
+                    run_id: entry.run_id,
+                    environment: entry.environment.clone(),
+                },
                 approval: approval_from_item(&approval)?,
                 answered: entry.answered,
                 unclear: false,
