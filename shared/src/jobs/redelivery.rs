@@ -27,6 +27,14 @@ const LISTING_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 /// 60 s, after expiry. Past it, nothing more is claimed; the rest is next period's.
 const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
 
+/// How long a sweep's claim of an attempt holds before another sweep may take it back: a
+/// period, and never less than a sweep may run (its deadline, with room for the ask in flight),
+/// so that no two live sweeps ask for one attempt.
+fn claim_lease_seconds(app: &App) -> EpochSeconds {
+    let least = i64::try_from(SWEEP_BUDGET.as_secs()).unwrap_or(40) + 20;
+    app.config.github_redelivery_seconds.max(least)
+}
+
 /// What one sweep of the App's deliveries did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Redelivered {
@@ -124,15 +132,12 @@ async fn sweep_tenant(
             );
             break;
         }
-        // Once per failed attempt: of any number of sweeps, one asks. The claim lasts a period:
-        // if this sweep dies before it records the ask, the next period's asks.
+        // Once per failed attempt: of any number of sweeps, one asks. The claim lasts a period
+        // (a minute at least): if this sweep dies before it records the ask, the next period's
+        // sweep asks.
         if !app
             .store
-            .claim_github_redelivery(
-                tenant,
-                delivery,
-                (now, app.config.github_redelivery_seconds),
-            )
+            .claim_github_redelivery(tenant, delivery, (now, claim_lease_seconds(app)))
             .await
             .map_err(|e| e.to_string())?
         {
