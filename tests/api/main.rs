@@ -37,6 +37,7 @@ mod slack;
 mod smoke;
 mod status_checks;
 mod template;
+mod template_functions;
 mod tenancy;
 mod traces;
 mod upgrade;

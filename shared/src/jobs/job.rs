@@ -10,7 +10,10 @@ use crate::domain::{
     rfc3339,
 };
 use crate::slack::MessageState;
-use crate::store::{Guarded, LedgerKey, RoundKey, size};
+use crate::store::{Guarded, LedgerKey, size};
+
+pub use super::github_call::GithubCall;
+use super::notify_body::NotifyJobBody;
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
 /// their action, context or decision once approved), so the executor reads nothing before
@@ -25,50 +28,6 @@ pub enum Job {
     /// A GitHub deployment's rejection (rejected, expired, cancelled by a person); its approval
     /// is told as the execution of the approved one ([`ExecuteJob::github`]).
     Github(GithubJob),
-}
-
-/// What a GitHub deployment's answer says and where it goes (from the approval's gate): the
-/// same on every attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GithubCall {
-    pub installation_id: u64,
-    /// `owner/name`.
-    pub repository: String,
-    pub repository_id: u64,
-    pub run_id: u64,
-    pub environment: String,
-    pub callback_url: String,
-    pub approved: bool,
-    pub comment: String,
-}
-
-impl GithubCall {
-    /// The answer of an approval GitHub opened, once it has ended (`None` otherwise, and when
-    /// the run's own end cancelled it).
-    pub fn of(approval: &Approval) -> Option<Self> {
-        let gate = approval.github.as_ref()?;
-        let answer = approval.github_answer(approval.created_at)?;
-        Some(Self {
-            installation_id: gate.installation_id,
-            repository: gate.repository.clone(),
-            repository_id: gate.repository_id,
-            run_id: gate.run_id,
-            environment: gate.environment.clone(),
-            callback_url: gate.callback_url.clone(),
-            approved: answer.approved,
-            comment: answer.comment,
-        })
-    }
-
-    /// The round it answers.
-    pub fn round(&self, tenant: &TenantId) -> RoundKey {
-        RoundKey {
-            tenant: tenant.clone(),
-            repository_id: self.repository_id,
-            run_id: self.run_id,
-            environment: self.environment.clone(),
-        }
-    }
 }
 
 /// A GitHub deployment's rejection.
@@ -119,51 +78,6 @@ pub struct NotifyJob {
     /// The approval's trace ([`crate::observe::TraceContext::stored`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
-}
-
-/// A notify job as a message body holds it: as [`NotifyJob`] writes it, or (queued before v5)
-/// one job per approver (`approver`).
-#[derive(Deserialize)]
-struct NotifyJobBody {
-    approval_id: ApprovalId,
-    tenant: TenantId,
-    #[serde(default)]
-    approvers: Option<Vec<Approver>>,
-    #[serde(default)]
-    approver: Option<Approver>,
-    #[serde(default)]
-    per_approver: bool,
-    action: Value,
-    context: Value,
-    expires_at: EpochSeconds,
-    #[serde(default)]
-    after: String,
-    #[serde(default)]
-    trace: Option<String>,
-}
-
-impl TryFrom<NotifyJobBody> for NotifyJob {
-    type Error = &'static str;
-
-    fn try_from(body: NotifyJobBody) -> Result<Self, Self::Error> {
-        let per_approver = body.per_approver || body.approver.is_some();
-        let approvers = match (body.approvers, body.approver) {
-            (Some(approvers), _) if !approvers.is_empty() => approvers,
-            (_, Some(approver)) => vec![approver],
-            _ => return Err("a notify job names its approvers"),
-        };
-        Ok(Self {
-            approval_id: body.approval_id,
-            tenant: body.tenant,
-            approvers,
-            per_approver,
-            action: body.action,
-            context: body.context,
-            expires_at: body.expires_at,
-            after: body.after,
-            trace: body.trace,
-        })
-    }
 }
 
 impl NotifyJob {

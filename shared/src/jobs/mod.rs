@@ -7,7 +7,9 @@
 mod dispatch;
 mod executor;
 mod expiry;
+mod github_call;
 mod job;
+mod notify_body;
 mod reconcile;
 mod redelivery;
 mod report;
