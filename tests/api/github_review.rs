@@ -24,6 +24,35 @@ fn run_ended(run: u64, attempt: u64, ended_at: i64) -> Value {
     event
 }
 
+async fn started() -> (FakeGithub, TestApp) {
+    let github = FakeGithub::start().await;
+    let t = TestApp::start_with(&[("GITHUB", &github.config())]).await;
+    (github, t)
+}
+
+/// Opens a round of `run` and delivers the end of its attempt 1, ended `offset` seconds from
+/// the round's opening by GitHub's clock: the round's approval.
+async fn round_then_end(t: &TestApp, github: &FakeGithub, run: u64, offset: i64) -> String {
+    let id = opened_id(
+        &deliver(
+            t,
+            "deployment_protection_rule",
+            &format!("d-{run}-waits"),
+            &deployment_event(&github.base, run, PRODUCTION, GH_DAVE),
+        )
+        .await,
+    );
+    let ended = deliver(
+        t,
+        "workflow_run",
+        &format!("d-{run}-ends"),
+        &run_ended(run, 1, t.clock.now() + offset),
+    )
+    .await;
+    assert_eq!(ended.status, 200, "{}", ended.text());
+    id
+}
+
 async fn sweep(t: &TestApp) -> countersign::jobs::SweepReport {
     countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper))
         .run()
@@ -109,26 +138,10 @@ async fn a_replayed_signed_github_body_under_a_fresh_delivery_id_changes_nothing
 /// attempt that ended, so the round closes and its approval is cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_cancelled_a_second_after_its_job_waits_cancels_its_approval() {
-    let github = FakeGithub::start().await;
-    let t = TestApp::start_with(&[("GITHUB", &github.config())]).await;
+    let (github, t) = started().await;
     let run = 7_101;
-    let id = opened_id(
-        &deliver(
-            &t,
-            "deployment_protection_rule",
-            "d-wait",
-            &deployment_event(&github.base, run, PRODUCTION, GH_DAVE),
-        )
-        .await,
-    );
-    let ended = deliver(
-        &t,
-        "workflow_run",
-        "d-cancelled",
-        &run_ended(run, 1, t.clock.now() + 1),
-    )
-    .await;
-    assert_eq!(ended.status, 200, "{}", ended.text());
+    // The run ends a second after its round opened, by GitHub's clock.
+    let id = round_then_end(&t, &github, run, 1).await;
     assert_eq!(
         t.get(KEY_A, &id).await.json()["status"],
         "pending",
@@ -154,26 +167,10 @@ async fn a_run_cancelled_a_second_after_its_job_waits_cancels_its_approval() {
 /// attempt 2: the round is the re-run's, kept pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_re_runs_round_survives_its_predecessors_late_end() {
-    let github = FakeGithub::start().await;
-    let t = TestApp::start_with(&[("GITHUB", &github.config())]).await;
+    let (github, t) = started().await;
     let run = 7_201;
-    let id = opened_id(
-        &deliver(
-            &t,
-            "deployment_protection_rule",
-            "d-rerun-waits",
-            &deployment_event(&github.base, run, PRODUCTION, GH_DAVE),
-        )
-        .await,
-    );
-    let late = deliver(
-        &t,
-        "workflow_run",
-        "d-late-end",
-        &run_ended(run, 1, t.clock.now() - 2),
-    )
-    .await;
-    assert_eq!(late.status, 200, "{}", late.text());
+    // Attempt 1's end, two seconds before the re-run's round opened, arrives after it.
+    let id = round_then_end(&t, &github, run, -2).await;
     github.set_run(run, false, 2);
     let report = sweep(&t).await;
     assert_eq!(report.run_ends_closed, 0, "{report:?}");

@@ -7,24 +7,27 @@ use std::collections::BTreeSet;
 use crate::template::{of_type, resources, role_of, statements, text};
 use countersign_tests::template;
 
+/// The template's secret-bearing parameters: each a NoEcho parameter and a secret.
+const SECRET_PARAMETERS: [&str; 10] = [
+    "ApiKeys",
+    "WebhookSources",
+    "DecisionTokenSecret",
+    "EventSubscriptions",
+    "Slack",
+    "SlackBotTokens",
+    "Github",
+    "GithubPrivateKeys",
+    "ActionTargets",
+    "NotifierUrl",
+];
+
 /// No secret value in any function's environment: every secret-bearing variable is a
 /// `<NAME>_SECRET_ARN` naming one of the template's secrets, and each function may read
 /// (`GetSecretValue`) exactly the secrets its variables name.
 #[test]
 fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
     let template = template();
-    let secret_parameters = [
-        "ApiKeys",
-        "WebhookSources",
-        "DecisionTokenSecret",
-        "EventSubscriptions",
-        "Slack",
-        "SlackBotTokens",
-        "Github",
-        "GithubPrivateKeys",
-        "ActionTargets",
-        "NotifierUrl",
-    ];
+    let secret_parameters = SECRET_PARAMETERS;
     let secrets: BTreeSet<String> = of_type(&template, "AWS::SecretsManager::Secret")
         .into_iter()
         .map(|(id, _)| id)
@@ -99,18 +102,7 @@ fn no_function_environment_holds_a_secret_and_each_reads_only_its_own() {
 #[test]
 fn secrets_are_no_echo_parameters() {
     let template = template();
-    for secret in [
-        "ApiKeys",
-        "WebhookSources",
-        "DecisionTokenSecret",
-        "EventSubscriptions",
-        "Slack",
-        "SlackBotTokens",
-        "Github",
-        "GithubPrivateKeys",
-        "ActionTargets",
-        "NotifierUrl",
-    ] {
+    for secret in SECRET_PARAMETERS {
         assert_eq!(
             template["Parameters"][secret]["NoEcho"].as_bool(),
             Some(true),

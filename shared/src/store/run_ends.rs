@@ -9,15 +9,13 @@
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 
-use super::attr::{Item, s};
+use super::attr::s;
 use super::client::{Store, Transaction};
-use super::codec::approval_from_item;
 use super::error::StoreError;
 use super::expr::names;
 use super::github::{OpenRound, RoundKey, RunEnd};
-use super::keys::approval_key;
 use super::unclear::{UnclearRunEnd, unclear_key};
-use crate::domain::{ApprovalId, EpochSeconds, TenantId};
+use crate::domain::{EpochSeconds, TenantId};
 
 impl Store {
     /// The tenant's unclear run ends: one `GetItem`.
@@ -57,7 +55,7 @@ impl Store {
         now: EpochSeconds,
     ) -> Result<bool, StoreError> {
         let remove = self.remove_unclear(tenant, entry)?;
-        if close && let Some(approval) = self.approval_item(tenant, &entry.approval_id).await? {
+        if close && let Some(approval) = self.get_approval(tenant, &entry.approval_id).await? {
             let open = OpenRound {
                 round: RoundKey {
                     tenant: tenant.clone(),
@@ -65,7 +63,7 @@ impl Store {
                     run_id: entry.run_id,
                     environment: entry.environment.clone(),
                 },
-                approval: approval_from_item(&approval)?,
+                approval,
                 answered: entry.answered,
                 unclear: false,
             };
@@ -105,23 +103,5 @@ impl Store {
             .expression_attribute_values(":entry", AttributeValue::Ss(vec![entry.text()]))
             .build()
             .map_err(|e| StoreError::dynamo("UpdateItem", e))
-    }
-
-    /// The approval's item (consistent), if any.
-    async fn approval_item(
-        &self,
-        tenant: &TenantId,
-        id: &ApprovalId,
-    ) -> Result<Option<Item>, StoreError> {
-        let got = self
-            .client
-            .get_item()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(tenant, id))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
-        Ok(got.item().cloned())
     }
 }
