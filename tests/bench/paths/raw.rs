@@ -499,6 +499,24 @@ impl Bench<'_> {
             .expect("put")
     }
 
+    /// The guard against a replay of the delivery under another id (what it names: its
+    /// deployment), written once in the delivery's transaction as the store writes it.
+    fn raw_github_replay_guard(&self, delivery: &str, now: i64) -> TransactWriteItem {
+        let put = Put::builder()
+            .table_name(&self.t.app.config.tables.webhook_inbox)
+            .item(
+                "pk",
+                s(format!("github.tenant-a#deployment#5150#{delivery}")),
+            )
+            .item("event_id", s(delivery))
+            .item("expires_at", n(now + 2_592_000))
+            .condition_expression("attribute_not_exists(#pk)")
+            .set_expression_attribute_names(Some(names(&["pk"])))
+            .build()
+            .expect("put");
+        TransactWriteItem::builder().put(put).build()
+    }
+
     fn round_pk(run: u64) -> String {
         format!("github.tenant-a#round#5150#{run}#solo")
     }
@@ -556,6 +574,7 @@ impl Bench<'_> {
             .transact_items(TransactWriteItem::builder().update(pointer).build())
             .transact_items(TransactWriteItem::builder().update(run_item).build())
             .transact_items(TransactWriteItem::builder().put(approval).build())
+            .transact_items(self.raw_github_replay_guard(delivery, now))
             .send()
             .await
             .ok()
@@ -609,6 +628,7 @@ impl Bench<'_> {
                     .build(),
             )
             .transact_items(TransactWriteItem::builder().update(joined).build())
+            .transact_items(self.raw_github_replay_guard(delivery, now))
             .send()
             .await;
         assert!(joined_ok.is_ok(), "raw join: {joined_ok:?}");
