@@ -129,7 +129,11 @@ fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, St
     )?;
     let mut parsed = BTreeMap::new();
     for (tenant, sub) in raw {
-        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| {
+            format!(
+                "a key that is not a tenant id (never quoted: it may be a value put there): {e}"
+            )
+        })?;
         let url = http_url(&sub.url).map_err(|e| format!("{tenant}: url: {e}"))?;
         let secrets = sub
             .secret
@@ -153,7 +157,7 @@ fn parse_subscriptions(raw: &str) -> Result<BTreeMap<TenantId, Subscription>, St
                         Some(_) => Err(format!(
                             "{tenant}: types: {t} is recorded in the trail but not delivered as a callback"
                         )),
-                        None => Err(format!("{tenant}: types: {t:?} is not an event type")),
+                        None => Err(format!("{tenant}: types: an entry is not an event type")),
                     })
                     .collect::<Result<Vec<_>, _>>()
             })
@@ -306,7 +310,7 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
         if !valid_name {
             return Err(format!(
-                "{name:?}: source names are 1-64 characters of A-Z a-z 0-9 _ -"
+                "a key that is not a source name (never quoted): source names are 1-64 characters of A-Z a-z 0-9 _ -"
             ));
         }
         let tenant = TenantId::parse(&source.tenant).map_err(|e| format!("{name}: tenant: {e}"))?;

@@ -163,7 +163,11 @@ pub fn parse_github(raw: &str) -> Result<BTreeMap<TenantId, GithubApp>, String> 
     )?;
     let mut apps = BTreeMap::new();
     for (tenant, raw) in tenants.0 {
-        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| {
+            format!(
+                "a key that is not a tenant id (never quoted: it may be a value put there): {e}"
+            )
+        })?;
         let app = parse_app(raw).map_err(|e| format!("{tenant}: {e}"))?;
         apps.insert(tenant_id, app);
     }
@@ -189,7 +193,11 @@ pub fn parse_github_private_keys(raw: &str) -> Result<BTreeMap<TenantId, AppKey>
         parse_config_json(raw, "each tenant maps to its App's private key, a string")?;
     let mut keys = BTreeMap::new();
     for (tenant, pem) in tenants.0 {
-        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| {
+            format!(
+                "a key that is not a tenant id (never quoted: it may be a value put there): {e}"
+            )
+        })?;
         keys.insert(
             tenant_id,
             app_key(&pem).map_err(|e| format!("{tenant}: {e}"))?,
@@ -256,7 +264,7 @@ fn parse_app(raw: RawGithubApp) -> Result<GithubApp, String> {
     for (name, environment) in raw.environments.map(|e| e.0).unwrap_or_default() {
         if name.is_empty() || name.chars().count() > 255 || name.chars().any(char::is_control) {
             return Err(format!(
-                "environments: {name:?} is not an environment name (1 to 255 characters)"
+                "environments: a key is not an environment name (1 to 255 characters without control characters)"
             ));
         }
         if let Some(other) = environments
@@ -493,6 +501,11 @@ pub(crate) mod tests {
         let twice = app().replace(r#""1002":"dave@acme""#, r#""1001":"dave@acme""#);
         assert!(refused(&twice).contains("duplicate key"), "{twice}");
         assert!(refused("[]").contains("expected shape"));
-        assert!(refused(&app().replace(r#""acme""#, r#""bad tenant""#)).contains("bad tenant"));
+        // A key that is not a tenant id is not quoted: it may be a value put in the wrong place.
+        let bad = refused(&app().replace(r#""acme""#, r#""bad tenant""#));
+        assert!(
+            bad.contains("not a tenant id") && !bad.contains("bad tenant"),
+            "{bad}"
+        );
     }
 }

@@ -75,7 +75,11 @@ pub fn parse_slack(raw: &str) -> Result<BTreeMap<TenantId, SlackApp>, String> {
     )?;
     let mut apps = BTreeMap::new();
     for (tenant, raw) in tenants.0 {
-        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| {
+            format!(
+                "a key that is not a tenant id (never quoted: it may be a value put there): {e}"
+            )
+        })?;
         let app = parse_app(raw).map_err(|e| format!("{tenant}: {e}"))?;
         apps.insert(tenant_id, app);
     }
@@ -99,7 +103,11 @@ pub fn parse_slack_bot_tokens(raw: &str) -> Result<BTreeMap<TenantId, SlackSecre
         parse_config_json(raw, "each tenant maps to its bot token, a string")?;
     let mut tokens = BTreeMap::new();
     for (tenant, token) in tenants.0 {
-        let tenant_id = TenantId::parse(&tenant).map_err(|e| format!("{tenant:?}: {e}"))?;
+        let tenant_id = TenantId::parse(&tenant).map_err(|e| {
+            format!(
+                "a key that is not a tenant id (never quoted: it may be a value put there): {e}"
+            )
+        })?;
         tokens.insert(
             tenant_id,
             secret(token, "bot_token").map_err(|e| format!("{tenant}: {e}"))?,
