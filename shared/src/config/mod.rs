@@ -309,9 +309,11 @@ fn parse_webhook_sources(raw: &str) -> Result<BTreeMap<String, WebhookSource>, S
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
         if !valid_name {
-            return Err(format!(
-                "a key that is not a source name (never quoted): source names are 1-64 characters of A-Z a-z 0-9 _ -"
-            ));
+            return Err(
+                "a key that is not a source name (never quoted): source names are 1-64 characters \
+                 of A-Z a-z 0-9 _ -"
+                    .to_owned(),
+            );
         }
         let tenant = TenantId::parse(&source.tenant).map_err(|e| format!("{name}: tenant: {e}"))?;
         if source.secrets.is_empty() {

@@ -263,9 +263,11 @@ fn parse_app(raw: RawGithubApp) -> Result<GithubApp, String> {
     let mut environments = BTreeMap::new();
     for (name, environment) in raw.environments.map(|e| e.0).unwrap_or_default() {
         if name.is_empty() || name.chars().count() > 255 || name.chars().any(char::is_control) {
-            return Err(format!(
-                "environments: a key is not an environment name (1 to 255 characters without control characters)"
-            ));
+            return Err(
+                "environments: a key is not an environment name (1 to 255 characters \
+                        without control characters)"
+                    .to_owned(),
+            );
         }
         if let Some(other) = environments
             .keys()
