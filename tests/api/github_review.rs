@@ -24,6 +24,30 @@ fn run_ended(run: u64, attempt: u64, ended_at: i64) -> Value {
     event
 }
 
+/// A replay under a fresh delivery id: answered as a duplicate, nothing written.
+fn assert_replay_refused(replay: &countersign_tests::Reply) {
+    let answer = replay.json();
+    assert_eq!(
+        (&answer["status"], &answer["outcome"]),
+        (&json!("duplicate"), &json!("ignored")),
+        "{}",
+        replay.text()
+    );
+}
+
+/// Opens a round of `run` on the solo environment (sender dave): its approval.
+async fn open_solo_round(t: &TestApp, github: &FakeGithub, run: u64, delivery: &str) -> String {
+    opened_id(
+        &deliver(
+            t,
+            "deployment_protection_rule",
+            delivery,
+            &deployment_event(&github.base, run, SOLO, GH_DAVE),
+        )
+        .await,
+    )
+}
+
 async fn started() -> (FakeGithub, TestApp) {
     let github = FakeGithub::start().await;
     let t = TestApp::start_with(&[("GITHUB", &github.config())]).await;
@@ -78,53 +102,21 @@ async fn a_replayed_signed_github_body_under_a_fresh_delivery_id_changes_nothing
     assert_eq!(vote.status, 200, "{}", vote.text());
     assert_eq!(github.wait_for_reviews(run, 1, WAIT).await.len(), 1);
     let replay = deliver(&t, "deployment_protection_rule", "d-replayed", &body).await;
-    assert_eq!(
-        (
-            replay.json()["status"].clone(),
-            replay.json()["outcome"].clone()
-        ),
-        (json!("duplicate"), json!("ignored")),
-        "{}",
-        replay.text()
-    );
+    assert_replay_refused(&replay);
     assert_eq!(t.approval_count().await, 1, "no second round");
 
     // A run whose round its end closed; a re-run's job waits; the end replayed.
     let rerun = 7_002;
     github.wait(rerun, SOLO);
-    let first = opened_id(
-        &deliver(
-            &t,
-            "deployment_protection_rule",
-            "d-attempt-1",
-            &deployment_event(&github.base, rerun, SOLO, GH_DAVE),
-        )
-        .await,
-    );
+    let first = open_solo_round(&t, &github, rerun, "d-attempt-1").await;
     let ended = run_ended(rerun, 1, t.clock.now() + 60);
     let closed = deliver(&t, "workflow_run", "d-end-1", &ended).await;
     assert_eq!(closed.json()["outcome"], "cancelled", "{}", closed.text());
     assert_eq!(t.get(KEY_A, &first).await.json()["status"], "cancelled");
     // The re-run's job waits at once: by the clocks, its round too is before the end replayed.
-    let second = opened_id(
-        &deliver(
-            &t,
-            "deployment_protection_rule",
-            "d-attempt-2",
-            &deployment_event(&github.base, rerun, SOLO, GH_DAVE),
-        )
-        .await,
-    );
+    let second = open_solo_round(&t, &github, rerun, "d-attempt-2").await;
     let replay = deliver(&t, "workflow_run", "d-end-1-replayed", &ended).await;
-    assert_eq!(
-        (
-            replay.json()["status"].clone(),
-            replay.json()["outcome"].clone()
-        ),
-        (json!("duplicate"), json!("ignored")),
-        "{}",
-        replay.text()
-    );
+    assert_replay_refused(&replay);
     assert_eq!(
         t.get(KEY_A, &second).await.json()["status"],
         "pending",

@@ -475,11 +475,12 @@ impl Store {
                         .build(),
                 ];
                 all.extend(items);
-                if !unclear.is_empty() {
-                    let entries: Vec<UnclearRunEnd> = unclear
-                        .iter()
-                        .filter_map(|open| open.unclear_entry(end, now))
-                        .collect();
+                let entries: Vec<UnclearRunEnd> = unclear
+                    .iter()
+                    .filter_map(|open| open.unclear_entry(end, now))
+                    .collect();
+                // DynamoDB refuses an empty set: the list is written only with an entry.
+                if !entries.is_empty() {
                     all.push(list_unclear(&self.tables.webhook_inbox, tenant, &entries)?);
                 }
                 all.extend(self.replay_guard(record)?);
