@@ -13,11 +13,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
 
+use super::sources::parse_webhook_sources;
+use super::subscriptions::parse_subscriptions;
 use super::targets::parse_action_targets;
-use super::{
-    ActionTarget, ConfigError, Subscription, WebhookSource, http_url, parse_subscriptions,
-    parse_webhook_sources,
-};
+use super::{ActionTarget, ConfigError, Subscription, WebhookSource, http_url};
 use crate::auth::ApiKeys;
 use crate::domain::{EpochSeconds, TenantId};
 use crate::github::{GithubApp, parse_github, parse_github_private_keys};

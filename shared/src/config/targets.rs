@@ -108,6 +108,7 @@ pub(super) fn parse_action_targets(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{KEYS, TARGETS, config};
     use super::*;
 
     #[test]
@@ -126,5 +127,59 @@ mod tests {
         }
         let executed = parse_action_targets(r#"{"deploy": {"url": "http://t.example/x"}}"#);
         assert!(executed.unwrap()["deploy"].executes);
+    }
+
+    #[test]
+    fn the_status_delay_defaults_to_ten_seconds_and_is_at_least_one() {
+        let target = |delay: &str| {
+            format!(
+                r#"{{"pay": {{"url": "https://pay.example.com/charge", "status_url": "https://pay.example.com/s/{{idempotency_key}}"{delay}}}}}"#
+            )
+        };
+        let default = config(&[KEYS, ("ACTION_TARGETS", &target(""))]).unwrap();
+        assert_eq!(
+            default.secrets.action_targets["pay"].status_delay_seconds,
+            10
+        );
+        let set = target(r#", "status_delay_seconds": 3"#);
+        let set = config(&[KEYS, ("ACTION_TARGETS", &set)]).unwrap();
+        assert_eq!(set.secrets.action_targets["pay"].status_delay_seconds, 3);
+        for bad in ["0", "-1", "901", "1.5", "\"10\""] {
+            let raw = target(&format!(r#", "status_delay_seconds": {bad}"#));
+            let err = config(&[KEYS, ("ACTION_TARGETS", &raw)]).unwrap_err();
+            assert_eq!(err.variable, "ACTION_TARGETS", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_status_url_is_an_http_url_with_the_key_placeholder() {
+        let target = |status: &str| {
+            format!(
+                r#"{{"pay": {{"url": "https://pay.example.com/charge", "status_url": "{status}"}}}}"#
+            )
+        };
+        let ok = target("https://pay.example.com/status/{idempotency_key}");
+        let parsed = config(&[KEYS, ("ACTION_TARGETS", &ok)]).unwrap();
+        assert_eq!(
+            parsed.secrets.action_targets["pay"].status_url.as_deref(),
+            Some("https://pay.example.com/status/{idempotency_key}")
+        );
+        assert_eq!(
+            config(&[KEYS, TARGETS]).unwrap().secrets.action_targets["deploy"].status_url,
+            None
+        );
+        for bad in [
+            "https://pay.example.com/status",
+            "ftp://pay.example.com/{idempotency_key}",
+            "{idempotency_key}",
+        ] {
+            let err = config(&[KEYS, ("ACTION_TARGETS", &target(bad))]).unwrap_err();
+            assert_eq!(err.variable, "ACTION_TARGETS", "{bad}");
+            assert!(
+                err.problem.starts_with("pay: status_url"),
+                "{}",
+                err.problem
+            );
+        }
     }
 }
