@@ -88,7 +88,8 @@ impl App {
             }
         }
         let store = Store::new(dynamodb, config.tables.clone())
-            .guarding_v4_executors(config.guard_v4_executors);
+            .guarding_v4_executors(config.guard_v4_executors)
+            .retaining(config.retention);
         let metrics = observe::Emitter::new(config.metrics.clone(), sink);
         let key_cache = auth::KeyCache::new(config.key_cache_seconds);
         let secrets = Arc::new(config::LiveSecrets::new(

@@ -419,10 +419,13 @@ async fn pages_of_large_approvals_fit_a_lambda_response_and_list_each_once() {
                     .expect("create");
                 t.app
                     .store
-                    .move_index_items(&[countersign::store::StatusMove {
-                        from: None,
-                        approval: &approval,
-                    }])
+                    .move_index_items(
+                        &[countersign::store::StatusMove {
+                            from: None,
+                            approval: &approval,
+                        }],
+                        t.app.clock.now(),
+                    )
                     .await
                     .expect("index");
                 (approval.id.to_string(), short_lived(i))
@@ -498,10 +501,13 @@ async fn each_listed_approval_resumes_its_query_right_after_it() {
         // As dispatch indexes it from the stream.
         t.app
             .store
-            .move_index_items(&[countersign::store::StatusMove {
-                from: None,
-                approval: &approval,
-            }])
+            .move_index_items(
+                &[countersign::store::StatusMove {
+                    from: None,
+                    approval: &approval,
+                }],
+                t.app.clock.now(),
+            )
             .await
             .expect("index");
     }

@@ -29,6 +29,7 @@ mod metrics;
 mod openapi;
 mod operator;
 mod quorum;
+mod retention;
 mod review;
 mod round_trips;
 mod scheduled;

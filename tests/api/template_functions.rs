@@ -141,9 +141,20 @@ fn held_reads_run_in_their_own_function_with_reserved_concurrency() {
     );
 
     let read = &template["Resources"]["ReadFunction"]["Properties"];
+    // Opt-in: Lambda keeps 100 of an account's concurrency unreserved, and a new account may
+    // have 10, so a reservation by default would fail the deploy there.
     assert_eq!(
         text(&read["ReservedConcurrentExecutions"]),
-        "!Ref HeldReadConcurrency"
+        "!If ReservesHeldReads !Ref HeldReadConcurrency !Ref AWS::NoValue"
+    );
+    assert_eq!(
+        template["Parameters"]["ReserveHeldReadConcurrency"]["Default"].as_str(),
+        Some("false"),
+        "no reserved concurrency by default"
+    );
+    assert_eq!(
+        text(&template["Conditions"]["ReservesHeldReads"]),
+        "!Equals !Ref ReserveHeldReadConcurrency true"
     );
     let parameter = &template["Parameters"]["HeldReadConcurrency"];
     assert_eq!(parameter["Default"].as_u64(), Some(50));

@@ -5,6 +5,7 @@
 //! variable's parser shares; a variable (or a family read together) with more than a line of
 //! parsing has its own file.
 
+use crate::domain::Retention;
 use crate::observe::MetricsConfig;
 use crate::store::{SeatCaps, Tables};
 
@@ -84,6 +85,9 @@ pub struct Config {
     /// How often the scheduled sweep asks GitHub for the App's failed deliveries
     /// (`GITHUB_REDELIVERY_SECONDS`, 1–3600, default 300).
     pub github_redelivery_seconds: i64,
+    /// `RETENTION_DAYS` (default 400; 0 keeps everything): how long an ended approval's items
+    /// are kept before DynamoDB's TTL deletes them.
+    pub retention: Retention,
 }
 
 impl Config {
@@ -113,6 +117,8 @@ impl Config {
         let retry_budget = job_visibility_timeout_seconds * (i64::from(job_max_attempts) + 3);
 
         let held_read_seats = held_reads::held_read_seats(&get)?;
+        let idempotency_ttl_seconds = number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 86_400)?;
+        let retention = retention(&get, idempotency_ttl_seconds)?;
 
         Ok(Self {
             tables,
@@ -126,7 +132,7 @@ impl Config {
             public_base_url,
             // The contract keeps keys at least 24 h, and event ids longer than providers
             // redeliver automatically (3 days).
-            idempotency_ttl_seconds: number(&get, "IDEMPOTENCY_TTL_SECONDS", 86_400, 86_400)?,
+            idempotency_ttl_seconds,
             inbox_ttl_seconds: number(&get, "INBOX_TTL_SECONDS", 2_592_000, 259_200)?,
             job_visibility_timeout_seconds,
             job_max_attempts,
@@ -156,7 +162,31 @@ impl Config {
                 "GITHUB_REDELIVERY_SECONDS",
             )?,
             metrics: metrics::metrics_config(&get)?,
+            retention,
         })
+    }
+}
+
+/// `RETENTION_DAYS`: 0 (keep everything) or 1 to 36500 days, and no shorter than an
+/// idempotency record's life (a replayed create must not find its record outliving the
+/// approval it names).
+fn retention(
+    get: &impl Fn(&str) -> Option<String>,
+    idempotency_ttl_seconds: i64,
+) -> Result<Retention, ConfigError> {
+    let days = at_most(
+        number(&get, "RETENTION_DAYS", Retention::DEFAULT_DAYS, 0)?,
+        Retention::MAX_DAYS,
+        "RETENTION_DAYS",
+    )?;
+    let retention = Retention::days(days);
+    match retention.seconds() {
+        Some(seconds) if seconds < idempotency_ttl_seconds => Err(ConfigError::new(
+            "RETENTION_DAYS",
+            "must keep an approval at least as long as IDEMPOTENCY_TTL_SECONDS keeps its \
+             idempotency records (or be 0, keeping everything)",
+        )),
+        _ => Ok(retention),
     }
 }
 
@@ -252,6 +282,28 @@ mod tests {
             assert!(error.problem.contains(shortest), "{}", error.problem);
             assert!(config(&[KEYS, TARGETS, (variable, shortest)]).is_ok());
         }
+    }
+
+    #[test]
+    fn retention_is_400_days_0_keeps_everything_and_it_outlasts_idempotency_records() {
+        let days = |raw: &str| config(&[KEYS, TARGETS, ("RETENTION_DAYS", raw)]);
+        assert_eq!(
+            config(&[KEYS, TARGETS]).unwrap().retention,
+            Retention::days(400)
+        );
+        assert_eq!(days("0").unwrap().retention, Retention::keep_everything());
+        assert_eq!(days("1").unwrap().retention.seconds(), Some(86_400));
+        for bad in ["-1", "forever", "36501"] {
+            assert_eq!(days(bad).unwrap_err().variable, "RETENTION_DAYS", "{bad}");
+        }
+        let shorter = config(&[
+            KEYS,
+            TARGETS,
+            ("RETENTION_DAYS", "1"),
+            ("IDEMPOTENCY_TTL_SECONDS", "172800"),
+        ])
+        .unwrap_err();
+        assert_eq!(shorter.variable, "RETENTION_DAYS");
     }
 
     #[test]

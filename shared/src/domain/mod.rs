@@ -10,6 +10,7 @@ mod github;
 mod ids;
 mod numbers;
 mod policy;
+mod retention;
 pub mod trail;
 
 pub use api_key::{KeyId, KeyRecord, TableKey};
@@ -24,6 +25,7 @@ pub use github::{GITHUB_DEPLOYMENT, GithubAnswer, GithubDelivery, GithubGate, MA
 pub use ids::{ApprovalId, Approver, IdempotencyKey, InvalidValue, TenantId};
 pub use numbers::inexact_numbers;
 pub use policy::{Policy, PolicyRefusal, Rule, VoteEffect};
+pub use retention::Retention;
 
 use std::fmt;
 use std::marker::PhantomData;

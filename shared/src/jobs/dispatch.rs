@@ -8,7 +8,8 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::job::{Job, callback_jobs, github_job, jobs_for_change, slack_job};
+use super::dispatch_policy::{callback_jobs, github_job, jobs_for_change, slack_job};
+use super::job::Job;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Status};
 use crate::observe::{self, Metric};
@@ -171,18 +172,33 @@ impl Dispatcher {
         let mut jobs = Vec::new();
         let mut events = Vec::new();
         let mut indexed = Vec::new();
+        // Each approval's expiry, which its events' TTL counts from.
+        let mut expiries = std::collections::HashMap::new();
         for change in changes {
             let old = change.old.as_ref().map(items_to_approval).transpose();
             let new = change.new.as_ref().map(items_to_approval).transpose();
             match (old, new) {
                 (Ok(old), Ok(new)) => {
+                    if let Some(approval) = new.as_ref().or(old.as_ref()) {
+                        expiries.insert(
+                            (approval.tenant.clone(), approval.id.clone()),
+                            approval.expires_at,
+                        );
+                    }
                     let position = stream_position(&change.sequence_number);
                     let derived = events_for_change(old.as_ref(), new.as_ref(), &position);
                     let created = derived
                         .iter()
                         .find(|e| e.kind == EventType::Created)
                         .map_or("", |e| e.order.as_str());
-                    jobs.extend(jobs_for_change(old.as_ref(), new.as_ref(), created));
+                    // Without a notifier (a Slack- or GitHub-only deployment) approvers are not
+                    // notified by it: no notify job is made to fail.
+                    let notifies = self.app.secrets().notifier_url.is_some();
+                    jobs.extend(
+                        jobs_for_change(old.as_ref(), new.as_ref(), created)
+                            .into_iter()
+                            .filter(|job| notifies || !matches!(job, Job::Notify(_))),
+                    );
                     jobs.extend(github_job(old.as_ref(), new.as_ref(), &derived));
                     if let Some(new) = &new {
                         let secrets = self.app.secrets();
@@ -213,7 +229,14 @@ impl Dispatcher {
                 (Err(e), _) | (_, Err(e)) => return Err(DispatchError::Unreadable(e.to_string())),
             }
         }
-        self.app.store.put_events(&events).await?;
+        self.app
+            .store
+            .put_events(&events, |e| {
+                expiries
+                    .get(&(e.tenant.clone(), e.approval_id.clone()))
+                    .copied()
+            })
+            .await?;
         let moves: Vec<StatusMove> = indexed
             .iter()
             .map(|(from, approval)| StatusMove {
@@ -221,7 +244,10 @@ impl Dispatcher {
                 approval,
             })
             .collect();
-        self.app.store.move_index_items(&moves).await?;
+        self.app
+            .store
+            .move_index_items(&moves, self.app.clock.now())
+            .await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
             bodies.push(

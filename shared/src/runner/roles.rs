@@ -78,6 +78,14 @@ impl LocalRoles {
         {
             given.insert("ApiKeys", "(set)");
         }
+        // So is NotifierUrl (optional: a Slack- or GitHub-only deployment has none).
+        if !given.contains_key("NotifierUrl")
+            && ["NOTIFIER_URL", "NOTIFIER_URL_SECRET_ARN"]
+                .iter()
+                .any(|v| variables.get(*v).is_some_and(|s| !s.trim().is_empty()))
+        {
+            given.insert("NotifierUrl", "(set)");
+        }
         // Only what names a resource (a table, the queue, a secret's ARN): never a secret's
         // value, whatever the endpoint turns out to be.
         let resources: HashMap<&str, &str> = variables

@@ -202,7 +202,7 @@ impl Store {
             ExecutionStatus::NotStarted,
             now,
         );
-        let update = cancelled.apply(update, &mut values).build();
+        let update = cancelled.apply(update, &mut values, self.retention).build();
         let outcome = self
             .update_approval(
                 tenant,

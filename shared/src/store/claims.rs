@@ -77,7 +77,7 @@ impl Store {
             .set("#execution.#claimant = :claimant")
             .set("#execution.#attempts = :one")
             .set("#execution.#updated_at = :now");
-        let update = claimed.apply(update, &mut values).build();
+        let update = claimed.apply(update, &mut values, self.retention).build();
         self.update_where(tenant, id, (&update, &condition), values)
             .await
     }
@@ -117,7 +117,7 @@ impl Store {
             None => update.remove("#execution.#note"),
         };
         let ended = Indexed::after(id, Status::Approved, false, outcome, now);
-        let update = ended.apply(update, &mut values).build();
+        let update = ended.apply(update, &mut values, self.retention).build();
         let condition = with_requester(
             format!("{ONLY_IF_EXISTS} AND {ONLY_IF_REPORTABLE}"),
             reporter,
@@ -161,7 +161,7 @@ impl Store {
             .set("#execution.#status = :needs_reconciliation")
             .set("#execution.#last_error = :error")
             .set("#execution.#updated_at = :now");
-        let update = ended.apply(update, &mut values).build();
+        let update = ended.apply(update, &mut values, self.retention).build();
         let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_UNREPORTED}");
         self.update_where(tenant, id, (&update, &condition), values)
             .await

@@ -18,7 +18,7 @@ use super::error::{StoreError, is_transient};
 use super::expr::unused_values;
 use super::keys::approval_key;
 use super::tables::Tables;
-use crate::domain::{Approval, ApprovalId, TenantId};
+use crate::domain::{Approval, ApprovalId, Retention, TenantId};
 
 /// The DynamoDB store: one client (built once per process) and the table names.
 #[derive(Debug, Clone)]
@@ -29,6 +29,9 @@ pub struct Store {
     /// Whether an execution's begin also writes the ledger item of before v5 (see
     /// [`Store::guarding_v4_executors`]).
     pub(super) guard_v4_executors: bool,
+    /// How long an ended approval's items are kept (`RETENTION_DAYS`; see
+    /// [`crate::domain::Retention`]).
+    pub(super) retention: Retention,
 }
 
 impl Store {
@@ -37,7 +40,15 @@ impl Store {
             client,
             tables,
             guard_v4_executors: false,
+            retention: Retention::keep_everything(),
         }
+    }
+
+    /// Every item this store writes for an approval carries its `retain_until` under
+    /// `retention` (kept for ever without it).
+    pub fn retaining(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// While executors from before v5 may still run (an upgrade's first deploy), an

@@ -111,7 +111,11 @@ impl Store {
         ]);
         let expired = Indexed::after(id, Status::Expired, true, ExecutionStatus::NotStarted, now);
         let update = expired
-            .apply(UpdateExpr::default().set("#status = :expired"), &mut values)
+            .apply(
+                UpdateExpr::default().set("#status = :expired"),
+                &mut values,
+                self.retention,
+            )
             .build();
         let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_EXPIRED}");
         let outcome = self
@@ -150,7 +154,11 @@ impl Store {
         // it sends again is expected.
         let requeued = Indexed::after(id, Status::Approved, false, ExecutionStatus::Queued, now);
         let update = requeued
-            .apply(UpdateExpr::default().set(REQUEUE), &mut values)
+            .apply(
+                UpdateExpr::default().set(REQUEUE),
+                &mut values,
+                self.retention,
+            )
             .build();
         let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_STUCK} AND {ONLY_IF_REQUEUES_LEFT}");
         let outcome = self

@@ -23,6 +23,18 @@ pub(crate) fn names(expressions: &[&str]) -> HashMap<String, String> {
     names
 }
 
+/// `update` with `assignment` added to its `SET` clause (one made if it has none).
+pub(crate) fn with_set(update: &str, assignment: &str) -> String {
+    if let Some(rest) = update.strip_prefix("SET ") {
+        format!("SET {assignment}, {rest}")
+    } else if let Some(at) = update.find(" SET ") {
+        let (head, rest) = update.split_at(at + " SET ".len());
+        format!("{head}{assignment}, {rest}")
+    } else {
+        format!("SET {assignment} {update}").trim_end().to_owned()
+    }
+}
+
 /// Whether `expression` holds `token` (a `:value` or `#name`) as a whole word (`:t1` is not in
 /// `:t10`).
 pub(crate) fn uses(expression: &str, token: &str) -> bool {

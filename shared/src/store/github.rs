@@ -668,7 +668,7 @@ impl Store {
             ExecutionStatus::NotStarted,
             now,
         )
-        .apply(update, &mut vals)
+        .apply(update, &mut vals, self.retention)
         .build();
         let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_CANCELLABLE}");
         Update::builder()

@@ -124,7 +124,7 @@ impl Store {
         decision: &Decision,
         now: EpochSeconds,
     ) -> Result<Ingested, StoreError> {
-        let mut write = votes::first(approval_id, decision, None, now);
+        let mut write = votes::first(approval_id, decision, None, (now, self.retention));
         // Each write of the vote (the counted one, then the completing one) is another request:
         // DynamoDB refuses a client token sent with two different transactions.
         let mut writes = 0;
@@ -166,7 +166,7 @@ impl Store {
                 old.as_ref(),
                 decision,
                 None,
-                now,
+                (now, self.retention),
             ) {
                 Some(next) => write = next,
                 None => break old,

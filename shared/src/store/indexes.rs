@@ -8,6 +8,10 @@
 //!   query); any other approval has neither attribute, so it is in no partition and no query
 //!   reads it.
 //!
+//! - `retain_until` (the table's TTL): set, to the write's time + `RETENTION_DAYS`, by the write
+//!   that leaves nothing due (the approval has ended); removed by one that leaves something
+//!   due, so nothing pending or running is ever deleted (see `domain::Retention`).
+//!
 //! Every write that changes an approval's status or its execution's status takes these from
 //! [`Indexed`]: the put of a new approval ([`Indexed::of`]) and every update ([`Indexed::after`],
 //! applied with [`Indexed::apply`]). A write that forgot one would leave an approval where the
@@ -19,11 +23,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::attr::{epoch, s};
 use super::expr::UpdateExpr;
-use crate::domain::{Approval, ApprovalId, EpochSeconds, ExecutionStatus, Status};
+use crate::domain::{Approval, ApprovalId, EpochSeconds, ExecutionStatus, Retention, Status};
 
 /// The `due` index's partitions.
 pub(crate) const DUE_EXPIRY: &str = "expiry";
 pub(crate) const DUE_EXECUTION: &str = "execution";
+
+/// The TTL attribute of every table that holds an approval's items.
+pub(crate) const RETAIN_UNTIL: &str = "retain_until";
 
 /// What is due on an approval, and from when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +74,8 @@ pub(crate) struct Indexed {
     /// `None`: the write leaves the status as it is.
     status_id: Option<AttributeValue>,
     due: Due,
+    /// When the write happens (an ended approval's retention counts from it).
+    at: EpochSeconds,
 }
 
 impl Indexed {
@@ -80,6 +89,7 @@ impl Indexed {
                 approval.expires_at,
                 approval.execution.updated_at,
             ),
+            at: approval.execution.updated_at,
         }
     }
 
@@ -101,10 +111,11 @@ impl Indexed {
         Self {
             status_id: sets_status.then(|| status_id(status, id)),
             due: Due::of(status, execution, at, at),
+            at,
         }
     }
 
-    /// The attributes of a put.
+    /// The attributes of a put (of a new approval: pending, so it has no TTL).
     pub(crate) fn attributes(&self) -> Vec<(String, AttributeValue)> {
         let mut attributes = Vec::new();
         if let Some(status_id) = &self.status_id {
@@ -123,6 +134,7 @@ impl Indexed {
         &self,
         update: UpdateExpr,
         values: &mut HashMap<String, AttributeValue>,
+        retention: Retention,
     ) -> UpdateExpr {
         let mut update = update;
         if let Some(status_id) = &self.status_id {
@@ -136,8 +148,26 @@ impl Indexed {
                 update
                     .set("#due_kind = :index_due_kind")
                     .set("#due_at = :index_due_at")
+                    .remove("#retain_until")
             }
-            None => update.remove("#due_kind").remove("#due_at"),
+            None => {
+                let update = update.remove("#due_kind").remove("#due_at");
+                match self.retain_until(retention) {
+                    Some(until) => {
+                        values.insert(":index_retain_until".to_owned(), epoch(until));
+                        update.set("#retain_until = :index_retain_until")
+                    }
+                    None => update,
+                }
+            }
+        }
+    }
+
+    /// An ended approval's TTL: nothing is due on it.
+    fn retain_until(&self, retention: Retention) -> Option<EpochSeconds> {
+        match self.due {
+            Due::Nothing => retention.after_end(self.at),
+            Due::Expiry(_) | Due::Execution(_) => None,
         }
     }
 
@@ -197,10 +227,15 @@ mod tests {
         );
         assert_eq!(put, update);
         let mut values = HashMap::new();
-        let expression = update.apply(UpdateExpr::default(), &mut values).build();
+        let retention = Retention::days(1);
+        let expression = update
+            .apply(UpdateExpr::default(), &mut values, retention)
+            .build();
+        // Running: nothing may delete it (an operator's retry of a failed one takes its TTL off).
         assert_eq!(
             expression,
-            "SET #status_id = :index_status_id, #due_kind = :index_due_kind, #due_at = :index_due_at"
+            "SET #status_id = :index_status_id, #due_kind = :index_due_kind, #due_at = :index_due_at \
+             REMOVE #retain_until"
         );
         let attributes: HashMap<String, AttributeValue> = put.attributes().into_iter().collect();
         assert_eq!(attributes["status_id"], values[":index_status_id"]);
@@ -216,9 +251,23 @@ mod tests {
         );
         let mut values = HashMap::new();
         assert_eq!(
-            ended.apply(UpdateExpr::default(), &mut values).build(),
+            ended
+                .apply(
+                    UpdateExpr::default(),
+                    &mut values,
+                    Retention::keep_everything()
+                )
+                .build(),
             "REMOVE #due_kind, #due_at"
         );
         assert!(values.is_empty());
+        // Ended: its TTL is set in the write that ends it, a day after it.
+        assert_eq!(
+            ended
+                .apply(UpdateExpr::default(), &mut values, retention)
+                .build(),
+            "SET #retain_until = :index_retain_until REMOVE #due_kind, #due_at"
+        );
+        assert_eq!(values[":index_retain_until"], epoch(9 + 86_400));
     }
 }

@@ -22,12 +22,13 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, DeleteRequest, KeysAndAttributes, PutRequest, WriteRequest,
 };
 
-use super::attr::{Item, get_s, s};
+use super::attr::{Item, epoch, get_s, s};
 use super::client::Store;
 use super::codec::approval_from_item;
 use super::error::StoreError;
+use super::indexes::RETAIN_UNTIL;
 use super::keys::approval_key;
-use crate::domain::{Approval, ApprovalId, Status, TenantId};
+use crate::domain::{Approval, ApprovalId, EpochSeconds, Status, TenantId};
 
 /// Separates a facet's parts: identities and tenant ids never hold a control character.
 const SEP: char = '\u{1f}';
@@ -180,15 +181,24 @@ fn facets(approval: &Approval) -> Vec<String> {
         .collect()
 }
 
-/// The approval's index items at `status`: one per facet.
-pub(crate) fn index_items(approval: &Approval, status: Status) -> Vec<Item> {
+/// The approval's index items at `status`: one per facet, with the TTL `retain_until` (only
+/// on the items a move puts).
+pub(crate) fn index_items(
+    approval: &Approval,
+    status: Status,
+    retain_until: Option<EpochSeconds>,
+) -> Vec<Item> {
     facets(approval)
         .iter()
         .map(|facet| {
-            HashMap::from([
+            let mut item = HashMap::from([
                 ("pk".to_owned(), s(facet_status(facet, status))),
                 ("id".to_owned(), s(approval.id.as_str())),
-            ])
+            ]);
+            if let Some(until) = retain_until {
+                item.insert(RETAIN_UNTIL.to_owned(), epoch(until));
+            }
+            item
         })
         .collect()
 }
@@ -204,19 +214,25 @@ impl Store {
     /// Moves the index items of approvals whose status changed (or that were created): the
     /// items at the old status deleted, at the new one put. Writing them again writes the same
     /// items, so a redelivered change is harmless; the stream delivers one approval's changes in
-    /// order, and a batch's writes to one item are folded into its last.
-    pub async fn move_index_items(&self, moves: &[StatusMove<'_>]) -> Result<(), StoreError> {
+    /// order, and a batch's writes to one item are folded into its last. Each item put at
+    /// `now` is kept until its approval's expiry or `now`, whichever is later, + the retention.
+    pub async fn move_index_items(
+        &self,
+        moves: &[StatusMove<'_>],
+        now: EpochSeconds,
+    ) -> Result<(), StoreError> {
         let mut writes: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
         let key = |item: &Item| -> Result<(String, String), StoreError> {
             Ok((get_s(item, "pk")?.to_owned(), get_s(item, "id")?.to_owned()))
         };
         for m in moves {
             if let Some(from) = m.from.filter(|from| *from != m.approval.status) {
-                for item in index_items(m.approval, from) {
+                for item in index_items(m.approval, from, None) {
                     writes.insert(key(&item)?, None);
                 }
             }
-            for item in index_items(m.approval, m.approval.status) {
+            let until = self.retention.after_expiry(m.approval.expires_at, now);
+            for item in index_items(m.approval, m.approval.status, until) {
                 writes.insert(key(&item)?, Some(item));
             }
         }
@@ -571,7 +587,7 @@ mod tests {
             Approver::parse("alice").unwrap(),
             Approver::parse("Bob").unwrap(),
         ];
-        let items = index_items(&approval, Status::Approved);
+        let items = index_items(&approval, Status::Approved, None);
         let keys: Vec<String> = items
             .iter()
             .map(|i| get_s(i, "pk").unwrap().replace(SEP, "|"))

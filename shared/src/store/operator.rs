@@ -136,7 +136,7 @@ impl Store {
         condition: &str,
         mut values: HashMap<String, AttributeValue>,
     ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
-        let update = after.apply(update, &mut values).build();
+        let update = after.apply(update, &mut values, self.retention).build();
         let condition = format!("{ONLY_IF_EXISTS} AND ({condition})");
         let names = names(&[&update, &condition]);
         let outcome = self

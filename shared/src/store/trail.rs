@@ -23,9 +23,10 @@ use serde_json::Value;
 use super::attr::{Item, get_n, get_s, n, s};
 use super::client::Store;
 use super::error::{StoreError, is_transient};
+use super::indexes::RETAIN_UNTIL;
 use super::keys::trail_key;
 use crate::domain::trail::{EventType, TrailEvent, order_place};
-use crate::domain::{ApprovalId, TenantId};
+use crate::domain::{ApprovalId, EpochSeconds, TenantId};
 
 /// The list of an item's events.
 const EVENTS: &str = "e";
@@ -50,8 +51,12 @@ fn event_entry(event: &TrailEvent) -> AttributeValue {
     )
 }
 
-/// The items `events` are stored as: one per item key, its events in their places.
-pub(crate) fn event_items(events: &[TrailEvent]) -> Vec<Item> {
+/// The items `events` are stored as: one per item key, its events in their places, each with
+/// the TTL `retain` gives its first event (an item's events are one approval's).
+pub(crate) fn event_items(
+    events: &[TrailEvent],
+    retain: impl Fn(&TrailEvent) -> Option<EpochSeconds>,
+) -> Vec<Item> {
     let mut items: BTreeMap<(String, &str), Vec<(usize, &TrailEvent)>> = BTreeMap::new();
     for event in events {
         let (key, index) = order_place(&event.order);
@@ -64,12 +69,17 @@ pub(crate) fn event_items(events: &[TrailEvent]) -> Vec<Item> {
         .into_iter()
         .map(|((pk, key), mut events)| {
             events.sort_by_key(|(index, _)| *index);
+            let until = events.first().and_then(|(_, e)| retain(e));
             let list = events.iter().map(|(_, e)| event_entry(e)).collect();
-            Item::from([
+            let mut item = Item::from([
                 ("pk".to_owned(), s(pk)),
                 ("id".to_owned(), s(key)),
                 (EVENTS.to_owned(), AttributeValue::L(list)),
-            ])
+            ]);
+            if let Some(until) = until {
+                item.insert(RETAIN_UNTIL.to_owned(), n(until));
+            }
+            item
         })
         .collect()
 }
@@ -133,8 +143,9 @@ fn place(event: &TrailEvent) -> (&str, &str) {
 impl Store {
     /// The Puts of the events recorded with a transition (one item, for events of one end),
     /// for the transaction that commits them.
+    /// A job records them: they take a job's TTL from their time.
     pub(crate) fn event_puts(&self, events: &[TrailEvent]) -> Result<Vec<Put>, StoreError> {
-        event_items(events)
+        event_items(events, |e| self.retention.after_job_write(e.at))
             .into_iter()
             .map(|item| {
                 Put::builder()
@@ -147,10 +158,19 @@ impl Store {
     }
 
     /// Stores events (derived from committed changes), one item per change. Writing one again
-    /// writes the same item: a redelivered change adds nothing.
-    pub async fn put_events(&self, events: &[TrailEvent]) -> Result<(), StoreError> {
+    /// writes the same item: a redelivered change adds nothing. `expiry` gives the expiry of
+    /// the approval an event belongs to (from the change's image), which its TTL counts from.
+    pub async fn put_events(
+        &self,
+        events: &[TrailEvent],
+        expiry: impl Fn(&TrailEvent) -> Option<EpochSeconds>,
+    ) -> Result<(), StoreError> {
+        let retain = |e: &TrailEvent| match expiry(e) {
+            Some(expires_at) => self.retention.after_expiry(expires_at, e.at),
+            None => self.retention.after_job_write(e.at),
+        };
         let mut requests = Vec::new();
-        for item in event_items(events) {
+        for item in event_items(events, retain) {
             let put = PutRequest::builder()
                 .set_item(Some(item))
                 .build()
@@ -196,7 +216,12 @@ impl Store {
             .client
             .put_item()
             .table_name(&self.tables.events)
-            .set_item(event_items(std::slice::from_ref(event)).pop())
+            .set_item(
+                event_items(std::slice::from_ref(event), |e| {
+                    self.retention.after_job_write(e.at)
+                })
+                .pop(),
+            )
             .expression_attribute_names("#pk", "pk");
         let put = match replaces {
             None => put.condition_expression("attribute_not_exists(#pk)"),
@@ -340,7 +365,7 @@ mod tests {
         for e in &mut events {
             e.approval_id = id.clone();
         }
-        let items = event_items(&events);
+        let items = event_items(&events, |_| None);
         assert_eq!(items.len(), 2, "the change's two events, and the callback");
         let tenant = TenantId::parse("tenant-a").unwrap();
         let back: Vec<TrailEvent> = items

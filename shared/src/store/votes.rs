@@ -37,7 +37,7 @@ use super::expr::{UpdateExpr, names, uses};
 use super::indexes::Indexed;
 use crate::domain::{
     Approval, ApprovalId, Approver, DecideRefusal, DecideRequest, Decision, EpochSeconds,
-    ExecutionStatus, Outcome, Status, TenantId, classify_refusal,
+    ExecutionStatus, Outcome, Retention, Status, TenantId, classify_refusal,
 };
 
 /// ... and the voter has not voted yet.
@@ -77,6 +77,7 @@ impl VoteWrite {
         update: UpdateExpr,
         condition: String,
         (id, vote, sent_by, now): (&ApprovalId, &Decision, Option<&Approver>, EpochSeconds),
+        retention: Retention,
     ) -> Self {
         let mut values = HashMap::from([
             (":outcome".to_owned(), s(vote.outcome.status().as_str())),
@@ -114,8 +115,11 @@ impl VoteWrite {
                     Outcome::Approved | Outcome::Rejected => ExecutionStatus::NotStarted,
                 };
                 values.insert(":execution".to_owned(), s(execution.as_str()));
-                Indexed::after(id, vote.outcome.status(), true, execution, now)
-                    .apply(update, &mut values)
+                Indexed::after(id, vote.outcome.status(), true, execution, now).apply(
+                    update,
+                    &mut values,
+                    retention,
+                )
             }
             false => update,
         }
@@ -152,7 +156,7 @@ impl Store {
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
         let mut vote = std::borrow::Cow::Borrowed(vote);
-        let mut write = first(id, &vote, sent_by, now);
+        let mut write = first(id, &vote, sent_by, (now, self.retention));
         let mut respelled = false;
         loop {
             let outcome = self
@@ -176,7 +180,7 @@ impl Store {
                 old.as_ref(),
                 &vote,
                 sent_by,
-                now,
+                (now, self.retention),
             ) {
                 write = next;
                 continue;
@@ -195,7 +199,7 @@ impl Store {
                     let mut respelled_vote = vote.into_owned();
                     respelled_vote.approver = listed;
                     vote = std::borrow::Cow::Owned(respelled_vote);
-                    write = first(id, &vote, sent_by, now);
+                    write = first(id, &vote, sent_by, (now, self.retention));
                 }
                 _ => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
@@ -208,14 +212,20 @@ pub(crate) fn first(
     id: &ApprovalId,
     vote: &Decision,
     sent_by: Option<&Approver>,
-    now: EpochSeconds,
+    (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
     let kind = match (vote.outcome, id.rules_hint()) {
         (Outcome::Rejected, _) => WriteKind::Veto,
         (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
         (Outcome::Approved, _) => WriteKind::Single,
     };
-    write((kind, id.executes_hint()), id, vote, sent_by, now)
+    write(
+        (kind, id.executes_hint()),
+        id,
+        vote,
+        sent_by,
+        (now, retention),
+    )
 }
 
 /// The next write of a vote whose `previous` write (its kind, and whether it took the action
@@ -226,7 +236,7 @@ pub(crate) fn next(
     old: Option<&Approval>,
     vote: &Decision,
     sent_by: Option<&Approver>,
-    now: EpochSeconds,
+    (now, retention): (EpochSeconds, Retention),
 ) -> Option<VoteWrite> {
     let request = DecideRequest {
         outcome: vote.outcome,
@@ -248,7 +258,7 @@ pub(crate) fn next(
     };
     let old = old?;
     let shape = (kind, old.executes);
-    (shape != previous).then(|| write(shape, &old.id, vote, sent_by, now))
+    (shape != previous).then(|| write(shape, &old.id, vote, sent_by, (now, retention)))
 }
 
 fn write(
@@ -256,7 +266,7 @@ fn write(
     id: &ApprovalId,
     vote: &Decision,
     sent_by: Option<&Approver>,
-    now: EpochSeconds,
+    (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
     let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
     let decides = UpdateExpr::default()
@@ -271,7 +281,7 @@ fn write(
     match kind {
         WriteKind::Veto => {
             let update = decides.set(RECORD_VOTE).add(ADD_VOTER);
-            VoteWrite::new(shape, update, decidable, vote_of)
+            VoteWrite::new(shape, update, decidable, vote_of, retention)
         }
         WriteKind::Single => {
             // v1's decision as it was: the decision is the approval's one vote, so no list of
@@ -282,7 +292,7 @@ fn write(
             let condition = format!(
                 "{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending) AND {approves}"
             );
-            VoteWrite::new(shape, update, condition, vote_of)
+            VoteWrite::new(shape, update, condition, vote_of, retention)
         }
         WriteKind::Counted(rules) => {
             // if_not_exists: an approval whose id hints wrongly has no counters, and its
@@ -300,7 +310,7 @@ fn write(
                 "{decidable} AND attribute_exists(#while_pending) AND ({})",
                 short.join(" OR ")
             );
-            VoteWrite::new(shape, update, condition, vote_of)
+            VoteWrite::new(shape, update, condition, vote_of, retention)
         }
         WriteKind::Completing(rules) => {
             // The policy was confirmed by the refused write's item: every counter and ballot
@@ -322,7 +332,7 @@ fn write(
                 "{decidable} AND attribute_exists(#while_pending) AND {approves} AND {}",
                 enough.join(" AND ")
             );
-            VoteWrite::new(shape, update, condition, vote_of)
+            VoteWrite::new(shape, update, condition, vote_of, retention)
         }
     }
 }
@@ -347,25 +357,30 @@ mod tests {
     #[test]
     fn every_alias_and_value_of_a_write_is_defined_and_used() {
         for write in [
-            first(&ApprovalId::generate(), &vote(Outcome::Approved), None, 5),
+            first(
+                &ApprovalId::generate(),
+                &vote(Outcome::Approved),
+                None,
+                (5, Retention::days(1)),
+            ),
             first(
                 &ApprovalId::generate_for(3),
                 &vote(Outcome::Approved),
                 None,
-                5,
+                (5, Retention::days(1)),
             ),
             first(
                 &ApprovalId::generate_for(3),
                 &vote(Outcome::Rejected),
                 None,
-                5,
+                (5, Retention::days(1)),
             ),
             write(
                 (WriteKind::Completing(2), false),
                 &ApprovalId::generate_for(2),
                 &vote(Outcome::Approved),
                 None,
-                5,
+                (5, Retention::days(1)),
             ),
         ] {
             let text = format!("{} {}", write.update, write.condition);
@@ -380,7 +395,7 @@ mod tests {
             &ApprovalId::generate_for(3),
             &vote(Outcome::Approved),
             None,
-            5,
+            (5, Retention::days(1)),
         );
         assert_eq!(counted.kind, WriteKind::Counted(3));
         assert_eq!(counted.names["#voter"], "alice@example.com");
@@ -389,7 +404,13 @@ mod tests {
         );
         let legacy = ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ").unwrap();
         assert_eq!(
-            first(&legacy, &vote(Outcome::Approved), None, 5).kind,
+            first(
+                &legacy,
+                &vote(Outcome::Approved),
+                None,
+                (5, Retention::days(1))
+            )
+            .kind,
             WriteKind::Single
         );
     }

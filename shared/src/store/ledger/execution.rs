@@ -20,6 +20,7 @@ use crate::store::client::{Store, Transaction, condition_failed_item};
 use crate::store::error::StoreError;
 use crate::store::expr::UpdateExpr;
 use crate::store::github::RoundKey;
+use crate::store::indexes::RETAIN_UNTIL;
 use crate::store::keys::approval_key;
 use crate::store::size::kept;
 
@@ -280,7 +281,7 @@ impl Store {
         token: &str,
         now: EpochSeconds,
     ) -> Result<aws_sdk_dynamodb::types::TransactWriteItem, StoreError> {
-        let put = aws_sdk_dynamodb::types::Put::builder()
+        let mut put = aws_sdk_dynamodb::types::Put::builder()
             .table_name(&self.tables.execution_ledger)
             .item("pk", s(key.pk()))
             .item("status", s(LedgerStatus::InProgress.as_str()))
@@ -292,7 +293,11 @@ impl Store {
             .item("approval_id", s(key.approval_id.as_str()))
             .item("tenant", s(key.tenant.as_str()))
             .item("updated_at", epoch(now))
-            .item("guards_v5_execution", AttributeValue::Bool(true))
+            .item("guards_v5_execution", AttributeValue::Bool(true));
+        if let Some(until) = self.retention.after_job_write(now) {
+            put = put.item(RETAIN_UNTIL, epoch(until));
+        }
+        let put = put
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
         Ok(aws_sdk_dynamodb::types::TransactWriteItem::builder()

@@ -22,7 +22,7 @@ use super::attr::{Item, epoch, get_n, get_s, n, opt_s, s};
 use super::client::{Store, Transaction, condition_failed_item};
 use super::conditions::ONLY_IF_EXISTS;
 use super::error::{StoreError, is_transient};
-use super::expr::{UpdateExpr, names};
+use super::expr::{UpdateExpr, names, with_set};
 use super::github::RoundKey;
 use super::indexes::Indexed;
 use super::keys::approval_key;
@@ -201,6 +201,24 @@ fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
 }
 
 impl Store {
+    /// `update` of a job's ledger item written at `now`, with the item's TTL (`retain_until`,
+    /// see `domain::Retention`): set by the writes that begin an attempt or fail a job
+    /// unbegun, so each generation of a job refreshes it.
+    pub(super) fn job_retained(
+        &self,
+        update: &str,
+        vals: &mut HashMap<String, AttributeValue>,
+        now: EpochSeconds,
+    ) -> String {
+        match self.retention.after_job_write(now) {
+            Some(until) => {
+                vals.insert(":retain_until".to_owned(), epoch(until));
+                with_set(update, "#retain_until = :retain_until")
+            }
+            None => update.to_owned(),
+        }
+    }
+
     /// The ledger item's update, for a transaction; a refused condition returns the item as it
     /// was.
     fn ledger_update(
@@ -237,7 +255,7 @@ impl Store {
             return Ok(None);
         }
         let after = Indexed::after(&key.approval_id, Status::Approved, false, execution, due_at);
-        let update = after.apply(update, &mut vals).build();
+        let update = after.apply(update, &mut vals, self.retention).build();
         vals.insert(":approved".to_owned(), s(Status::Approved.as_str()));
         vals.insert(":generation".to_owned(), n(key.generation));
         Update::builder()
@@ -334,7 +352,8 @@ impl Store {
         if takeover {
             vals.insert(":now_ms".to_owned(), n(now_ms));
         }
-        let ledger = self.ledger_update(key, BEGIN_ATTEMPT, condition, vals)?;
+        let begin = self.job_retained(BEGIN_ATTEMPT, &mut vals, now);
+        let ledger = self.ledger_update(key, &begin, condition, vals)?;
         let show_running = UpdateExpr::default()
             .set("#execution.#status = :running")
             .set("#execution.#attempts = #execution.#attempts + :one")
@@ -405,25 +424,22 @@ impl Store {
         {
             return Ok(failed);
         }
-        let ledger = self.ledger_update(
-            key,
-            FAIL_UNBEGUN,
-            ONLY_IF_NOT_BEGUN,
-            values(&[
-                (":failed", s(LedgerStatus::Failed.as_str())),
-                (
-                    ":needs_reconciliation",
-                    s(LedgerStatus::NeedsReconciliation.as_str()),
-                ),
-                (":generation", n(key.generation)),
-                (":zero", n(0)),
-                (":kind", s(key.kind())),
-                (":approval_id", s(key.approval_id.as_str())),
-                (":tenant", s(key.tenant.as_str())),
-                (":error", s(reason)),
-                (":now", epoch(now)),
-            ]),
-        )?;
+        let mut vals = values(&[
+            (":failed", s(LedgerStatus::Failed.as_str())),
+            (
+                ":needs_reconciliation",
+                s(LedgerStatus::NeedsReconciliation.as_str()),
+            ),
+            (":generation", n(key.generation)),
+            (":zero", n(0)),
+            (":kind", s(key.kind())),
+            (":approval_id", s(key.approval_id.as_str())),
+            (":tenant", s(key.tenant.as_str())),
+            (":error", s(reason)),
+            (":now", epoch(now)),
+        ]);
+        let fail = self.job_retained(FAIL_UNBEGUN, &mut vals, now);
+        let ledger = self.ledger_update(key, &fail, ONLY_IF_NOT_BEGUN, vals)?;
         let failed = UpdateExpr::default()
             .set("#execution.#status = :exec_status")
             .set("#execution.#last_error = :error")

@@ -86,7 +86,7 @@ impl Store {
         lease_until_ms: i64,
         settle_ms: i64,
     ) -> Result<SlackClaim, StoreError> {
-        let vals = values(&[
+        let mut vals = values(&[
             (":version", s(version)),
             (":token", s(token)),
             (":lease_until", n(lease_until_ms)),
@@ -98,12 +98,13 @@ impl Store {
             (":now", epoch(now)),
             (":one", n(1)),
         ]);
+        let update = self.job_retained(CLAIM, &mut vals, now);
         let claim = ConditionalUpdate {
             table: &self.tables.execution_ledger,
             key: s(key.pk()),
-            update: CLAIM,
+            update: &update,
             condition: ONLY_IF_CLAIMABLE,
-            names: names(&[CLAIM, ONLY_IF_CLAIMABLE]),
+            names: names(&[&update, ONLY_IF_CLAIMABLE]),
             values: vals,
             returning: ReturnValue::AllOld,
         };

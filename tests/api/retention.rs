@@ -1,0 +1,230 @@
+//! Retention (`RETENTION_DAYS`): every item of an approval that has ended carries its TTL
+//! (`retain_until`), set by writes that happen anyway, so DynamoDB deletes the approval with its
+//! trail, index entries and ledger records; a pending or running one carries none on its own
+//! item, and nothing of it can go before it. Through the real router, dispatcher and executor
+//! against the local AWS.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use countersign_tests::{ALICE, CreateBody, KEY_A, TENANT_A, TestApp, event_types, eventually};
+use serde_json::json;
+
+type Item = HashMap<String, AttributeValue>;
+
+const DAY: i64 = 86_400;
+/// A job's ledger record outlasts any approval it belongs to by at most the longest pending
+/// window (30 days: it does not know the approval's expiry).
+const LONGEST_PENDING: i64 = 30 * DAY;
+const WAIT: Duration = Duration::from_secs(60);
+
+fn number(item: &Item, name: &str) -> Option<i64> {
+    match item.get(name) {
+        Some(AttributeValue::N(n)) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+fn string<'a>(item: &'a Item, name: &str) -> &'a str {
+    match item.get(name) {
+        Some(AttributeValue::S(s)) => s,
+        _ => "",
+    }
+}
+
+async fn scan(t: &TestApp, table: &str) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut start = None;
+    loop {
+        let page = t
+            .dynamodb
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .expect("scan");
+        items.extend(page.items().iter().cloned());
+        match page.last_evaluated_key() {
+            Some(key) => start = Some(key.clone()),
+            None => return items,
+        }
+    }
+}
+
+/// The approval `id`'s own item, and every other item of it: its trail, its index entries and
+/// its jobs' ledger records (each named by table).
+async fn items_of(t: &TestApp, id: &str) -> (Item, Vec<(&'static str, Item)>) {
+    let tables = &t.app.config.tables;
+    let pk = format!("{TENANT_A}#{id}");
+    let approval = t.item(&tables.approvals, &pk).await.expect("the approval");
+    let mut others = Vec::new();
+    for item in scan(t, &tables.events).await {
+        if string(&item, "pk") == pk {
+            others.push(("events", item));
+        }
+    }
+    for item in scan(t, &tables.approval_index).await {
+        if string(&item, "id") == id {
+            others.push(("approval_index", item));
+        }
+    }
+    for item in scan(t, &tables.execution_ledger).await {
+        if string(&item, "approval_id") == id {
+            others.push(("execution_ledger", item));
+        }
+    }
+    (approval, others)
+}
+
+fn has_ttl(items: &[(&str, Item)]) -> bool {
+    items
+        .iter()
+        .any(|(_, item)| item.contains_key("retain_until"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ended_approval_and_every_item_of_it_expire_within_the_retention_a_pending_one_never() {
+    let retention = 2 * DAY;
+    let t = TestApp::start_jobs(&[("RETENTION_DAYS", "2"), ("JOB_MAX_ATTEMPTS", "2")]).await;
+    let began = t.clock.now();
+    let body = |kind: &str| CreateBody::new(kind, &[ALICE]).to_string();
+    let pending = t.create_ok(KEY_A, "keep-pending", &body("deploy")).await;
+    let rejected = t.create_ok(KEY_A, "rejected", &body("deploy")).await;
+    let reply = t
+        .decide(
+            countersign_tests::DECIDER_A,
+            &rejected,
+            countersign_tests::decision_body("reject", ALICE),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let succeeded = t.create_approved("succeeded", &body("deploy"), ALICE).await;
+    let done = t.wait_for_execution(KEY_A, &succeeded, WAIT).await;
+    assert_eq!(done["execution"]["status"], "succeeded");
+    let failed = t
+        .create_approved("failed", &body("always_503"), ALICE)
+        .await;
+    let done = t.wait_for_execution(KEY_A, &failed, WAIT).await;
+    assert_eq!(done["execution"]["status"], "failed");
+    // Every change is in the trail (the dispatcher's writes), every notification sent (the
+    // notify jobs' ledger records).
+    for (id, last) in [
+        (&rejected, "approval.rejected"),
+        (&succeeded, "execution.succeeded"),
+        (&failed, "execution.failed"),
+        (&pending, "notification.sent"),
+    ] {
+        eventually(&format!("{last} recorded for {id}"), || async {
+            let trail = event_types(&t.trail(KEY_A, id, 50).await);
+            trail.iter().any(|e| e == last) && trail.iter().any(|e| e == "notification.sent")
+        })
+        .await;
+    }
+    let ended_by = t.clock.now();
+
+    for id in [&rejected, &succeeded, &failed] {
+        let (approval, others) = items_of(&t, id).await;
+        let until = number(&approval, "retain_until").expect("an ended approval has its TTL");
+        assert!(
+            (began + retention..=ended_by + retention).contains(&until),
+            "its end + the retention: {until} not in {}..={}",
+            began + retention,
+            ended_by + retention
+        );
+        assert!(
+            others.iter().any(|(table, _)| *table == "events")
+                && others.iter().any(|(table, _)| *table == "approval_index")
+                && others.iter().any(|(table, _)| *table == "execution_ledger"),
+            "{id}: a trail, index entries and ledger records: {others:?}"
+        );
+        for (table, item) in &others {
+            let item_until = number(item, "retain_until")
+                .unwrap_or_else(|| panic!("{table} item of {id} without a TTL: {item:?}"));
+            assert!(
+                item_until >= until,
+                "{table} item of {id} would go before its approval ({item_until} < {until})"
+            );
+            assert!(
+                item_until <= ended_by + LONGEST_PENDING + retention,
+                "{table} item of {id} outlives the retention by more than a pending window"
+            );
+        }
+        // Its create's idempotency record keeps its own, shorter life.
+        let record = t
+            .item(
+                &t.app.config.tables.idempotency_keys,
+                &format!("{TENANT_A}#{}", string(&approval, "idempotency_key")),
+            )
+            .await;
+        if let Some(record) = record {
+            let expires = number(&record, "expires_at").expect("an idempotency record's TTL");
+            assert!(expires <= ended_by + retention);
+        }
+    }
+
+    // Pending: its own item has no TTL, and nothing of it can go before it could end.
+    let (approval, others) = items_of(&t, &pending).await;
+    assert!(
+        !approval.contains_key("retain_until"),
+        "a pending approval is never deleted: {approval:?}"
+    );
+    let expires_at = number(&approval, "expires_at").expect("its expiry");
+    assert!(has_ttl(&others), "its trail and index carry their bound");
+    for (table, item) in &others {
+        if let Some(item_until) = number(item, "retain_until") {
+            assert!(
+                item_until >= expires_at.max(began) + retention,
+                "{table} item of a pending approval could go before it ends"
+            );
+        }
+    }
+
+    // An operator's retry gives the failed execution something due again: its TTL goes in
+    // the same write (and comes back, later, with its new end).
+    let before = number(&items_of(&t, &failed).await.0, "retain_until").expect("failed: TTL");
+    let retried = t.send(t.retry_request(&failed, Some("retry-1"))).await;
+    assert_eq!(retried.status, 202, "{}", retried.text());
+    let (approval, _) = items_of(&t, &failed).await;
+    let execution = t.get(KEY_A, &failed).await.json()["execution"]["status"].clone();
+    match number(&approval, "retain_until") {
+        None => {}
+        Some(after) => assert!(
+            after > before || execution == json!("failed"),
+            "a resumed execution keeps no TTL while it is due ({execution})"
+        ),
+    }
+    let done = t.wait_for_execution(KEY_A, &failed, WAIT).await;
+    assert_eq!(done["execution"]["status"], "failed");
+    eventually(
+        "the retried execution's end carries a TTL again",
+        || async { number(&items_of(&t, &failed).await.0, "retain_until").is_some() },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn zero_days_keeps_everything() {
+    let t = TestApp::start_jobs(&[("RETENTION_DAYS", "0")]).await;
+    let id = t
+        .create_approved(
+            "kept",
+            &CreateBody::new("deploy", &[ALICE]).to_string(),
+            ALICE,
+        )
+        .await;
+    let done = t.wait_for_execution(KEY_A, &id, WAIT).await;
+    assert_eq!(done["execution"]["status"], "succeeded");
+    eventually("the trail is recorded", || async {
+        event_types(&t.trail(KEY_A, &id, 50).await)
+            .iter()
+            .any(|e| e == "execution.succeeded")
+    })
+    .await;
+    let (approval, others) = items_of(&t, &id).await;
+    assert!(!approval.contains_key("retain_until"), "{approval:?}");
+    assert!(!others.is_empty());
+    assert!(!has_ttl(&others), "nothing of it expires: {others:?}");
+}
