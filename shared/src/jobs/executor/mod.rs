@@ -3,14 +3,20 @@
 //! `Idempotency-Key`, the same on every attempt → complete (ledger and approval in one
 //! transaction). Outcomes it cannot know are never reported as success.
 //!
-//! In parts: the orchestration of one receive (here), the queue's side ([`message`]), the pure
+//! In parts: the orchestration of one receive (here: dispatching the job to its path, and the
+//! begin, lease and end every attempt shares), the queue's side ([`message`]), the pure
 //! decisions ([`policy`]), the calls ([`downstream`]) and what a receive does when it finds an
-//! attempt it did not begin, or the job out of attempts ([`recovery`]). Callbacks, delivered at
-//! least once with their outcome recorded once, take no ledger item ([`callback`]).
+//! attempt it did not begin, or the job out of attempts ([`recovery`]). Each kind of job has its
+//! path: an execution's call, which a GitHub answer takes too ([`execute`]), GitHub's own side
+//! ([`github`]), notifications ([`notify`]), Slack's messages ([`slack`]). Callbacks, delivered
+//! at least once with their outcome recorded once, take no ledger item ([`callback`]).
 
 mod callback;
 mod downstream;
+mod execute;
+mod github;
 mod message;
+mod notify;
 mod policy;
 mod recovery;
 mod slack;
@@ -19,16 +25,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::domain::trail::TrailEvent;
-use crate::domain::{Approver, Completion, LedgerStatus, rfc3339};
-use crate::jobs::job::{Job, NotifyJob};
+use crate::domain::{Completion, rfc3339};
+use crate::jobs::job::Job;
 use crate::observe::{self, Metric};
-use crate::store::{AttemptEnd, Begin, LedgerEntry, LedgerKey, StoreError};
+use crate::store::{AttemptEnd, Begin, LedgerKey, StoreError};
 use crate::{App, ConfigError, Function};
 use downstream::{Downstream, Target};
 use message::{Disposition, JobQueue};
 use policy::{
-    ANSWER_MARGIN, CallOutcome, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE, SHORTEST_END_WRITE,
-    StatusAnswer, call_budget, comes_back, seconds_from_ms,
+    ANSWER_MARGIN, END_WRITE_FIRST_PAUSE, END_WRITE_LONGEST_PAUSE, SHORTEST_END_WRITE, call_budget,
 };
 
 pub use message::JobMessage;
@@ -213,7 +218,8 @@ impl Executor {
         receipt.message.receive_count >= self.app.config.job_max_attempts
     }
 
-    /// Begins an attempt, calls the target, and records what the call told.
+    /// Begins an attempt, then hands it to its path (`notify.rs` for a notify job, `execute.rs`
+    /// for a call), which calls the target and records what the call told.
     async fn attempt(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
         if let Job::Execute(_) = r.job {
             fail::fail_point!("execute::before_begin");
@@ -262,243 +268,7 @@ impl Executor {
         if let Job::Notify(job) = &r.job {
             return self.notify(r, job, &attempt, left.as_ref(), budget).await;
         }
-        // An operator's retry (a generation after the first) follows an execution whose
-        // outcome may be unknown: a target that can say what became of the key is asked before
-        // it is called again, as every automatic retry does. A target that says it acted records
-        // `succeeded` and nothing is sent; one that says it never took the key (`not_found`) or
-        // that it failed (it did not act: what the operator asks to do again) is called; one
-        // that cannot tell yet is asked again later, never called blind.
-        if let (Job::Execute(j), Some(status), Some(_), Some(budget)) =
-            (&r.job, &r.target.status, &r.target.url, budget)
-            && j.generation > 0
-        {
-            let answer = self.downstream.ask(&r.job, &status.url, Some(budget)).await;
-            let check = answer.check(self.app.clock.now());
-            observe::count(Metric::StatusQuery, &[check.answer.as_str()]);
-            if !matches!(answer, StatusAnswer::NotFound | StatusAnswer::Failed(_)) {
-                let (completion, disposition) = policy::after_status(
-                    &answer,
-                    "an operator's retry asked the target before calling it again",
-                    r.target.idempotent,
-                    self.last_attempt(r),
-                    true,
-                );
-                tracing::info!(job = r.job.id(), answer = ?answer, attempt_outcome = ?completion, "operator retry settled by the target's status, not called");
-                let end = AttemptEnd {
-                    check: Some(&check),
-                    ..AttemptEnd::by_owner(&completion, &attempt.token)
-                };
-                let back = comes_back(&completion, disposition, r.message.receive_count);
-                return self.finish(r, &attempt, end, disposition, back).await;
-            }
-        }
-        // How long GitHub asked to wait before the answer is sent again (429, a rate limit).
-        let mut github_wait: Option<u64> = None;
-        // The budget left after the status query, if one was asked.
-        let until_lease_end = attempt.lease_end.saturating_duration_since(Instant::now());
-        let budget =
-            budget.and_then(|_| call_budget(self.call_timeout, r.remaining(), until_lease_end));
-        let outcome = match (&r.target.url, budget) {
-            (Some(_), None) => CallOutcome::Retryable(
-                "not sent: too little of the invocation or the lease was left after the begin"
-                    .to_owned(),
-            ),
-            (Some(url), Some(budget)) => {
-                if let Job::Execute(j) = &r.job {
-                    observe::count(Metric::ExecutionAttempt, &[j.action_type.as_str()]);
-                }
-                match r.job.github_call() {
-                    Some(call) => {
-                        let answered = self.downstream.answer_github(&r.job, call, budget).await;
-                        self.github_outcome(r, answered, &mut github_wait).await?
-                    }
-                    None => {
-                        self.downstream
-                            .send(&r.job, url, r.target.idempotent, budget)
-                            .await
-                    }
-                }
-            }
-            (None, _) => {
-                let kind = match &r.job {
-                    Job::Execute(j) => j.action_type.as_str(),
-                    Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {
-                        r.job.kind()
-                    }
-                };
-                CallOutcome::Refused(format!("action type {kind:?} is not configured"))
-            }
-        };
-        match &r.job {
-            Job::Execute(_) => {
-                if let Some(ms) = stall_after_downstream() {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                }
-            }
-            Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {}
-        }
-
-        // Whether it acted is not known, and the target can say: ask it — not now, but once it
-        // has had its status delay to record the key (a gateway's 504 can come while the target
-        // still works on the request, and its `not_found` would then be wrong). The message
-        // comes back after the delay; other jobs go on meanwhile.
-        if let (CallOutcome::Unknown(error), Some(status)) = (&outcome, &r.target.status) {
-            let completion = Completion::Unknown(format!(
-                "outcome unknown ({error}); the target's status URL is asked from {} s after the call",
-                status.delay_ms / 1000
-            ));
-            let end = AttemptEnd {
-                call_ended_ms: Some(self.app.clock.now_millis()),
-                due_at: Some(self.app.clock.now() + status.delay_ms / 1000),
-                ..AttemptEnd::by_owner(&completion, &attempt.token)
-            };
-            let back = Some(seconds_from_ms(status.delay_ms));
-            return self
-                .finish(r, &attempt, end, Disposition::Retry, back)
-                .await;
-        }
-        let (completion, disposition) =
-            policy::after_call(outcome, false, r.target.idempotent, self.last_attempt(r));
-        let end = AttemptEnd::by_owner(&completion, &attempt.token);
-        let back = comes_back(&completion, disposition, r.message.receive_count);
-        // GitHub's Retry-After (or rate limit reset) is never shortened by the backoff.
-        let back = match (back, github_wait) {
-            (Some(back), Some(wait)) => Some(back.max(i32::try_from(wait).unwrap_or(i32::MAX))),
-            (back, _) => back,
-        };
-        self.finish(r, &attempt, end, disposition, back).await
-    }
-
-    /// An approval's notifications, in the attempt this worker began (`left`: the ledger as
-    /// the begin left it): every approver not done yet is called at once, each by a call of its
-    /// own with its own key (the notifier dedupes by it). The end records, with their events in
-    /// one item, the approvers done — sent, or refused for good — and leaves the others to the
-    /// next attempt, which calls only them.
-    async fn notify(
-        &self,
-        r: &Receipt<'_>,
-        job: &NotifyJob,
-        attempt: &Attempt,
-        left: Option<&LedgerEntry>,
-        budget: Option<Duration>,
-    ) -> Result<Disposition, StoreError> {
-        let done = |approver: &&Approver| {
-            left.is_some_and(|e| e.notified.iter().any(|d| d == approver.as_str()))
-        };
-        let remaining: Vec<&Approver> = job.approvers.iter().filter(|a| !done(a)).collect();
-        let outcomes: Vec<CallOutcome> = match (&r.target.url, budget) {
-            (Some(url), Some(budget)) => {
-                let calls = remaining
-                    .iter()
-                    .map(|approver| self.downstream.notify(&r.job, job, approver, url, budget));
-                futures::future::join_all(calls).await
-            }
-            (Some(_), None) => remaining
-                .iter()
-                .map(|_| {
-                    CallOutcome::Retryable(
-                        "not sent: too little of the invocation or the lease was left after the begin"
-                            .to_owned(),
-                    )
-                })
-                .collect(),
-            (None, _) => remaining
-                .iter()
-                .map(|_| CallOutcome::Refused("no notifier URL".to_owned()))
-                .collect(),
-        };
-        fail::fail_point!("notify::after_downstream");
-        let last = self.last_attempt(r);
-        let mut finished: Vec<(&Approver, Result<(), String>)> = Vec::new();
-        let mut waiting: Option<String> = None;
-        for (approver, outcome) in remaining.iter().zip(outcomes) {
-            if !matches!(outcome, CallOutcome::Succeeded) {
-                observe::count(Metric::NotificationFailed, &[]);
-            }
-            match policy::after_call(outcome, true, true, last).0 {
-                Completion::Succeeded => finished.push((approver, Ok(()))),
-                Completion::Failed(error) => finished.push((approver, Err(error))),
-                Completion::RetryWait(error)
-                | Completion::Unknown(error)
-                | Completion::NeedsReconciliation(error) => {
-                    waiting.get_or_insert(error);
-                }
-            }
-        }
-        let not_notified: Vec<String> = finished
-            .iter()
-            .filter(|(_, outcome)| outcome.is_err())
-            .map(|(approver, _)| approver.as_str().to_owned())
-            .collect();
-        let failed_before = left.is_some_and(|e| !e.not_notified.is_empty());
-        // A refused notification is lost to its approver: the job ends failed, its message on
-        // to the DLQ, once every approver is done.
-        let (completion, disposition) = match waiting {
-            Some(error) => (Completion::RetryWait(error), Disposition::Retry),
-            None if !not_notified.is_empty() || failed_before => (
-                Completion::Failed(format!(
-                    "not every approver was notified: {}",
-                    finished
-                        .iter()
-                        .find_map(|(_, outcome)| outcome.as_ref().err())
-                        .map_or("refused in an earlier attempt", String::as_str)
-                )),
-                Disposition::Retry,
-            ),
-            None => (Completion::Succeeded, Disposition::Ack),
-        };
-        let number = left.map_or(1, |e| e.attempts);
-        let events = job.events(&finished, number, self.app.clock.now());
-        let notified: Vec<String> = finished
-            .iter()
-            .map(|(approver, _)| approver.as_str().to_owned())
-            .collect();
-        let end = AttemptEnd {
-            events: &events,
-            notified: &notified,
-            not_notified: &not_notified,
-            ..AttemptEnd::by_owner(&completion, &attempt.token)
-        };
-        let back = comes_back(&completion, disposition, r.message.receive_count);
-        self.finish(r, attempt, end, disposition, back).await
-    }
-
-    /// What GitHub's answer to a deployment's review means for its job. GitHub's API names no
-    /// round, so its own refusal of a second answer (422, nothing waits for a review) is what
-    /// keeps an answer from landing twice: after an earlier attempt that may have landed (the
-    /// ledger holds one before this that did not end `not sent`; or an operator's retry), a
-    /// 422 is that attempt's success; when none may have (the first, or only attempts that never
-    /// sent), the run no longer waits (cancelled, or reviewed in GitHub itself).
-    async fn github_outcome(
-        &self,
-        r: &Receipt<'_>,
-        answered: downstream::Answered,
-        wait: &mut Option<u64>,
-    ) -> Result<CallOutcome, StoreError> {
-        use downstream::Answered;
-        Ok(match answered {
-            Answered::Taken => CallOutcome::Succeeded,
-            Answered::NothingPending(why) => {
-                let earlier = r.job.generation() > 0
-                    || self
-                        .app
-                        .store
-                        .ledger_entry(&r.ledger)
-                        .await?
-                        .is_some_and(|e| e.attempts > 1 + e.unsent);
-                if earlier {
-                    CallOutcome::Succeeded
-                } else {
-                    CallOutcome::Refused(why)
-                }
-            }
-            Answered::Refused(why) => CallOutcome::Refused(why),
-            Answered::Retryable { why, retry_after } => {
-                *wait = retry_after;
-                CallOutcome::Retryable(why)
-            }
-            Answered::Unknown(why) => CallOutcome::Unknown(why),
-        })
+        self.call_target(r, &attempt, budget).await
     }
 
     /// Records the end of this worker's attempt, then makes the message come back in `back`
@@ -654,88 +424,6 @@ impl Executor {
         }
         Ok(written)
     }
-
-    /// A GitHub answer whose round is closed to it: a newer round opened (a re-run, or a later
-    /// job of the run, after this answer began), which its own approval answers; or the run
-    /// ended (nothing waits). Nothing is sent; the job ends `failed` with the reason, never sent
-    /// blindly (GitHub's API names no round: a late answer would decide the newer one).
-    async fn superseded(&self, r: &Receipt<'_>) -> Result<Disposition, StoreError> {
-        let reason = format!(
-            "{} — a newer round of this run and environment opened (a re-run, or a later job \
-             after this answer began), which its own approval answers, or the run ended and \
-             nothing waits",
-            crate::github::api::ROUND_CLOSED
-        );
-        let reason = reason.as_str();
-        let entry = self.app.store.ledger_entry(&r.ledger).await?;
-        let begun = entry
-            .as_ref()
-            .filter(|e| e.generation == r.ledger.generation);
-        match begun {
-            None => {
-                let completion = Completion::Failed(reason.to_owned());
-                let now = self.app.clock.now();
-                let event: Vec<TrailEvent> =
-                    r.job.ended_event(&completion, now).into_iter().collect();
-                let written = self
-                    .app
-                    .store
-                    .fail_unbegun_job(&r.ledger, reason, &event, now)
-                    .await?;
-                tracing::warn!(job = r.job.id(), written, "{reason}");
-                if written {
-                    count_outcome(&completion);
-                }
-                Ok(Disposition::Ack)
-            }
-            // Its worker holds it still: it ends it.
-            Some(e)
-                if e.status == LedgerStatus::InProgress
-                    && e.lease_until_ms > self.app.clock.now_millis() =>
-            {
-                Ok(Disposition::Retry)
-            }
-            // An earlier attempt began and did not end (its worker stopped, or a retry was
-            // due): ended by its token, its outcome not reported as success.
-            Some(e)
-                if matches!(
-                    e.status,
-                    LedgerStatus::InProgress | LedgerStatus::RetryWait | LedgerStatus::Unknown
-                ) =>
-            {
-                let completion = Completion::Failed(format!(
-                    "{reason} (whether an earlier attempt reached GitHub is not known)"
-                ));
-                let ender = ulid::Ulid::new().to_string();
-                self.write_end(r, &e.token, AttemptEnd::by_owner(&completion, &ender))
-                    .await?;
-                tracing::warn!(job = r.job.id(), "{reason}");
-                Ok(Disposition::Ack)
-            }
-            Some(_) => Ok(Disposition::Ack),
-        }
-    }
-
-    /// `ExecutionEnded` by outcome once an execution's end is written, and `DecisionToEffect`
-    /// for an end the target's answer made (the decision is kept to the second).
-    fn count_execution_end(&self, job: &crate::jobs::job::ExecuteJob, completion: &Completion) {
-        if !count_outcome(completion) {
-            return;
-        }
-        let decided_at = job.decision["decided_at"].as_str().and_then(|at| {
-            time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok()
-        });
-        if let (Some(decided_at), Completion::Succeeded | Completion::Failed(_)) =
-            (decided_at, completion)
-        {
-            let decided_ms = decided_at.unix_timestamp().saturating_mul(1000);
-            observe::milliseconds(
-                Metric::DecisionToEffect,
-                &[job.action_type.as_str()],
-                self.app.clock.now_millis() - decided_ms,
-            );
-        }
-    }
 }
 
 /// `ExecutionEnded` by outcome for an end (true), or nothing for an attempt that did not end it.
@@ -763,12 +451,4 @@ fn count_retry(completion: &Completion, disposition: Disposition) {
     {
         observe::count(Metric::JobRetried, &[]);
     }
-}
-
-/// The `execute::after_downstream` failpoint: `panic` crashes the worker; `return(ms)` stalls
-/// it for `ms` without blocking its thread (a slow worker, a long pause).
-fn stall_after_downstream() -> Option<u64> {
-    fail::fail_point!("execute::after_downstream", |ms: Option<String>| ms
-        .and_then(|ms| ms.parse().ok()));
-    None
 }
