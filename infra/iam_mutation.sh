@@ -9,7 +9,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 [ $# -gt 0 ] || { echo "usage: infra/iam_mutation.sh 'Role action resource' ..." >&2; exit 2; }
-"$root/infra/setup-venv.sh" >/dev/null
+"$root/infra/setup-venv.sh" test >/dev/null
 cargo build --quiet --workspace --bins --tests || exit 1
 export COUNTERSIGN_PYTHON="$root/.local/venv/bin/python"
 export RUST_TEST_THREADS=${RUST_TEST_THREADS:-3}

@@ -12,7 +12,7 @@ for part in ${parts[*]}; do
       cargo clippy --workspace --all-targets -- -D warnings
       ;;
     template)
-      "$root/infra/setup-venv.sh"
+      "$root/infra/setup-venv.sh" test
       "$root/.local/venv/bin/cfn-lint" infra/template.yaml
       ;;
     *) echo "usage: infra/lint.sh [rust] [template]" >&2; exit 2 ;;

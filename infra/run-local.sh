@@ -10,6 +10,10 @@ cd "$root"
 features=()
 [ -n "${FEATURES:-}" ] && features=(--features "$FEATURES")
 # Build before starting moto, so a long first build does not keep an idle moto waiting.
+if [ ! -x "$root/target/debug/countersign-local" ]; then
+  echo "Building the local runner (cargo build -p countersign-local): the first build compiles" \
+    "some 320 crates, several minutes on 2 cores; later runs take seconds." >&2
+fi
 cargo build --quiet -p countersign-local "${features[@]}"
 
 pids=()

@@ -25,7 +25,7 @@ fail() {
 # The virtualenv, then the tests of the patched moto the whole suite runs on
 # (infra/moto_patches.py).
 (
-  "$root/infra/setup-venv.sh" || exit 1
+  "$root/infra/setup-venv.sh" test || exit 1
   "$python" -m unittest discover -s "$root/infra/tests" -v >"$logs/python" 2>&1
   echo $? >"$logs/python.status"
 ) >"$logs/venv" 2>&1 &
@@ -40,6 +40,8 @@ else
   browser=
 fi
 
+echo "make test: installing moto and the test tools (.local/venv) and Chromium in the background;" \
+  "linting and building every crate and test (the first build takes about 5 minutes on 2 cores)" >&2
 "$root/infra/lint.sh" rust || fail "lint (rustfmt, clippy) failed"
 # One build of everything: the functions' real binaries (the smoke, CLI and long-lived tests
 # run them) and, with --tests, the libraries' unit tests and every integration test — not the
