@@ -1,18 +1,18 @@
-//! The jobs, and which committed change makes which job (pure).
+//! The jobs: what each one carries, and what the executor and the ledger read of it (its
+//! identity, keys, ledger item and the trail event its end makes). How a job travels as an SQS
+//! message body is `job_body.rs` (a notify job's older bodies, `notify_body.rs`); which change
+//! makes which job, `dispatch_policy.rs`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::config::Subscription;
 use crate::domain::trail::{EventType, TrailEvent, event_id};
-use crate::domain::{
-    Approval, ApprovalId, Approver, Completion, EpochSeconds, IdempotencyKey, Status, TenantId,
-    rfc3339,
-};
+use crate::domain::{ApprovalId, Approver, Completion, EpochSeconds, IdempotencyKey, TenantId};
 use crate::slack::MessageState;
 use crate::store::{Guarded, LedgerKey, size};
 
 pub use super::github_call::GithubCall;
+use super::job_body::ExecuteJobBody;
 use super::notify_body::NotifyJobBody;
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
@@ -185,7 +185,8 @@ pub struct ExecuteJob {
     /// The create request's `Idempotency-Key`: with the tenant, the business key sent downstream.
     pub idempotency_key: IdempotencyKey,
     /// Whether the business key names the approval (see
-    /// [`Approval::execute_key_names_approval`]); jobs queued before it existed do not.
+    /// [`crate::domain::Approval::execute_key_names_approval`]); jobs queued before it existed do
+    /// not.
     pub key_names_approval: bool,
     /// The configured action type, which names the target.
     pub action_type: String,
@@ -201,95 +202,11 @@ pub struct ExecuteJob {
     pub github: Option<GithubCall>,
 }
 
-/// An execute job as a message body holds it: as [`ExecuteJob`] writes it, or as jobs queued
-/// before action types and payloads were fields of their own (`action: {"type", "payload"}`),
-/// which a deploy may find still in the queue.
-#[derive(Deserialize)]
-struct ExecuteJobBody {
-    approval_id: ApprovalId,
-    tenant: TenantId,
-    generation: u32,
-    idempotency_key: IdempotencyKey,
-    #[serde(default)]
-    key_names_approval: bool,
-    action_type: Option<String>,
-    payload: Option<Map<String, Value>>,
-    action: Option<ActionBody>,
-    context: Value,
-    decision: Value,
-    #[serde(default)]
-    trace: Option<String>,
-    #[serde(default)]
-    github: Option<GithubCall>,
-}
-
-#[derive(Deserialize)]
-struct ActionBody {
-    #[serde(rename = "type")]
-    action_type: String,
-    payload: Map<String, Value>,
-}
-
-impl TryFrom<ExecuteJobBody> for ExecuteJob {
-    type Error = &'static str;
-
-    fn try_from(body: ExecuteJobBody) -> Result<Self, Self::Error> {
-        let (action_type, payload) = match (body.action_type, body.payload, body.action) {
-            (Some(action_type), Some(payload), _) => (action_type, payload),
-            (None, None, Some(action)) => (action.action_type, action.payload),
-            _ => return Err("an execute job names its action_type and payload"),
-        };
-        Ok(Self {
-            approval_id: body.approval_id,
-            tenant: body.tenant,
-            generation: body.generation,
-            idempotency_key: body.idempotency_key,
-            key_names_approval: body.key_names_approval,
-            action_type,
-            payload,
-            context: body.context,
-            decision: body.decision,
-            trace: body.trace,
-            github: body.github,
-        })
-    }
-}
-
 /// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`
 /// itself (every byte outside ASCII is encoded too).
 const HEADER_UNSAFE: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ').add(b'%');
 
-/// Whether SQS accepts `c` in a message body: `#x9 | #xA | #xD | #x20–#xD7FF | #xE000–#xFFFD |
-/// #x10000–#x10FFFF` (SendMessage, "MessageBody"); anything else refuses the whole request with
-/// `InvalidMessageContents`.
-pub fn sqs_allows(c: char) -> bool {
-    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
-}
-
 impl Job {
-    /// The job as an SQS message body: its JSON with every character SQS refuses written as a
-    /// `\uXXXX` escape. serde_json writes U+FFFE and U+FFFF (legal JSON, from any string the
-    /// API accepts) raw; SQS refuses such an entry (InvalidMessageContents), the dispatcher
-    /// fails the stream batch so that it comes again, and it never succeeds: the shard stalls
-    /// behind it and the approval never executes. Outside strings JSON is ASCII, so escaping a
-    /// character wherever it occurs changes no value: the body parses back to the same job.
-    pub fn to_body(&self) -> Result<String, serde_json::Error> {
-        let json = serde_json::to_string(self)?;
-        if json.chars().all(sqs_allows) {
-            return Ok(json);
-        }
-        let mut body = String::with_capacity(json.len() + 16);
-        for c in json.chars() {
-            if sqs_allows(c) {
-                body.push(c);
-            } else {
-                // Only BMP characters are refused (every supplementary one is allowed).
-                body.push_str(&format!("\\u{:04x}", c as u32));
-            }
-        }
-        Ok(body)
-    }
-
     /// The job's deduplication identity.
     pub fn id(&self) -> String {
         match self {
@@ -493,120 +410,6 @@ impl Job {
     }
 }
 
-/// The jobs one committed change of an approval makes: a new approval → one notify job for its
-/// approvers; pending → approved, or an operator retry (a new execution generation) → one
-/// execute job. Anything else → none.
-/// `created`: the order of the change's `approval.created` event, if it has one.
-pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: &str) -> Vec<Job> {
-    let Some(new) = new else {
-        return Vec::new();
-    };
-    let view = json!(new.view(new.created_at));
-    let mut jobs = Vec::new();
-    if old.is_none() && new.status == Status::Pending && !new.approvers.is_empty() {
-        jobs.push(Job::Notify(NotifyJob {
-            approval_id: new.id.clone(),
-            tenant: new.tenant.clone(),
-            approvers: new.approvers.clone(),
-            per_approver: false,
-            action: view["action"].clone(),
-            context: view["context"].clone(),
-            expires_at: new.expires_at,
-            after: created.to_owned(),
-            trace: new.trace.clone(),
-        }));
-    }
-    let newly_approved =
-        new.status == Status::Approved && old.is_none_or(|o| o.status != Status::Approved);
-    let retried = new.status == Status::Approved
-        && old.is_some_and(|o| {
-            o.status == Status::Approved && o.execution.generation < new.execution.generation
-        });
-    // The reconciler found the execution stuck (its job lost): the same job again.
-    let requeued = new.status == Status::Approved
-        && old.is_some_and(|o| {
-            o.status == Status::Approved
-                && o.execution.generation == new.execution.generation
-                && o.execution.requeues < new.execution.requeues
-        });
-    // An approval-only type's execution is claimed by its caller, never dispatched.
-    if new.executes && (newly_approved || retried || requeued) {
-        jobs.push(execute_job(new));
-    }
-    jobs
-}
-
-/// The Slack message's job for one change (`position`, its stream position) of an approval of
-/// a tenant with Slack: when the approval is new, or the change alters what the message shows
-/// (a vote, the outcome, a cancel, expiry, the execution's progress). Keeping where the message
-/// is, say, alters nothing it shows.
-pub fn slack_job(old: Option<&Approval>, new: Option<&Approval>, position: &str) -> Option<Job> {
-    let new = new?;
-    let message = MessageState::of(new);
-    if old.is_some_and(|old| MessageState::of(old) == message) {
-        return None;
-    }
-    Some(Job::Slack(SlackJob {
-        version: position.to_owned(),
-        created_at: new.created_at,
-        message,
-        trace: new.trace.clone(),
-    }))
-}
-
-/// The execute job of the approval's current execution generation.
-pub fn execute_job(approval: &Approval) -> Job {
-    let view = json!(approval.view(approval.created_at));
-    Job::Execute(ExecuteJob {
-        approval_id: approval.id.clone(),
-        tenant: approval.tenant.clone(),
-        generation: approval.execution.generation,
-        idempotency_key: approval.idempotency_key.clone(),
-        key_names_approval: approval.execute_key_names_approval,
-        action_type: approval.action_type.clone(),
-        payload: approval.payload.clone(),
-        context: view["context"].clone(),
-        decision: view["decision"].clone(),
-        trace: approval.trace.clone(),
-        github: GithubCall::of(approval),
-    })
-}
-
-/// The answer to GitHub of a GitHub deployment that ended otherwise than approved (rejected,
-/// expired, cancelled by a person): one job, from the change that ended it. (The approved one is
-/// its execution, [`execute_job`]; a run's own end tells GitHub nothing.)
-pub fn github_job(
-    old: Option<&Approval>,
-    new: Option<&Approval>,
-    derived: &[TrailEvent],
-) -> Option<Job> {
-    let new = new?;
-    let ended = matches!(
-        new.status,
-        Status::Rejected | Status::Expired | Status::Cancelled
-    ) && old.is_none_or(|o| o.status != new.status);
-    if !ended || !new.is_github() {
-        return None;
-    }
-    let call = GithubCall::of(new)?;
-    let after = derived
-        .iter()
-        .find(|e| {
-            matches!(
-                e.kind,
-                EventType::Rejected | EventType::Expired | EventType::Cancelled
-            )
-        })
-        .map_or_else(String::new, |e| e.order.clone());
-    Some(Job::Github(GithubJob {
-        approval_id: new.id.clone(),
-        tenant: new.tenant.clone(),
-        call,
-        after,
-        trace: new.trace.clone(),
-    }))
-}
-
 fn state(call: &GithubCall) -> &'static str {
     if call.approved {
         "approved"
@@ -614,53 +417,6 @@ fn state(call: &GithubCall) -> &'static str {
         "rejected"
     }
 }
-
-/// One callback job per event the tenant's subscription wants, carrying the approval as the
-/// change left it.
-pub fn callback_jobs(
-    approval: &Approval,
-    events: &[TrailEvent],
-    subscription: Option<&Subscription>,
-) -> Vec<Job> {
-    let Some(subscription) = subscription else {
-        return Vec::new();
-    };
-    events
-        .iter()
-        .filter(|e| subscription.wants(e.kind))
-        .map(|event| {
-            let mut body = json!({
-                "type": event.kind.as_str(),
-                "timestamp": rfc3339(event.at),
-                "data": {
-                    "approval": approval.view(event.at),
-                    "event": event.view(),
-                },
-            });
-            // A job must fit one SQS message, or the stream batch could never be dispatched:
-            // an approval that carries more than that is called back without its payload and
-            // context (the receiver reads them with GET /approvals/{id}).
-            if body.to_string().len() > CALLBACK_BODY_LIMIT {
-                body["data"]["approval"]["action"]["payload"] = Value::Null;
-                body["data"]["approval"]["context"] = Value::Null;
-                body["data"]["approval_truncated"] = json!(true);
-            }
-            Job::Callback(CallbackJob {
-                approval_id: event.approval_id.clone(),
-                tenant: event.tenant.clone(),
-                event_id: event.id.clone(),
-                event_type: event.kind.as_str().to_owned(),
-                event_order: event.order.clone(),
-                body,
-                trace: approval.trace.clone(),
-            })
-        })
-        .collect()
-}
-
-/// The largest callback body a job carries whole: well inside SQS's 256 KiB message with the
-/// job's own fields.
-const CALLBACK_BODY_LIMIT: usize = 192 * 1024;
 
 #[cfg(test)]
 #[path = "job_tests.rs"]

@@ -2,7 +2,11 @@
 
 use super::*;
 use crate::domain::approval::tests::pending;
-use crate::domain::{Approver, Channel, Decision, ExecutionStatus, Outcome};
+use crate::domain::{Approval, Approver, Channel, Decision, ExecutionStatus, Outcome, Status};
+use crate::jobs::dispatch_policy::{
+    callback_jobs, execute_job, github_job, jobs_for_change, slack_job,
+};
+use crate::jobs::job_body::sqs_allows;
 
 fn decided(outcome: Outcome) -> Approval {
     let mut approval = pending(1_000);

@@ -5,10 +5,12 @@
 //! that never arrived).
 
 mod dispatch;
+mod dispatch_policy;
 mod executor;
 mod expiry;
 mod github_call;
 mod job;
+mod job_body;
 mod notify_body;
 mod reconcile;
 mod redelivery;
@@ -16,12 +18,10 @@ mod report;
 mod run_ends;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
+pub use dispatch_policy::{callback_jobs, execute_job, github_job, jobs_for_change, slack_job};
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
-pub use job::{
-    CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, SlackJob, callback_jobs,
-    execute_job, github_job, jobs_for_change, slack_job,
-};
+pub use job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, SlackJob};
 pub use reconcile::{REQUEUE_LIMIT, Reconciler};
 pub use redelivery::Redelivered;
 pub use report::{SweepFailed, SweepReport};

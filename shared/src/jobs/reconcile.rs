@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::job::execute_job;
+use super::dispatch_policy::execute_job;
 use super::report::SweepReport;
 use crate::App;
 use crate::domain::{Approval, Completion, LedgerStatus, TenantId};
