@@ -1,6 +1,6 @@
 # The README's two commands. Both install what they need on a fresh machine (a Python
-# virtualenv with moto under .local/, git-ignored; for the tests also Debian's chromium and
-# chromium-driver) and reuse it when present. `make test` installs while Rust compiles
+# virtualenv under .local/, git-ignored: moto for `make run`; for the tests also cfn-lint,
+# schemathesis, standardwebhooks and Debian's chromium and chromium-driver) and reuse it. `make test` installs while Rust compiles
 # (infra/test.sh).
 
 .PHONY: run test lint venv browser package deploy-check bench

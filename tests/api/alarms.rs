@@ -1,4 +1,4 @@
-//! What operators see, in the SAM template against the code: the SPEC's alarms, each pointing at
+//! What operators see, in the SAM template against the code: the runbook's alarms, each pointing at
 //! docs/OPERATIONS.md, the dashboard against the metrics the code emits (`Metric::ALL`), tracing
 //! and the metrics variables on every function, and the runbook against both.
 //!
@@ -23,7 +23,7 @@ fn function_values() -> Vec<&'static str> {
         .to_vec()
 }
 
-/// The SPEC's closed `Outcome` sets ("Operating it": metrics), per metric that has one.
+/// The closed `Outcome` sets (docs/OPERATIONS.md, "Metrics"), per metric that has one.
 fn outcomes(metric: Metric) -> Option<BTreeSet<&'static str>> {
     let decided = ["approved", "rejected", "expired", "cancelled"];
     let set: &[&str] = match metric {

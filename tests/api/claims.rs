@@ -1,4 +1,4 @@
-//! Approval-only action types (SPEC "Agents ask before they act"): an approved approval is a
+//! Approval-only action types (docs/AGENTS.md): an approved approval is a
 //! single-use capability. Claimed once (eight claimers racing through the real HTTP stack, one
 //! winner), replayed for its own key, reported only by its claimer, never dispatched to a
 //! target, and an unreported claim is ended by the reconciler.

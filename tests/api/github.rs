@@ -1,4 +1,4 @@
-//! Gating a GitHub deployment (SPEC "Gate a GitHub deployment"), against a fake GitHub over
+//! Gating a GitHub deployment (docs/GITHUB.md), against a fake GitHub over
 //! real HTTP (`support/github.rs`): deliveries verified and recorded once, one approval per
 //! waiting round however many deliveries come, GitHub told the outcome once — approved by a
 //! quorum, rejected, expired, refused for want of configuration — never for a run that ended,

@@ -1,6 +1,6 @@
 //! Gating a GitHub deployment, hardened after the review of v5 (finding 9): a signed body
 //! replayed under a fresh delivery id changes nothing; a run's end the two clocks cannot place
-//! is placed by GitHub (SPEC v6); GitHub's 422 is an earlier attempt's success only when an
+//! is placed by GitHub (docs/GITHUB.md); GitHub's 422 is an earlier attempt's success only when an
 //! earlier attempt may have sent the answer; a run with more rounds than one transaction holds
 //! closes whole.
 
@@ -124,7 +124,7 @@ async fn a_replayed_signed_github_body_under_a_fresh_delivery_id_changes_nothing
     );
 }
 
-/// SPEC v6: a run cancelled a second after its job began waiting. Its round opened within the
+/// A run cancelled a second after its job began waiting. Its round opened within the
 /// two clocks' margin of the run's end, so whose it is, the clocks cannot say: before, it was
 /// left pending for a day. GitHub is asked (by the sweep): the run is still completed at the
 /// attempt that ended, so the round closes and its approval is cancelled.

@@ -1,4 +1,4 @@
-//! Who may do what (SPEC "Principals and roles"): every route checks its key's role, an
+//! Who may do what (docs/API.md "Who may do what"): every route checks its key's role, an
 //! approval records who requested it, and its requester never decides it, on any channel —
 //! refused by the same conditional write that records a decision.
 
@@ -199,7 +199,7 @@ async fn an_approval_only_its_requester_could_approve_is_refused_at_create() {
 
 /// The development form (`tenant=key`) gives a key every role, with the tenant as its
 /// principal. It stands for a whole team, so the key half of separation of duties does not apply
-/// (SPEC "Principals and roles"): the key that created an approval decides it on behalf of a
+/// (docs/API.md "Who may do what"): the key that created an approval decides it on behalf of a
 /// listed approver, as in v1, and the action runs once. The approver half always holds: naming
 /// the tenant itself as the approver is a self-approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

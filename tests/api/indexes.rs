@@ -70,7 +70,7 @@ async fn indexed(t: &TestApp, id: &str) -> (BTreeSet<String>, BTreeSet<String>) 
 }
 
 /// Checks that the indexes hold approval `id` where its state (read from its item) says — the
-/// SPEC's rule, written out here apart from the code that keeps it — and names the write.
+/// indexes' rule (store/indexes.rs's notes), written out here apart from the code that keeps it — and names the write.
 async fn assert_indexes_follow(t: &TestApp, id: &str, after: &str) {
     let item = t.approval_item(id).await;
     let approval = countersign::store::items_to_approval(&item).expect("an approval");

@@ -1,4 +1,4 @@
-//! Table API keys (SPEC "Keys and secrets"): a key works on its first request, costs one
+//! Table API keys (docs/KEYS.md): a key works on its first request, costs one
 //! `GetItem` on a cold cache and none warm, a typo never reaches DynamoDB, revocation reaches a
 //! warm function within `KEY_CACHE_SECONDS`, expiry holds to the second, a roll overlaps, one id
 //! is created once however many race, and `last_used_at` is written at most hourly.

@@ -1,4 +1,4 @@
-//! The approval's life told outward (SPEC "Lifecycle"): the audit trail derived from committed
+//! The approval's life told outward (docs/EVENTS.md): the audit trail derived from committed
 //! state, once per transition however often the stream and the queue redeliver, and the
 //! callbacks that carry it to a subscriber — through the real router, dispatcher and executor
 //! against the local AWS. (What the scheduled runs add to it — expiry, re-queues — is in

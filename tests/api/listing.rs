@@ -1,4 +1,4 @@
-//! `GET /approvals` (SPEC "GET /approvals — list"): every filter combination, page by page,
+//! `GET /approvals` (docs/API.md "Listing"): every filter combination, page by page,
 //! against what the test made — through the real router, dispatcher and indexes on the local AWS.
 
 use std::collections::{BTreeSet, HashMap};

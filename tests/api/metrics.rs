@@ -1,4 +1,4 @@
-//! Metrics (SPEC "Operating it"): what each operation writes as CloudWatch Embedded Metric
+//! Metrics (docs/OPERATIONS.md): what each operation writes as CloudWatch Embedded Metric
 //! Format documents, read back as written, checked against EMF's rules, and counted exactly.
 
 use std::collections::BTreeMap;

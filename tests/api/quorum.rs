@@ -1,4 +1,4 @@
-//! k-of-n quorum votes (SPEC "Quorum policy"): one vote per person, AND across rules, a veto by
+//! k-of-n quorum votes (docs/API.md "Quorum policy"): one vote per person, AND across rules, a veto by
 //! any reject, and the vote that completes the quorum sets the status in the same conditional
 //! write that records it — through the real router against the local AWS, racing.
 

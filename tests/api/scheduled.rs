@@ -1,4 +1,4 @@
-//! The scheduled runs (SPEC "Lifecycle"): the sweeper stores an approval nobody reads as
+//! The scheduled runs (docs/EVENTS.md): the sweeper stores an approval nobody reads as
 //! expired and tells the subscriber; the reconciler re-queues an execution whose job was lost,
 //! and hands one it cannot run to an operator; an item neither can read stops neither.
 

@@ -1,4 +1,4 @@
-//! Secrets in Secrets Manager (SPEC "Keys and secrets"): every secret-bearing variable read
+//! Secrets in Secrets Manager (docs/KEYS.md): every secret-bearing variable read
 //! from a secret in one call at start; a rotation reaching a running stack without a restart
 //! (periodically, and early after a signature fails under every known secret, at most once
 //! every 30 s); a failed refresh keeping the last good values; 100 Slack tenants in one secret.

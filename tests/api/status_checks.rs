@@ -1,4 +1,4 @@
-//! Ask before you retry (SPEC "Reconciling an unknown outcome"): an attempt whose outcome is
+//! Ask before you retry (docs/TARGETS.md "Ask before you retry"): an attempt whose outcome is
 //! unknown at a target that does not dedupe is settled by asking the target's status URL —
 //! never by calling it again blindly — and every question and answer is in the trail.
 

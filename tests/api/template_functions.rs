@@ -111,8 +111,8 @@ fn secrets_are_no_echo_parameters() {
     }
 }
 
-/// Held reads (`GET /approvals/{id}?wait=20`) run in a function of their own (SPEC "Waiting
-/// without polling"): the route goes to it alone; its reserved concurrency is the
+/// Held reads (`GET /approvals/{id}?wait=20`) run in a function of their own (docs/API.md,
+/// "Held reads"): the route goes to it alone; its reserved concurrency is the
 /// `HeldReadConcurrency` parameter (default 50), of which `HeldReadHeadroom` is kept for plain
 /// reads and the 429 answers; it outlasts the longest hold and fits the HTTP API's 30 s; and it
 /// may write only the held reads' seats.

@@ -1,5 +1,5 @@
 //! One trace from a create request to every call made for its approval, and nothing a requester
-//! wrote, nor a key, in any metric, trace or log line (SPEC "Operating it"). Run on the local
+//! wrote, nor a key, in any metric, trace or log line (docs/OPERATIONS.md). Run on the local
 //! runner's real binary, whose standard output and error are everything it logs.
 
 use std::collections::BTreeSet;

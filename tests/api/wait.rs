@@ -126,7 +126,7 @@ async fn bad_waits_are_refused_and_other_tenants_approvals_are_not_found() {
     assert!(started.elapsed() < Duration::from_secs(2), "not held");
 }
 
-/// SPEC "Waiting without polling": held reads beyond the cap are answered 429 `too_many_waits`
+/// docs/API.md "Held reads": held reads beyond the cap are answered 429 `too_many_waits`
 /// with `Retry-After`, never queued, while every other route answers as usual. 200 held reads
 /// race for 20 seats: exactly 20 hold (the seats' condition is one write), the other 180 are
 /// refused at once; a vote and a create sent meanwhile are answered before any held read ends;

@@ -1,5 +1,5 @@
-//! `countersign mcp`: the CLI as a Model Context Protocol server on stdio (SPEC "Agents ask
-//! before they act"), built on `rmcp`, the official Rust SDK. Every tool is one or a few calls
+//! `countersign mcp`: the CLI as a Model Context Protocol server on stdio (docs/AGENTS.md),
+//! built on `rmcp`, the official Rust SDK. Every tool is one or a few calls
 //! of the HTTP API with the configured key; each answers one text content holding JSON (also as
 //! `structuredContent`), and a refusal is a tool result with `isError: true` carrying the
 //! problem's `code` and `detail`. Nothing but the API's answers reaches the agent — the API

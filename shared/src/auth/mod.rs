@@ -11,7 +11,7 @@ mod table_keys;
 
 pub use table_keys::{KeyCache, LAST_USED_INTERVAL_SECONDS, caller_for_record};
 
-/// What a key may do (SPEC "Principals and roles").
+/// What a key may do (docs/API.md "Who may do what").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// Create; read; cancel approvals it requested.
@@ -62,7 +62,7 @@ pub struct Caller {
     pub principal: Approver,
     roles: u8,
     /// A development key (the legacy `tenant=key` form): it stands for a whole team, so the key
-    /// half of separation of duties does not apply to it (SPEC "Principals and roles").
+    /// half of separation of duties does not apply to it (docs/API.md "Who may do what").
     development: bool,
     /// The table key it presented (`None` for the `API_KEYS` forms): the actor's `key_id`.
     pub key_id: Option<KeyId>,

@@ -1,4 +1,4 @@
-//! The secret-bearing variables (SPEC "Keys and secrets"): `API_KEYS`, `WEBHOOK_SOURCES`,
+//! The secret-bearing variables (docs/KEYS.md): `API_KEYS`, `WEBHOOK_SOURCES`,
 //! `EVENT_SUBSCRIPTIONS`, `SLACK` and `SLACK_BOT_TOKENS`, `GITHUB` and `GITHUB_PRIVATE_KEYS`,
 //! `DECISION_TOKEN_SECRET`, and `ACTION_TARGETS` and `NOTIFIER_URL` (their URLs often carry
 //! credentials). Each may come from the variable or

@@ -16,7 +16,7 @@ pub struct ActionTarget {
     #[serde(default)]
     pub url: String,
     /// `false`: an approval-only type. Countersign calls nothing; the caller claims the
-    /// approved execution and performs the action itself (SPEC "Agents ask before they act").
+    /// approved execution and performs the action itself (docs/AGENTS.md).
     #[serde(default = "ActionTarget::executes_by_default")]
     pub executes: bool,
     /// Whether the target dedupes by `Idempotency-Key`; a non-idempotent target is never called

@@ -1,4 +1,4 @@
-//! API keys kept in the keys table (SPEC "Keys and secrets"): `csk_<key id>_<secret>_<check>`.
+//! API keys kept in the keys table (docs/KEYS.md): `csk_<key id>_<secret>_<check>`.
 //! The key id names the table item; the secret is 32 base62 characters (190 random bits); the
 //! check is the CRC-32 of everything before it in 6 base62 characters, so a mistyped or made-up
 //! key is refused before any DynamoDB call, and secret scanners recognise the shape. The table

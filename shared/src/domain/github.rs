@@ -1,4 +1,4 @@
-//! What a GitHub-opened approval gates (SPEC "Gate a GitHub deployment"), and what GitHub is
+//! What a GitHub-opened approval gates (docs/GITHUB.md), and what GitHub is
 //! told when it ends — pure: the GitHub App's calls are in the `github` module.
 
 use super::{Approval, Channel, EpochSeconds, Outcome, Status, rfc3339};

@@ -1,4 +1,4 @@
-//! Quorum policy (SPEC "Quorum policy"): which approving votes make an approval approved. Pure:
+//! Quorum policy (docs/API.md "Quorum policy"): which approving votes make an approval approved. Pure:
 //! the store turns [`Policy::thresholds`] into the conditions of the one write that records a
 //! vote, so that the vote completing the quorum is the one that sets the status.
 

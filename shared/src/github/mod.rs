@@ -1,4 +1,4 @@
-//! Gating a GitHub deployment (SPEC "Gate a GitHub deployment"): a tenant's GitHub App
+//! Gating a GitHub deployment (docs/GITHUB.md): a tenant's GitHub App
 //! ([`config`]), the signature of its webhook deliveries ([`signature`]), the events acted on
 //! ([`event`]) and the App's calls ([`api`]: its JWT, installation tokens, the answer to a
 //! waiting rule, its deliveries). Opening and joining a round are the store's conditional

@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(two.status, Status::Pending);
     }
 
-    /// Review of v5, finding 9 (SPEC v6): a sender `users` does not map leaves no requester, so
+    /// Review of v5, finding 9 (docs/GITHUB.md): a sender `users` does not map leaves no requester, so
     /// separation of duties cannot hold: the round is answered `rejected` naming the sender,
     /// unless the environment allows unmapped senders, which opens it as `github:{login}` and
     /// says so in its summary.

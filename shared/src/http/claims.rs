@@ -1,5 +1,5 @@
-//! Approval-only action types: claim the approved execution, then report its outcome (SPEC
-//! "Agents ask before they act"). Each is one conditional write ([`crate::store`]'s claims); a
+//! Approval-only action types: claim the approved execution, then report its outcome
+//! (docs/AGENTS.md). Each is one conditional write ([`crate::store`]'s claims); a
 //! refusal is explained from the item as it was, so a repeat with the claim's own
 //! `Idempotency-Key` answers as the first request did (`Idempotent-Replayed: true`) and nothing
 //! else gets through.

@@ -1,4 +1,4 @@
-//! No lost webhook leaves a job waiting (SPEC "Gate a GitHub deployment"): GitHub never
+//! No lost webhook leaves a job waiting (docs/GITHUB.md): GitHub never
 //! redelivers a failed delivery by itself, so every `GITHUB_REDELIVERY_SECONDS` the scheduled
 //! sweep lists each tenant App's deliveries of the last 3 days (GitHub's window) and asks once
 //! for each failed attempt of a delivery Countersign acts on that neither the inbox holds nor

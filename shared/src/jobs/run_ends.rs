@@ -1,6 +1,6 @@
 //! The run ends the clocks could not place (see `store/run_ends.rs`), settled by the scheduled
-//! sweep: for each, GitHub is asked for the run (SPEC seed 002: query the status before acting
-//! on an ambiguous outcome) — still completed at the attempt that ended closes the round and
+//! sweep: for each, GitHub is asked for the run (as for an unknown outcome: query the status before
+//! acting on it) — still completed at the attempt that ended closes the round and
 //! cancels its pending approval; a newer attempt keeps the round for the re-run. An entry
 //! GitHub cannot be asked about now is asked again next period, for a day at most.
 

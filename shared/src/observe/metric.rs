@@ -51,7 +51,7 @@ macro_rules! metrics {
         }
 
         impl Metric {
-            /// Every metric the code emits, in the SPEC's order.
+            /// Every metric the code emits, in docs/OPERATIONS.md's order.
             pub const ALL: &'static [Metric] = &[$(Metric::$name,)*];
 
             pub fn name(self) -> &'static str {

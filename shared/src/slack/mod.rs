@@ -1,4 +1,4 @@
-//! Deciding in Slack (SPEC "Deciding in Slack"): a tenant's Slack app ([`config`]), the
+//! Deciding in Slack (docs/SLACK.md): a tenant's Slack app ([`config`]), the
 //! signature of its requests ([`signature`]), the message that follows each approval
 //! ([`message`]), the clicks on its buttons ([`interaction`]) and the Web API calls ([`api`]).
 //! The vote a click makes is the store's one conditional write, as on every channel; the

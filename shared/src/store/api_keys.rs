@@ -1,4 +1,4 @@
-//! The keys table (SPEC "Keys and secrets"): one item per table API key, keyed by its key id.
+//! The keys table (docs/KEYS.md): one item per table API key, keyed by its key id.
 //! Requests read it with one `GetItem`; administration (`countersign keys …`) changes it with
 //! one conditional write or one transaction each, so no race makes a second key of one id or
 //! brings a revoked key back.

@@ -1,4 +1,4 @@
-//! Approval-only action types (SPEC "Agents ask before they act"): the approved execution is a
+//! Approval-only action types (docs/AGENTS.md): the approved execution is a
 //! single-use capability its caller claims, then reports on. Each step is one conditional
 //! `UpdateItem` on the approval, and each refusal returns the item as it was, from which the
 //! caller tells a repeat of its own request (same key) from someone else's.

@@ -1,4 +1,4 @@
-//! GitHub deployments' rounds (SPEC "Gate a GitHub deployment"). A job waiting on an
+//! GitHub deployments' rounds (docs/GITHUB.md). A job waiting on an
 //! environment is decided by the approval of its **round**: one per (tenant, repository, run,
 //! environment) at a time. The round's pointer — an item of the inbox table, where the events
 //! that move it are recorded — names its approval and whether Countersign has begun answering

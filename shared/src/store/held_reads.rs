@@ -1,4 +1,4 @@
-//! Seats for held reads (`GET /approvals/{id}?wait=N`, SPEC "Waiting without polling"): at most
+//! Seats for held reads (`GET /approvals/{id}?wait=N`, docs/API.md "Held reads"): at most
 //! `cap` reads hold at once across every function instance, whatever the number of instances,
 //! and at most `per_tenant` of them for one tenant, so no tenant can take every seat.
 //! One item of the ledger table (`pk = held-reads`) holds a string set of leases, one per held

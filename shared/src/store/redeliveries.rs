@@ -1,4 +1,4 @@
-//! GitHub's redelivery sweep in the store (SPEC "No lost webhook leaves a job waiting"): which
+//! GitHub's redelivery sweep in the store (docs/GITHUB.md): which
 //! deliveries the inbox holds, each failed attempt's ask claimed as a lease and recorded once
 //! asked, and each period's sweep claimed once.
 

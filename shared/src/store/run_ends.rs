@@ -1,4 +1,4 @@
-//! Run ends the clocks cannot place (SPEC "A cancelled run cancels its approval", v6): a round
+//! Run ends the clocks cannot place (docs/GITHUB.md): a round
 //! opened so close to its run's end — by GitHub's clock and ours — that it may be the ended
 //! attempt's or a re-run's. The webhook function cannot ask GitHub (it holds no App key and
 //! answers within GitHub's 10 s), so it lists the round in one item of the inbox per tenant

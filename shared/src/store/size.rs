@@ -178,7 +178,7 @@ mod tests {
         assert!(largest_item_bytes(&large) - item_bytes(&approval_to_item(&large)) > 160_000);
     }
 
-    /// What the README says: with 20 approvers (names of 25 characters), payload and context
+    /// What docs/API.md ("Limits") says: with 20 approvers (names of 25 characters), payload and context
     /// get about 110 KB; with up to 10, the whole 192 KiB create allows.
     #[test]
     fn the_room_left_for_payload_and_context_is_as_documented() {

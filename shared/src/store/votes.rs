@@ -1,4 +1,4 @@
-//! Votes, counted exactly once by DynamoDB's conditions (SPEC "Quorum policy"; the whole
+//! Votes, counted exactly once by DynamoDB's conditions (docs/API.md "Quorum policy"; the whole
 //! argument is in docs/ARCHITECTURE.md, "A quorum, counted once").
 //!
 //! A vote is one conditional `UpdateItem` (or the update of a webhook's transaction), shaped
