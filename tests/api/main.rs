@@ -26,6 +26,7 @@ mod lifecycle;
 mod listing;
 mod listing_upgrade;
 mod metrics;
+mod minimum;
 mod openapi;
 mod operator;
 mod quorum;
