@@ -2,134 +2,39 @@
 //! taken through mixed use: replays, duplicates, refused requests, then more work; every approval
 //! must still reach its end. State-dependent bugs live here: a runner once stopped executing
 //! anything after the first replayed create, and every per-test fresh stack passed.
+//!
+//! Here the quickstart and the load; the runner's HTTP client is in `long_lived/client.rs`, the
+//! rounds that follow the load on the same runner in `long_lived/rounds.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use countersign::webhook::WebhookSecret;
-use countersign_tests::github::{
-    FakeGithub, GH_ALICE, GITHUB_WEBHOOK_SECRET, PRODUCTION, deployment_event, github_headers,
-};
+use countersign_tests::github::FakeGithub;
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::slack::{FakeSlack, Fault, SLACK_SIGNING_SECRET, U_ALICE, slack_headers};
 use countersign_tests::{
-    ACME_SECRET, ALICE, BOB, CAROL, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET,
-    decided_event, decision_body, execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
+    ACME_SECRET, ALICE, BOB, DECIDER_A, KEY_A, MALLORY, TENANT_A, TOKEN_SECRET, decided_event,
+    execute_key, moto_resident_bytes, signed_delivery, test_api_keys,
 };
 use futures::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
+
+// This binary's root is tests/long_lived.rs: without a path, its modules would be looked for in
+// tests/ itself, beside the other binaries.
+#[path = "long_lived/client.rs"]
+mod client;
+#[path = "long_lived/rounds.rs"]
+mod rounds;
+
+use client::{create, decide, get, send, wait_until_executed};
+use rounds::{approval_only_round, github_round, secret_for_agents};
 
 /// The demo's requester key, and alice's and bob's approver keys.
 const DEMO_KEY: &str = "cs_demo_key_0123456789";
 const DEMO_ALICE_KEY: &str = "cs_demo_alice_0123456789";
 const DEMO_BOB_KEY: &str = "cs_demo_bob_0123456789";
-
-/// A response, read whole.
-struct Answer {
-    status: u16,
-    replayed: bool,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-async fn send(request: reqwest::RequestBuilder) -> Answer {
-    let response = request.send().await.expect("HTTP request");
-    let status = response.status().as_u16();
-    let replayed = response
-        .headers()
-        .get("idempotent-replayed")
-        .is_some_and(|v| v == "true");
-    let body = response.bytes().await.expect("body").to_vec();
-    assert!(
-        status < 500,
-        "server error {status}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    Answer {
-        status,
-        replayed,
-        body,
-    }
-}
-
-fn create(runner: &LocalRunner, api_key: &str, key: &str, body: &str) -> reqwest::RequestBuilder {
-    runner
-        .http
-        .post(runner.url("/approvals"))
-        .bearer_auth(api_key)
-        .header("content-type", "application/json")
-        .header("idempotency-key", key)
-        .body(body.to_owned())
-}
-
-fn decide(
-    runner: &LocalRunner,
-    api_key: &str,
-    id: &str,
-    approver: &str,
-) -> reqwest::RequestBuilder {
-    runner
-        .http
-        .post(runner.url(&format!("/approvals/{id}/decision")))
-        .bearer_auth(api_key)
-        .json(&decision_body("approve", approver))
-}
-
-fn get(runner: &LocalRunner, api_key: &str, id: &str) -> reqwest::RequestBuilder {
-    runner
-        .http
-        .get(runner.url(&format!("/approvals/{id}")))
-        .bearer_auth(api_key)
-}
-
-/// Polls until every approval's execution has ended; returns them, or fails after `timeout`.
-async fn wait_until_executed(
-    runner: &LocalRunner,
-    api_key: &str,
-    ids: &[String],
-    timeout: Duration,
-) -> Vec<Value> {
-    let deadline = Instant::now() + timeout;
-    let mut done: Vec<Option<Value>> = vec![None; ids.len()];
-    loop {
-        for (i, id) in ids.iter().enumerate() {
-            if done[i].is_some() {
-                continue;
-            }
-            let approval = send(get(runner, api_key, id)).await.json();
-            if matches!(
-                approval["execution"]["status"].as_str(),
-                Some("succeeded" | "failed" | "needs_reconciliation")
-            ) {
-                done[i] = Some(approval);
-            }
-        }
-        let left: Vec<&String> = ids
-            .iter()
-            .zip(&done)
-            .filter(|(_, d)| d.is_none())
-            .map(|(id, _)| id)
-            .collect();
-        if left.is_empty() {
-            return done.into_iter().flatten().collect();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} of {} approvals not executed after {timeout:?}, e.g. {}:\n{}",
-            left.len(),
-            ids.len(),
-            send(get(runner, api_key, left[0])).await.json(),
-            runner.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 /// The README quickstart on `make run`'s demo, with the retry it advertises: create, the same
 /// create again (a replay: a cancelled transaction in the store), a second approval, approve
@@ -529,216 +434,4 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     if let Some(rss) = moto_rss {
         assert!(rss < 1 << 30, "moto holds {rss} bytes");
     }
-}
-
-/// GitHub deployments on the long-lived runner: each run's job waits on production and GitHub
-/// sends three deliveries (one of them twice) at once — one approval. Two of three approve
-/// most (GitHub hears `approved`), bob rejects every fifth (`rejected`), and every seventh
-/// run ends first (cancelled, GitHub hears nothing). Returns the deployments and the decisions
-/// GitHub took.
-async fn github_round(runner: &LocalRunner, github: &FakeGithub) -> (usize, usize) {
-    const RUNS: u64 = 20;
-    let deliver = |delivery: String, body: String, event: &'static str| {
-        let mut request = runner
-            .http
-            .post(runner.url(&format!("/github/events/{TENANT_A}")))
-            .body(body.clone());
-        for (name, value) in github_headers(GITHUB_WEBHOOK_SECRET, event, &delivery, &body) {
-            request = request.header(name, value);
-        }
-        send(request)
-    };
-    let rounds: Vec<(u64, String)> = futures::stream::iter(1..=RUNS)
-        .map(|n| {
-            let run = 9_000 + n;
-            async move {
-                github.wait(run, PRODUCTION);
-                let body = deployment_event(&github.base, run, PRODUCTION, GH_ALICE).to_string();
-                let (a, b, c, d) = futures::join!(
-                    deliver(
-                        format!("ll-gh-{run}-a"),
-                        body.clone(),
-                        "deployment_protection_rule"
-                    ),
-                    deliver(
-                        format!("ll-gh-{run}-a"),
-                        body.clone(),
-                        "deployment_protection_rule"
-                    ),
-                    deliver(
-                        format!("ll-gh-{run}-b"),
-                        body.clone(),
-                        "deployment_protection_rule"
-                    ),
-                    deliver(
-                        format!("ll-gh-{run}-c"),
-                        body.clone(),
-                        "deployment_protection_rule"
-                    ),
-                );
-                let ids: std::collections::BTreeSet<String> = [&a, &b, &c, &d]
-                    .iter()
-                    .map(|r| {
-                        r.json()["approval_id"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned()
-                    })
-                    .filter(|id| !id.is_empty())
-                    .collect();
-                assert_eq!(ids.len(), 1, "run {run}: one round, one approval");
-                let id = ids.into_iter().next().expect("the approval");
-                if n % 7 == 0 {
-                    github.end_run(run);
-                    let end = json!({"action": "completed",
-                        "workflow_run": {"id": run, "conclusion": "cancelled"},
-                        "repository": {"id": countersign_tests::github::REPOSITORY_ID}});
-                    let ended =
-                        deliver(format!("ll-gh-{run}-end"), end.to_string(), "workflow_run").await;
-                    assert_eq!(ended.json()["outcome"], "cancelled");
-                } else if n % 5 == 0 {
-                    let rejected = runner
-                        .http
-                        .post(runner.url(&format!("/approvals/{id}/decision")))
-                        .bearer_auth(DECIDER_A)
-                        .json(&decision_body("reject", BOB));
-                    assert_eq!(send(rejected).await.status, 200);
-                } else {
-                    // Alice asked: her vote is refused; bob and carol approve.
-                    assert_eq!(
-                        send(decide(runner, DECIDER_A, &id, ALICE)).await.status,
-                        403
-                    );
-                    assert_eq!(send(decide(runner, DECIDER_A, &id, BOB)).await.status, 200);
-                    assert_eq!(
-                        send(decide(runner, DECIDER_A, &id, CAROL)).await.status,
-                        200
-                    );
-                }
-                (run, id)
-            }
-        })
-        .buffer_unordered(4)
-        .collect()
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    for (run, id) in &rounds {
-        let n = run - 9_000;
-        let expected = if n % 7 == 0 { 0 } else { 1 };
-        loop {
-            let decisions = github.decisions(*run);
-            if decisions.len() == expected && !github.is_waiting(*run, PRODUCTION) {
-                if expected == 1 {
-                    let state = if n % 5 == 0 { "rejected" } else { "approved" };
-                    assert_eq!(decisions[0].state, state, "run {run} ({id})");
-                    assert!(decisions[0].comment.contains(id.as_str()));
-                }
-                break;
-            }
-            assert!(decisions.len() <= expected, "run {run}: {decisions:?}");
-            assert!(
-                Instant::now() < deadline,
-                "run {run} ({id}): {decisions:?}\n{}",
-                runner.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    // And nothing more after a while: every round told once (or not at all).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let told: usize = rounds
-        .iter()
-        .map(|(run, _)| github.decisions(*run).len())
-        .sum();
-    assert_eq!(
-        told,
-        rounds
-            .iter()
-            .filter(|(run, _)| (run - 9_000) % 7 != 0)
-            .count()
-    );
-    (rounds.len(), told)
-}
-
-fn secret_for_agents() -> WebhookSecret {
-    WebhookSecret::parse(ACME_SECRET).expect("secret")
-}
-
-/// More work on the long-lived runner after the rest: approval-only approvals, half approved
-/// through a webhook delivered twice, half through the API; two claimers race for each (one
-/// wins, the other is refused), the winner reports, and every one ends `succeeded` with exactly
-/// one claim, without any execute job or downstream call.
-async fn approval_only_round(
-    runner: &LocalRunner,
-    secret: WebhookSecret,
-    downstream: &Downstream,
-) -> usize {
-    const AGENTS: usize = 40;
-    let calls_before = downstream.calls_to("/ok").len();
-    let claim = |id: &str, key: &str| {
-        runner
-            .http
-            .post(runner.url(&format!("/approvals/{id}/execution/claim")))
-            .bearer_auth(KEY_A)
-            .header("idempotency-key", key)
-    };
-    let ids: Vec<String> = futures::stream::iter(0..AGENTS)
-        .map(|i| {
-            let secret = &secret;
-            async move {
-                let body = json!({"action": {"type": "agent", "payload": {"tool_name": "Bash", "input": {"n": i}}},
-                                  "approvers": [ALICE]})
-                .to_string();
-                let created = send(create(runner, KEY_A, &format!("ll-agent-{i}"), &body)).await;
-                assert_eq!(created.status, 201);
-                let id = created.json()["id"].as_str().expect("id").to_owned();
-                if i % 2 == 0 {
-                    let event = decided_event(&id, "approve", ALICE);
-                    let url = runner.url("/webhooks/acme");
-                    let event_id = format!("msg_ll_agent_{i}");
-                    let deliver = || signed_delivery(&runner.http, &url, secret, &event_id, &event);
-                    let (a, b) = futures::join!(send(deliver()), send(deliver()));
-                    assert_eq!((a.json()["outcome"].clone(), b.json()["outcome"].clone()), (json!("applied"), json!("applied")));
-                } else {
-                    assert_eq!(send(decide(runner, DECIDER_A, &id, ALICE)).await.status, 200);
-                }
-                let approved = send(get(runner, KEY_A, &id)).await.json();
-                assert_eq!(
-                    (approved["status"].as_str(), approved["execution"]["status"].as_str()),
-                    (Some("approved"), Some("not_started")),
-                    "{approved}"
-                );
-                let (a, b) = futures::join!(send(claim(&id, "claim-a")), send(claim(&id, "claim-b")));
-                let mut statuses = [a.status, b.status];
-                statuses.sort_unstable();
-                assert_eq!(statuses, [200, 409], "one claimer of two");
-                let winner = if a.status == 200 { "claim-a" } else { "claim-b" };
-                let report = runner
-                    .http
-                    .post(runner.url(&format!("/approvals/{id}/execution/report")))
-                    .bearer_auth(KEY_A)
-                    .header("idempotency-key", winner)
-                    .json(&json!({"outcome": "succeeded"}));
-                assert_eq!(send(report).await.status, 200);
-                id
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    for id in &ids {
-        let approval = send(get(runner, KEY_A, id)).await.json();
-        assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
-        assert!(
-            approval["execution"]["claimed_by"]
-                .as_str()
-                .is_some_and(|k| k.starts_with("claim-"))
-        );
-    }
-    assert_eq!(
-        downstream.calls_to("/ok").len(),
-        calls_before,
-        "no approval-only type is ever called"
-    );
-    ids.len()
 }
