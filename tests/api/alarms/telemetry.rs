@@ -14,9 +14,11 @@ use crate::template::{is_xray_write, of_type, role_of, statements, template, tex
 fn every_function_is_traced_as_configured_and_told_where_its_metrics_go() {
     let template = template();
     let parameters = &template["Parameters"];
+    // The cheap default that still answers "why" (a caller's sampled trace, every log line's
+    // trace id); Active one parameter away (docs/COST.md prices both).
     assert_eq!(
         parameters["TracingMode"]["Default"].as_str(),
-        Some("Active")
+        Some("PassThrough")
     );
     let modes: Vec<&str> = parameters["TracingMode"]["AllowedValues"]
         .as_sequence()
