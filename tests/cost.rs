@@ -6,8 +6,14 @@
 //!
 //! Its parts, in `tests/cost/`: `prices` (each list price, its page and the day it was read),
 //! `model` (a life's counts, and what they cost), `scenarios` (what is played on the stack),
-//! `history` (the target, and scenario (b) at each cut) and `render` (the file).
+//! `storage` (what a life leaves in the tables, and for how long), `deployment` (what the
+//! template creates at its defaults), `bill` (a default deployment's month), `history` (the
+//! target, and scenario (b) at each cut), and `render` and `render_bill` (the file).
 
+#[path = "cost/bill.rs"]
+mod bill;
+#[path = "cost/deployment.rs"]
+mod deployment;
 #[path = "cost/history.rs"]
 mod history;
 #[path = "cost/model.rs"]
@@ -16,18 +22,23 @@ mod model;
 mod prices;
 #[path = "cost/render.rs"]
 mod render;
+#[path = "cost/render_bill.rs"]
+mod render_bill;
 #[path = "cost/scenarios.rs"]
 mod scenarios;
+#[path = "cost/storage.rs"]
+mod storage;
 
 use countersign_tests::*;
 
 use crate::history::CUTS;
 use crate::render::{money, render};
-use crate::scenarios::lives;
+use crate::scenarios::{idle_minute, lives};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
     let lives = lives().await;
+    let idle = idle_minute().await;
     // Each request and its units, when asked for (COUNTERSIGN_COST_DETAIL=1): where to look
     // for the next cut.
     let detail = std::env::var_os("COUNTERSIGN_COST_DETAIL").is_some();
@@ -50,7 +61,13 @@ async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
             times.join(", ")
         );
     }
-    let computed = render(&lives);
+    let bill = bill::Bill {
+        deployment: deployment::Deployment::read(),
+        life: &lives[1].1,
+        lives: &lives,
+        idle: &idle,
+    };
+    let computed = render(&lives, &bill);
     let path = workspace_root().join("docs/COST.md");
     if std::env::var_os("COUNTERSIGN_WRITE_COST").is_some() {
         std::fs::write(&path, &computed).expect("write docs/COST.md");

@@ -1,12 +1,13 @@
 //! The model: what a life's counts cost (units to dollars), and the billed Lambda time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use countersign_tests::chain::{Chain, Step};
 use countersign_tests::*;
 use serde_json::Value;
 
 use crate::prices::*;
+use crate::storage::Kept;
 
 /// Billed Lambda time is modelled, not measured: the handler's time on this machine depends on
 /// the machine and on moto, and a file a test compares must not. Each invocation is billed its
@@ -99,16 +100,19 @@ pub(crate) struct Life {
     pub(crate) target_calls: usize,
     pub(crate) notifications: usize,
     pub(crate) callbacks: usize,
-    pub(crate) stored_bytes: usize,
-    pub(crate) stored_items: usize,
-    /// The EMF documents the invocations wrote to their logs, and their bytes (see [`crate::scenarios::emf_bytes`]).
+    /// The EMF documents the invocations wrote to their logs, and their bytes (see
+    /// [`crate::scenarios::emf_bytes`]).
     pub(crate) emf_documents: usize,
     pub(crate) emf_bytes: usize,
-    /// The log lines the invocations wrote, and their bytes (see [`crate::scenarios::take_log_lines`]).
+    /// The log lines the invocations wrote, and their bytes (see
+    /// [`crate::scenarios::take_log_lines`]).
     pub(crate) log_lines: usize,
     pub(crate) log_bytes: usize,
-    /// What the tables keep for good, as DynamoDB bills it stored (`Chain::kept_bytes`).
-    pub(crate) kept_bytes: usize,
+    /// The CloudWatch metrics its EMF documents write to: namespace, metric and dimensions
+    /// (see [`crate::scenarios::metric_series`]).
+    pub(crate) metric_series: BTreeSet<String>,
+    /// What it leaves in the tables, by table, and for how long.
+    pub(crate) kept: BTreeMap<String, Kept>,
     /// Each request, for the test's output: function, operation, tables, units.
     pub(crate) detail: Vec<String>,
 }
@@ -152,8 +156,6 @@ impl Life {
         life.notifications = downstream.calls_to("/notify").len();
         life.callbacks = downstream.calls_to("/callback").len();
         life.target_calls = downstream.total_calls() - life.notifications - life.callbacks;
-        (life.stored_bytes, life.stored_items) = chain.stored();
-        life.kept_bytes = chain.kept_bytes();
         life
     }
 
@@ -182,19 +184,3 @@ impl Life {
 /// (succeed). Its transitions alone; the tables, functions and callbacks it would still need
 /// are not counted.
 pub(crate) const STEP_FUNCTIONS_TRANSITIONS: usize = 1 + 2 * 3 + 1 + 1;
-
-/// X-Ray's traces per million approvals like `life` at `volume` approvals a month, spread
-/// evenly: each function samples the first invocation each second and 5% of the others.
-pub(crate) fn xray_per_million(life: &Life, volume: f64) -> f64 {
-    const MONTH_SECONDS: f64 = 30.0 * 86_400.0;
-    let traces_per_second: f64 = life
-        .invocations
-        .values()
-        .map(|&per_approval| {
-            let rate = volume * per_approval as f64 / MONTH_SECONDS;
-            rate.min(1.0) + 0.05 * (rate - 1.0).max(0.0)
-        })
-        .sum();
-    let traces_per_approval = traces_per_second * MONTH_SECONDS / volume;
-    traces_per_approval * XRAY_TRACE * 1e6
-}

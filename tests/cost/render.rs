@@ -1,11 +1,14 @@
-//! Rendering: `docs/COST.md` from the lives' counts.
+//! Rendering: `docs/COST.md` from the lives' counts and the bill (`render_bill`).
 
 use std::fmt::Write as _;
 
+use crate::bill::Bill;
 use crate::history::*;
 use crate::model::*;
 use crate::prices::*;
+use crate::render_bill;
 use crate::scenarios::log_level;
+use crate::storage::SHORT_DAYS;
 
 /// The tables, as `infra/tables.json` names them.
 pub(crate) const TABLES: [&str; 6] = [
@@ -17,8 +20,15 @@ pub(crate) const TABLES: [&str; 6] = [
     "webhook_inbox",
 ];
 
+/// Dollars and cents, thousands separated ($1,036.08).
 pub(crate) fn money(usd: f64) -> String {
-    format!("${usd:.2}")
+    let cents = format!("{usd:.2}");
+    let (whole, fraction) = cents.split_once('.').expect("a decimal point");
+    let (sign, digits) = whole.strip_prefix('-').map_or(("", whole), |d| ("-", d));
+    format!(
+        "{sign}${}.{fraction}",
+        thousands(digits.parse().expect("digits"))
+    )
 }
 
 /// 1,000,000 (for a count of approvals).
@@ -39,7 +49,7 @@ pub(crate) fn row(out: &mut String, what: &str, cells: impl Iterator<Item = Stri
     writeln!(out, "| {what} | {} |", cells.join(" | ")).expect("write");
 }
 
-pub(crate) fn render(lives: &[(&str, Life)]) -> String {
+pub(crate) fn render(lives: &[(&str, Life)], bill: &Bill<'_>) -> String {
     let mut out = String::new();
     let w = &mut out;
     writeln!(w, "# What an approval costs on AWS\n").expect("write");
@@ -80,6 +90,7 @@ pub(crate) fn render(lives: &[(&str, Life)]) -> String {
         money(GOAL_PER_MILLION)
     )
     .expect("write");
+    render_bill::summary(w, bill);
     writeln!(w, "## Per approval\n").expect("write");
     let header: Vec<&str> = lives.iter().map(|(name, _)| *name).collect();
     writeln!(w, "| | {} |", header.join(" | ")).expect("write");
@@ -175,13 +186,28 @@ pub(crate) fn render(lives: &[(&str, Life)]) -> String {
     );
     row(
         w,
-        "kept in DynamoDB afterwards (but what TTL deletes within days): items, bytes",
-        each(&|l| format!("{}, {}", l.stored_items, l.stored_bytes)).into_iter(),
+        &format!(
+            "kept after its end (what a TTL deletes within {SHORT_DAYS:.0} days left out): items, \
+             bytes"
+        ),
+        each(&|l| {
+            let (items, bytes) = l
+                .kept
+                .values()
+                .fold((0, 0), |(i, b), k| (i + k.items, b + k.item_bytes));
+            format!("{items}, {bytes}")
+        })
+        .into_iter(),
     );
     row(
         w,
-        "stored for good, as billed (items, index entries, 100 bytes each of overhead): bytes",
-        each(&|l| l.kept_bytes.to_string()).into_iter(),
+        "stored, as billed (items, index entries, 100 bytes of overhead each): bytes; kept for good",
+        each(&|l| {
+            let bytes: usize = l.kept.values().map(|k| k.bytes).sum();
+            let for_good: usize = l.kept.values().map(|k| k.for_good).sum();
+            format!("{bytes}; {for_good}")
+        })
+        .into_iter(),
     );
     for (i, (part, _)) in lives[0].1.usd().iter().enumerate() {
         row(
@@ -195,33 +221,6 @@ pub(crate) fn render(lives: &[(&str, Life)]) -> String {
         "**per million approvals**",
         each(&|l| format!("**{}**", money(l.per_million()))).into_iter(),
     );
-
-    writeln!(w, "\n## Beside the headline\n").expect("write");
-    let xray: Vec<String> = [1e6, 1e7, 1e8]
-        .iter()
-        .map(|&volume| {
-            format!(
-                "{} at {} approvals a month",
-                money(xray_per_million(b, volume)),
-                thousands(volume)
-            )
-        })
-        .collect();
-    for line in [
-        format!(
-            "X-Ray, at the template's default `TracingMode: Active`, per million approvals of (b): {}. Lambda samples the first request each second and 5% of the others, for each function; the volume is assumed spread evenly over a 30-day month, each of (b)'s {} invocations its own trace (a stream or a queue starts a new one), the free tier left out. Sampling makes it dearer per approval the lower the volume. `TracingMode: PassThrough` records only traces an upstream caller sampled: none of these.",
-            xray.join(", "),
-            b.invocations.values().sum::<usize>()
-        ),
-        format!(
-            "Storage: what (b) keeps for good, {} bytes as DynamoDB bills them (its items and index entries, 100 bytes of overhead each; the idempotency record, deleted by TTL within a day, left out), is {} per million approvals for each month they are kept — approvals are not deleted, so a month's approvals add that to every month after.",
-            b.kept_bytes,
-            money(b.kept_bytes as f64 / 1e9 * STORAGE_GB_MONTH * 1e6)
-        ),
-        "Lambda's own log lines: none per invocation. The template logs JSON with `SystemLogLevel: WARN`, so Lambda writes no START, END or REPORT line (they are INFO); a cold start's init lines are not per approval. Without it (the text format's default), those three lines are roughly 350 bytes an invocation, about $0.18 per million invocations.".to_owned(),
-    ] {
-        writeln!(w, "- {line}").expect("write");
-    }
 
     writeln!(w, "\n## What was cut\n").expect("write");
     writeln!(w, "Scenario (b), step by step:\n").expect("write");
@@ -268,41 +267,36 @@ pub(crate) fn render(lives: &[(&str, Life)]) -> String {
         writeln!(w, "- {line}").expect("write");
     }
 
-    writeln!(w, "\n## Keys and secrets\n").expect("write");
-    // The secrets as the template declares them (one conditional: ApiKeysSecret).
-    let template = countersign_tests::template();
-    let secrets: Vec<&serde_norway::Value> = template["Resources"]
-        .as_mapping()
-        .expect("the template's resources")
-        .values()
-        .filter(|r| r["Type"].as_str() == Some("AWS::SecretsManager::Secret"))
-        .collect();
-    let conditional = secrets
-        .iter()
-        .filter(|r| r.get("Condition").is_some())
-        .count();
-    let secrets_line = format!(
-        "Secrets Manager is fixed, not per approval: the template's {} secrets ({} without `ApiKeys`) at $0.40 a month each, and $0.05 per 10,000 calls — one `BatchGetSecretValue` per function environment at start and every `SECRETS_REFRESH_SECONDS` (300: 8,640 a month per warm environment, about $0.04), and early after a failed signature at most every 30 s.",
-        secrets.len(),
-        secrets.len() - conditional
-    );
-    for line in [
-        "A table API key adds nothing per approval on a warm function: its item is cached for `KEY_CACHE_SECONDS` (default 60), so the scenarios above cost the same with table keys (`tests/api/round_trips.rs` counts the round trips). A cold key costs one strongly consistent `GetItem` of an item under 4 KB, 1 read unit ($0.125 per million), once per key, function environment and cache time; and `last_used_at` one write unit at most once an hour per key (at most 720 a month per key, under $0.0005).",
-        &secrets_line,
-    ] {
-        writeln!(w, "- {line}").expect("write");
-    }
-
-    writeln!(w, "\n## Prices\n").expect("write");
-    writeln!(w, "List prices in US East (N. Virginia), as published on {PRICES_TAKEN}; free tiers left out.\n").expect("write");
-    writeln!(w, "| | USD | per | source |\n|---|---|---|---|").expect("write");
+    writeln!(w).expect("write");
+    render_bill::detail(w, bill);
+    writeln!(w, "## Prices\n").expect("write");
+    writeln!(
+        w,
+        "List prices in US East (N. Virginia), each as its page gave it on the day in its row; \
+         free tiers left out.\n"
+    )
+    .expect("write");
+    writeln!(w, "| | USD | per | source | read |\n|---|---|---|---|---|").expect("write");
     for p in PRICES {
-        writeln!(w, "| {} | {} | {} | {} |", p.what, p.usd, p.per, p.source).expect("write");
+        writeln!(
+            w,
+            "| {} | {} | {} | {} | {} |",
+            p.what, p.usd, p.per, p.source, p.read
+        )
+        .expect("write");
     }
-    let memory: Vec<String> = ["create", "decide", "dispatch", "executor", "sweeper"]
-        .iter()
-        .map(|f| format!("`{f}` {} MB", memory_mb(f)))
-        .collect();
+    let memory: Vec<String> = [
+        "create",
+        "read",
+        "decide",
+        "dispatch",
+        "executor",
+        "sweeper",
+        "reconciler",
+    ]
+    .iter()
+    .map(|f| format!("`{f}` {} MB", memory_mb(f)))
+    .collect();
     writeln!(
         w,
         "\nLambda: arm64, memory as `infra/template.yaml` sets it ({}).\n",
@@ -313,11 +307,11 @@ pub(crate) fn render(lives: &[(&str, Life)]) -> String {
     writeln!(w, "## How it is counted\n").expect("write");
     for line in [
         "DynamoDB units follow its documented rules, from the items' sizes (attribute names and values, as DynamoDB sizes them, but a number's trailing zeros counted, so that a timestamp's size does not depend on the second it was taken): a write is one unit per KB of the larger of the item before and after it, at least one; a transactional write two; a write that changes what an index holds writes the index too (one write per KB of the entry, the larger of before and after; a moved key a delete and a put; at the standard rate, in a transaction too — AWS documents the doubling for the table's own write only); a write whose condition fails costs the units of the item it checked; a strongly consistent read one unit per 4 KB, an eventually consistent one half, a transactional one two; a query the sum of what it reads. The approvals table's writes are sized from its stream's before and after images of each write; the other tables' from snapshots around each invocation.",
-        "SQS requests are billed per 64 KiB chunk of payload (measured on the request or answer body, a little larger than the payload); an executor invocation also pays its event source mapping's receive and delete. The mapping's empty long polls are fixed, not per approval (below).",
+        "SQS requests are billed per 64 KiB chunk of payload (measured on the request or answer body, a little larger than the payload); an executor invocation also pays its event source mapping's receive and delete. The mapping's empty long polls are fixed, not per approval (\"The whole bill, line by line\").",
         "Lambda's billed time is a model, because measured times depend on the machine: 5 ms per invocation, 10 ms per DynamoDB request (20 ms per transaction), 15 ms per SQS request, 100 ms per round of outbound HTTP calls, a function's requests one after another — but an executor's batch runs its jobs at once, so its invocation is billed its longest job (each job's requests metered apart), and a notify job calls its approvers together (one round). The test prints the measured handler times beside it.",
-        "CloudWatch Logs: the bytes ingested of every EMF document and every log line the functions write (JSON, at the template's default `LogLevel`), each line's newline included and its timestamp and durations at their widest. Lambda's own lines: see \"Beside the headline\".",
+        "CloudWatch Logs: the bytes ingested of every EMF document and every log line the functions write (JSON, at the template's default `LogLevel`), each line's newline included and its timestamp and durations at their widest. Lambda's own lines: none per invocation. The template logs JSON with `SystemLogLevel: WARN`, so Lambda writes no START, END or REPORT line (they are INFO); a cold start's init lines are not per approval. Without it (the text format's default), those three lines are roughly 350 bytes an invocation, about $0.18 per million invocations.",
         "Stream reads by Lambda are free. TTL deletions are free.",
-        "Fixed, whatever the traffic: the sweeper and the reconciler run every minute (86,400 invocations a month, well under $0.10), and the executor's event source mapping long-polls the queue (a few hundred thousand empty receives a month, about $0.26).",
+        "A table API key adds nothing per approval on a warm function: its item is cached for `KEY_CACHE_SECONDS` (default 60), so the scenarios above cost the same with table keys (`tests/api/round_trips.rs` counts the round trips). A cold key costs one strongly consistent `GetItem` of an item under 4 KB, 1 read unit ($0.125 per million), once per key, function environment and cache time; and `last_used_at` one write unit at most once an hour per key (at most 720 a month per key, under $0.0005).",
     ] {
         writeln!(w, "- {line}").expect("write");
     }

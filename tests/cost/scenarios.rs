@@ -8,6 +8,7 @@ use countersign_tests::*;
 use serde_json::{Value, json};
 
 use crate::model::Life;
+use crate::storage;
 
 /// The app's log lines as its functions write them (JSON, at the template's default
 /// `LogLevel`): this test is its own process, and its one subscriber writes here.
@@ -87,7 +88,42 @@ async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)
     let documents = t.metrics.take();
     life.emf_documents = documents.len();
     life.emf_bytes = documents.iter().map(|d| emf_bytes(d)).sum();
+    life.metric_series = documents.iter().flat_map(|d| metric_series(d)).collect();
+    life.kept = storage::kept(&t).await;
     life
+}
+
+/// The CloudWatch metrics a document writes to, each as CloudWatch bills it: one per
+/// namespace, metric name and set of dimension values.
+pub(crate) fn metric_series(document: &str) -> Vec<String> {
+    let doc: Value = serde_json::from_str(document).expect("an EMF document");
+    let mut series = Vec::new();
+    for directive in doc["_aws"]["CloudWatchMetrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        for set in directive["Dimensions"].as_array().into_iter().flatten() {
+            let dimensions: Vec<String> = set
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|name| {
+                    let name = name.as_str().expect("a dimension's name");
+                    format!("{name}={}", doc[name].as_str().expect("its value"))
+                })
+                .collect();
+            for metric in directive["Metrics"].as_array().into_iter().flatten() {
+                series.push(format!(
+                    "{} {} {}",
+                    directive["Namespace"].as_str().expect("a namespace"),
+                    metric["Name"].as_str().expect("a metric's name"),
+                    dimensions.join(",")
+                ));
+            }
+        }
+    }
+    series
 }
 
 /// A document's bytes in the log, newline included, with its timestamp and durations at their
@@ -146,6 +182,18 @@ async fn ends(t: &TestApp, id: &str, status: &str, execution: Option<&str>) {
         execution,
         "{approval}"
     );
+}
+
+/// A minute with nothing to do: one run of each scheduled function on empty tables.
+pub(crate) async fn idle_minute() -> Life {
+    play(false, async |t, chain| {
+        chain.sweep().await;
+        let reconciler =
+            countersign::jobs::Reconciler::new(t.function(countersign::Function::Reconciler));
+        let report = chain.step("reconciler", reconciler.run()).await;
+        report.expect("the reconciler's run succeeds");
+    })
+    .await
 }
 
 /// The four lives: (a) one approver, approved, executed, no subscription; (b) two of three,
