@@ -33,27 +33,6 @@ fn string<'a>(item: &'a Item, name: &str) -> &'a str {
     }
 }
 
-async fn scan(t: &TestApp, table: &str) -> Vec<Item> {
-    let mut items = Vec::new();
-    let mut start = None;
-    loop {
-        let page = t
-            .dynamodb
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .expect("scan");
-        items.extend(page.items().iter().cloned());
-        match page.last_evaluated_key() {
-            Some(key) => start = Some(key.clone()),
-            None => return items,
-        }
-    }
-}
-
 /// The approval `id`'s own item, and every other item of it: its trail, its index entries and
 /// its jobs' ledger records (each named by table).
 async fn items_of(t: &TestApp, id: &str) -> (Item, Vec<(&'static str, Item)>) {
@@ -61,17 +40,17 @@ async fn items_of(t: &TestApp, id: &str) -> (Item, Vec<(&'static str, Item)>) {
     let pk = format!("{TENANT_A}#{id}");
     let approval = t.item(&tables.approvals, &pk).await.expect("the approval");
     let mut others = Vec::new();
-    for item in scan(t, &tables.events).await {
+    for item in t.scan_items(&tables.events).await {
         if string(&item, "pk") == pk {
             others.push(("events", item));
         }
     }
-    for item in scan(t, &tables.approval_index).await {
+    for item in t.scan_items(&tables.approval_index).await {
         if string(&item, "id") == id {
             others.push(("approval_index", item));
         }
     }
-    for item in scan(t, &tables.execution_ledger).await {
+    for item in t.scan_items(&tables.execution_ledger).await {
         if string(&item, "approval_id") == id {
             others.push(("execution_ledger", item));
         }

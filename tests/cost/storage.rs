@@ -149,17 +149,7 @@ pub(crate) async fn kept(t: &TestApp) -> BTreeMap<String, Kept> {
     for table in schema.table_names() {
         let name = schema.logical(table);
         let spec = specs.iter().find(|s| s.name == name).expect("a table spec");
-        let items = t
-            .dynamodb
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .into_paginator()
-            .items()
-            .send()
-            .collect::<Result<Vec<_>, _>>()
-            .await
-            .expect("scan a table");
+        let items = t.scan_items(table).await;
         if items.is_empty() {
             continue;
         }

@@ -113,18 +113,7 @@ impl<'a> Chain<'a> {
     async fn snapshot(&self) -> Snapshot {
         let mut snapshot = Snapshot::default();
         for table in self.schema.table_names() {
-            let items = self
-                .t
-                .dynamodb
-                .scan()
-                .table_name(table)
-                .consistent_read(true)
-                .into_paginator()
-                .items()
-                .send()
-                .collect::<Result<Vec<_>, _>>()
-                .await
-                .expect("scan a table");
+            let items = self.t.scan_items(table).await;
             for item in &items {
                 let item = item_json(item);
                 let key = self.schema.key_of(table, &item);

@@ -22,6 +22,21 @@ impl TestApp {
         .await
     }
 
+    /// Every item of a table, by a strongly consistent scan with the test's own (unmetered)
+    /// client.
+    pub async fn scan_items(&self, table: &str) -> Vec<HashMap<String, AttributeValue>> {
+        self.dynamodb
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .expect("scan a table")
+    }
+
     /// Items in a table, counted by a strongly consistent scan.
     pub async fn count_items(&self, table: &str) -> usize {
         let mut total = 0;
