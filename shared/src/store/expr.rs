@@ -132,6 +132,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_assignment_joins_the_set_clause_wherever_it_is() {
+        let add = |update| with_set(update, "#r = :r");
+        assert_eq!(
+            add("SET #a = :a REMOVE #b"),
+            "SET #r = :r, #a = :a REMOVE #b"
+        );
+        assert_eq!(
+            add("REMOVE #b SET #a = :a"),
+            "REMOVE #b SET #r = :r, #a = :a"
+        );
+        assert_eq!(add("ADD #n :one"), "SET #r = :r ADD #n :one");
+        assert_eq!(add(""), "SET #r = :r");
+    }
+
+    #[test]
     fn every_alias_names_its_attribute() {
         let got = names(&[
             "SET #status = :s, #execution.#updated_at = :now",
