@@ -162,19 +162,22 @@ async fn an_ended_approval_and_every_item_of_it_expire_within_the_retention_a_pe
     }
 
     // An operator's retry gives the failed execution something due again: its TTL goes in
-    // the same write (and comes back, later, with its new end).
-    let before = number(&items_of(&t, &failed).await.0, "retain_until").expect("failed: TTL");
+    // the same write (the runner is stopped, so nothing ends it again meanwhile), and comes
+    // back with its new end.
+    assert!(number(&items_of(&t, &failed).await.0, "retain_until").is_some());
+    t.stop_runner().await;
     let retried = t.send(t.retry_request(&failed, Some("retry-1"))).await;
     assert_eq!(retried.status, 202, "{}", retried.text());
     let (approval, _) = items_of(&t, &failed).await;
-    let execution = t.get(KEY_A, &failed).await.json()["execution"]["status"].clone();
-    match number(&approval, "retain_until") {
-        None => {}
-        Some(after) => assert!(
-            after > before || execution == json!("failed"),
-            "a resumed execution keeps no TTL while it is due ({execution})"
-        ),
-    }
+    assert_eq!(
+        t.get(KEY_A, &failed).await.json()["execution"]["status"],
+        "queued"
+    );
+    assert!(
+        !approval.contains_key("retain_until"),
+        "a resumed execution keeps no TTL while it is due: {approval:?}"
+    );
+    t.start_runner();
     let done = t.wait_for_execution(KEY_A, &failed, WAIT).await;
     assert_eq!(done["execution"]["status"], "failed");
     eventually(
@@ -206,4 +209,51 @@ async fn zero_days_keeps_everything() {
     assert!(!approval.contains_key("retain_until"), "{approval:?}");
     assert!(!others.is_empty());
     assert!(!has_ttl(&others), "nothing of it expires: {others:?}");
+}
+
+/// An approval that ends after its expiry without changing status (here an approval-only
+/// type's claim reported an hour after its expiry) is kept from that end: its listing entries
+/// are put again with the later bound, so it is listed for as long as it is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_ending_after_its_expiry_stays_listed_as_long_as_it_is_kept() {
+    let t = TestApp::start_jobs(&[("RETENTION_DAYS", "2")]).await;
+    let body = CreateBody::new("agent", &[ALICE]).expires_in(60).to_string();
+    let id = t.create_approved("late-end", &body, ALICE).await;
+    eventually("the approval is indexed as approved", || async {
+        event_types(&t.trail(KEY_A, &id, 50).await)
+            .iter()
+            .any(|e| e == "approval.approved")
+    })
+    .await;
+    t.clock.advance(3_600);
+    let claim = t
+        .http
+        .post(t.url(&format!("/approvals/{id}/execution/claim")))
+        .bearer_auth(KEY_A)
+        .header("idempotency-key", "tool-use-late");
+    let claimed = t.send(claim).await;
+    assert_eq!(claimed.status, 200, "{}", claimed.text());
+    let report = t
+        .http
+        .post(t.url(&format!("/approvals/{id}/execution/report")))
+        .bearer_auth(KEY_A)
+        .header("idempotency-key", "tool-use-late")
+        .json(&json!({"outcome": "succeeded"}));
+    let reported = t.send(report).await;
+    assert_eq!(reported.status, 200, "{}", reported.text());
+
+    let (approval, _) = items_of(&t, &id).await;
+    let until = number(&approval, "retain_until").expect("ended: its TTL");
+    let expires_at = number(&approval, "expires_at").expect("its expiry");
+    assert!(until > expires_at + 2 * DAY, "kept from its late end");
+    eventually("its listing entries are kept as long as it is", || async {
+        let (_, others) = items_of(&t, &id).await;
+        let index: Vec<i64> = others
+            .iter()
+            .filter(|(table, _)| *table == "approval_index")
+            .filter_map(|(_, item)| number(item, "retain_until"))
+            .collect();
+        !index.is_empty() && index.iter().all(|bound| *bound >= until)
+    })
+    .await;
 }

@@ -7,8 +7,10 @@
 //!   write that gives it something due (an operator's retry of a failed execution).
 //! - An item written for it from the approval's own image (a trail event or an index entry,
 //!   by the dispatcher): its expiry or the write's time, whichever is later, + retention. The
-//!   expiry bounds when a pending approval ends, so such an item never goes before the
-//!   approval, and outlives it by at most the approval's pending window.
+//!   expiry bounds when a pending approval ends, so such an item outlives it by at most the
+//!   approval's pending window. One that ends after its expiry without changing status (an
+//!   execution, a late claim's report, an operator's resolve) has its index entries put again
+//!   with the later bound; its trail events from before the expiry keep theirs.
 //! - An item written by a job, which does not carry the approval's expiry (a ledger record, the
 //!   event a job's end records): the write's time + the longest pending window + retention.
 

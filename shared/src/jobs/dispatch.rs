@@ -11,9 +11,9 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use super::dispatch_policy::{callback_jobs, github_job, jobs_for_change, slack_job};
 use super::job::Job;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
-use crate::domain::{Approval, Status};
+use crate::domain::{Approval, Retention, Status};
 use crate::observe::{self, Metric};
-use crate::store::{StatusMove, StoreError, items_to_approval};
+use crate::store::{StatusMove, StoreError, items_to_approval, retain_until_of};
 use crate::{App, Function};
 
 /// One change of one approval item, from whichever source delivers the stream.
@@ -23,6 +23,17 @@ pub struct StreamChange {
     pub new: Option<HashMap<String, AttributeValue>>,
     /// The record's sequence number: where its events sort in the approval's trail.
     pub sequence_number: String,
+}
+
+/// Whether `change` ends its approval (`new`) after the approval's expiry: it sets the
+/// approval's TTL beyond the bound its index items were put with (expiry + retention).
+fn ends_after_its_expiry(change: &StreamChange, new: &Approval, retention: Retention) -> bool {
+    let set = change.new.as_ref().and_then(retain_until_of);
+    let before = change.old.as_ref().and_then(retain_until_of);
+    match (set, retention.after_expiry(new.expires_at, new.expires_at)) {
+        (Some(until), Some(indexed_until)) => set != before && until > indexed_until,
+        _ => false,
+    }
 }
 
 fn non_empty(image: HashMap<String, AttributeValue>) -> Option<HashMap<String, AttributeValue>> {
@@ -215,10 +226,14 @@ impl Dispatcher {
                     {
                         decided.push(new.clone());
                     }
-                    // The listing index follows the approval's status.
+                    // The listing index follows the approval's status; and its TTL, when the
+                    // approval ends after its expiry without changing status (an execution, a
+                    // claim's report, an operator's resolve): the items are put again, so the
+                    // approval is listed for as long as it is kept.
                     let from = old.as_ref().map(|o| o.status);
                     if let Some(new) = new
-                        && from != Some(new.status)
+                        && (from != Some(new.status)
+                            || ends_after_its_expiry(change, &new, self.app.config.retention))
                     {
                         indexed.push((from, new));
                     }
@@ -229,9 +244,10 @@ impl Dispatcher {
                 (Err(e), _) | (_, Err(e)) => return Err(DispatchError::Unreadable(e.to_string())),
             }
         }
+        let now = self.app.clock.now();
         self.app
             .store
-            .put_events(&events, |e| {
+            .put_events(&events, now, |e| {
                 expiries
                     .get(&(e.tenant.clone(), e.approval_id.clone()))
                     .copied()
@@ -246,7 +262,7 @@ impl Dispatcher {
             .collect();
         self.app
             .store
-            .move_index_items(&moves, self.app.clock.now())
+            .move_index_items(&moves, now)
             .await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {

@@ -63,6 +63,14 @@ impl Due {
     }
 }
 
+/// An approval item's TTL (`retain_until`), as a stream image carries it: set once it has ended.
+pub fn retain_until_of(item: &HashMap<String, AttributeValue>) -> Option<EpochSeconds> {
+    match item.get(RETAIN_UNTIL) {
+        Some(AttributeValue::N(n)) => n.parse().ok(),
+        _ => None,
+    }
+}
+
 /// The `by_status` index's sort key.
 fn status_id(status: Status, id: &ApprovalId) -> AttributeValue {
     s(format!("{}#{id}", status.as_str()))

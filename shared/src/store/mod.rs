@@ -48,6 +48,7 @@ pub use held_reads::{HeldReadLease, Seat, SeatCaps};
 pub use inbox::{InboxRecord, Ingested};
 pub use keys::github_source;
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
+pub use indexes::retain_until_of;
 pub use listing::{ListPage, ListQuery, Listed, StatusMove};
 pub use operator::{MAX_RETRIES, OperatorRefusal};
 pub use size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};

@@ -159,15 +159,17 @@ impl Store {
 
     /// Stores events (derived from committed changes), one item per change. Writing one again
     /// writes the same item: a redelivered change adds nothing. `expiry` gives the expiry of
-    /// the approval an event belongs to (from the change's image), which its TTL counts from.
+    /// the approval an event belongs to (from the change's image): its TTL is that or `now`
+    /// (the write's time), whichever is later, + the retention.
     pub async fn put_events(
         &self,
         events: &[TrailEvent],
+        now: EpochSeconds,
         expiry: impl Fn(&TrailEvent) -> Option<EpochSeconds>,
     ) -> Result<(), StoreError> {
         let retain = |e: &TrailEvent| match expiry(e) {
-            Some(expires_at) => self.retention.after_expiry(expires_at, e.at),
-            None => self.retention.after_job_write(e.at),
+            Some(expires_at) => self.retention.after_expiry(expires_at, now),
+            None => self.retention.after_job_write(now),
         };
         let mut requests = Vec::new();
         for item in event_items(events, retain) {
