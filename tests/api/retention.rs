@@ -217,7 +217,9 @@ async fn zero_days_keeps_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_approval_ending_after_its_expiry_stays_listed_as_long_as_it_is_kept() {
     let t = TestApp::start_jobs(&[("RETENTION_DAYS", "2")]).await;
-    let body = CreateBody::new("agent", &[ALICE]).expires_in(60).to_string();
+    let body = CreateBody::new("agent", &[ALICE])
+        .expires_in(60)
+        .to_string();
     let id = t.create_approved("late-end", &body, ALICE).await;
     eventually("the approval is indexed as approved", || async {
         event_types(&t.trail(KEY_A, &id, 50).await)

@@ -260,10 +260,7 @@ impl Dispatcher {
                 approval,
             })
             .collect();
-        self.app
-            .store
-            .move_index_items(&moves, now)
-            .await?;
+        self.app.store.move_index_items(&moves, now).await?;
         let mut bodies = Vec::with_capacity(jobs.len());
         for job in &jobs {
             bodies.push(
