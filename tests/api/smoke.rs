@@ -258,7 +258,16 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
             "SequenceNumber": "100", "SizeBytes": 100, "StreamViewType": "NEW_AND_OLD_IMAGES"
         }
     }]});
-    let env = with(base_env(&t), &[("JOBS_QUEUE_URL", &t.queues().queue_url)]);
+    // The dispatcher makes notify jobs only where there is a notifier (as the template gives it
+    // NOTIFIER_URL's secret only then).
+    let notifier = t.downstream_url("/notify");
+    let env = with(
+        base_env(&t),
+        &[
+            ("JOBS_QUEUE_URL", &t.queues().queue_url),
+            ("NOTIFIER_URL", &notifier),
+        ],
+    );
     invoke("dispatch", env, event).await;
     assert_eq!(
         t.queue_depth(&t.queues().queue_url).await,
