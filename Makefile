@@ -1,9 +1,10 @@
 # The README's two commands. Both install what they need on a fresh machine (a Python
 # virtualenv under .local/, git-ignored: moto for `make run`; for the tests also cfn-lint,
-# schemathesis, standardwebhooks and Debian's chromium and chromium-driver) and reuse it. `make test` installs while Rust compiles
+# schemathesis, standardwebhooks, Debian's chromium and chromium-driver and, from npm, the OpenID
+# provider the sign-in tests run, under .local/oidc) and reuse it. `make test` installs while Rust compiles
 # (infra/test.sh).
 
-.PHONY: run test lint venv browser package deploy-check bench
+.PHONY: run test lint venv oidc browser package deploy-check bench
 
 run:
 	infra/run-local.sh
@@ -16,6 +17,10 @@ lint:
 
 venv:
 	infra/setup-venv.sh
+
+# The OpenID Provider the sign-in tests run (oidc-provider from npm, into .local/oidc).
+oidc:
+	infra/setup-oidc.sh
 
 browser:
 	infra/setup-browser.sh

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: everything CI runs, on a fresh machine as on a warm one. Installing (the
-# virtualenv with moto, Debian's Chromium) is mostly downloading, and the local AWS's own
-# patches are tested in Python: both go on in the background while Rust lints and compiles,
-# which is CPU. Then the template is linted and every Rust test binary runs; one summary line
+# virtualenv with moto, the OpenID provider from npm, Debian's Chromium) is mostly downloading,
+# and the local AWS's own patches are tested in Python: both go on in the background while Rust
+# lints and compiles, which is CPU. Then the template is linted and every Rust test binary runs; one summary line
 # counts them all. A missing dependency fails the run; nothing is skipped.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +30,9 @@ fail() {
   echo $? >"$logs/python.status"
 ) >"$logs/venv" 2>&1 &
 venv=$!
+# The OpenID Provider the sign-in tests start (oidc-provider from npm, into .local/oidc).
+"$root/infra/setup-oidc.sh" >"$logs/oidc" 2>&1 &
+oidc=$!
 # Chromium for the browser tests. As root it installs in the background too; otherwise sudo
 # may need to ask for a password, so it runs first, in the foreground.
 if [ "$(id -u)" -eq 0 ]; then
@@ -40,7 +43,7 @@ else
   browser=
 fi
 
-echo "make test: installing moto and the test tools (.local/venv) and Chromium in the background;" \
+echo "make test: installing moto and the test tools (.local/venv), the OpenID provider (.local/oidc) and Chromium in the background;" \
   "linting and building every crate and test (the first build takes about 5 minutes on 2 cores)" >&2
 "$root/infra/lint.sh" rust || fail "lint (rustfmt, clippy) failed"
 # One build of everything: the functions' real binaries (the smoke, CLI and long-lived tests
@@ -52,6 +55,10 @@ wait "$venv"
 venv_status=$?
 cat "$logs/venv"
 [ "$venv_status" -eq 0 ] || fail "installing the virtualenv failed (above)"
+wait "$oidc"
+oidc_status=$?
+cat "$logs/oidc"
+[ "$oidc_status" -eq 0 ] || fail "installing the OpenID provider (.local/oidc) failed (above)"
 if [ -n "$browser" ]; then
   wait "$browser"
   browser_status=$?
