@@ -17,6 +17,7 @@ pub mod jobs;
 #[cfg(test)]
 mod layering;
 pub mod observe;
+pub mod oidc;
 pub mod review_token;
 pub mod runner;
 pub mod slack;

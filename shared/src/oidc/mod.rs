@@ -1,0 +1,286 @@
+//! Approvers sign in with their organisation's OpenID Provider: the relying party (Okta, Entra
+//! ID, Google, Cognito, Keycloak, Auth0 — any provider with discovery). Built on the
+//! `openidconnect` crate (discovery, PKCE, ID-token verification against the provider's JWKS)
+//! rather than verifying tokens by hand; its HTTP calls go through this crate's `reqwest`, with
+//! redirects off (a provider's answer never sends us elsewhere).
+//!
+//! What it checks of an ID token: the signature by one of the provider's keys (asymmetric
+//! algorithms only: `none` and the HMAC family are refused, so the client secret can never sign
+//! one), `iss`, `aud` containing the client id, `azp` when present, `exp`, `iat` and the `nonce`
+//! of the sign-in that asked for it; then the identity claim (`email` by default, which counts
+//! only with `email_verified: true`).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreClient, CoreIdTokenClaims, CoreJwsSigningAlgorithm,
+    CoreProviderMetadata,
+};
+use openidconnect::{
+    AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet, EndpointNotSet,
+    EndpointSet, HttpRequest, HttpResponse, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, Scope, TokenResponse,
+};
+
+/// The claim that is an approver's identity, when the configuration names none.
+pub const DEFAULT_IDENTITY_CLAIM: &str = "email";
+
+/// The identity claims a relying party can read from an ID token.
+pub const IDENTITY_CLAIMS: [&str; 3] = ["email", "preferred_username", "sub"];
+
+/// The signature algorithms an ID token may use: the provider's own keys, never a shared secret.
+const ALLOWED_ALGORITHMS: [CoreJwsSigningAlgorithm; 9] = [
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256,
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha384,
+    CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha512,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha256,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha384,
+    CoreJwsSigningAlgorithm::RsaSsaPssSha512,
+    CoreJwsSigningAlgorithm::EcdsaP256Sha256,
+    CoreJwsSigningAlgorithm::EcdsaP384Sha384,
+    CoreJwsSigningAlgorithm::EdDsa,
+];
+
+/// One tenant's provider and its registration there.
+#[derive(Clone)]
+pub struct OidcSettings {
+    /// The provider's issuer (`https://…`, or `http://` on loopback only).
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// `email` (then `email_verified` must be true), `preferred_username` or `sub`.
+    pub identity_claim: String,
+    /// Asked for beside `openid`.
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for OidcSettings {
+    // Never the client secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OidcSettings")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("identity_claim", &self.identity_claim)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a sign-in failed. Shown to nobody in detail (the page reveals nothing); logged.
+#[derive(Debug, thiserror::Error)]
+pub enum OidcError {
+    #[error("the provider's discovery failed: {0}")]
+    Discovery(String),
+    #[error("the provider's metadata has no token endpoint")]
+    NoTokenEndpoint,
+    #[error("the redirect URI is not a URL: {0}")]
+    RedirectUri(String),
+    #[error("the code exchange failed: {0}")]
+    Exchange(String),
+    #[error("the token response has no ID token")]
+    NoIdToken,
+    #[error("the ID token was refused: {0}")]
+    IdToken(String),
+    #[error("the ID token has no usable {0} claim")]
+    NoIdentity(&'static str),
+    #[error("the email is not verified by the provider")]
+    UnverifiedEmail,
+}
+
+/// A sign-in under way: where to send the person, and what must come back with them (kept in
+/// a short-lived cookie until the callback).
+pub struct Authorization {
+    pub url: url::Url,
+    pub state: String,
+    pub nonce: String,
+    pub pkce_verifier: String,
+}
+
+/// Who signed in, as the provider vouches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    pub issuer: String,
+    pub subject: String,
+    /// The identity claim's value, as the provider spelled it.
+    pub identity: String,
+    /// When the person last authenticated at the provider, if it says.
+    pub auth_time: Option<i64>,
+}
+
+/// A tenant's relying party: its settings and what discovery found.
+pub struct RelyingParty {
+    settings: OidcSettings,
+    metadata: CoreProviderMetadata,
+    http: reqwest::Client,
+}
+
+/// A client from discovery: its authorization endpoint set, its token and userinfo endpoints
+/// as the provider's metadata has them.
+type DiscoveredClient = CoreClient<
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+type Sent = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send>>;
+
+/// An HTTP failure talking to the provider.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HttpError(String);
+
+/// `openidconnect`'s HTTP calls, sent with `http` (which must not follow redirects).
+fn sender(http: &reqwest::Client) -> impl Fn(HttpRequest) -> Sent + '_ {
+    move |request: HttpRequest| {
+        let http = http.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let response = http
+                .request(parts.method, parts.uri.to_string())
+                .headers(parts.headers)
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| HttpError(e.to_string()))?;
+            let mut answer = http::Response::builder().status(response.status());
+            for (name, value) in response.headers() {
+                answer = answer.header(name, value);
+            }
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| HttpError(e.to_string()))?;
+            answer
+                .body(body.to_vec())
+                .map_err(|e| HttpError(e.to_string()))
+        }) as Sent
+    }
+}
+
+impl RelyingParty {
+    /// Discovers the provider (`{issuer}/.well-known/openid-configuration`, then its JWKS).
+    /// `http` must not follow redirects.
+    pub async fn discover(
+        settings: OidcSettings,
+        http: reqwest::Client,
+    ) -> Result<Self, OidcError> {
+        let issuer = IssuerUrl::new(settings.issuer.clone())
+            .map_err(|e| OidcError::Discovery(e.to_string()))?;
+        let metadata = {
+            let send = sender(&http);
+            CoreProviderMetadata::discover_async(issuer, &send)
+                .await
+                .map_err(|e| OidcError::Discovery(e.to_string()))?
+        };
+        Ok(Self {
+            settings,
+            metadata,
+            http,
+        })
+    }
+
+    fn client(&self, redirect_uri: &str) -> Result<DiscoveredClient, OidcError> {
+        let redirect = RedirectUrl::new(redirect_uri.to_owned())
+            .map_err(|e| OidcError::RedirectUri(e.to_string()))?;
+        Ok(CoreClient::from_provider_metadata(
+            self.metadata.clone(),
+            ClientId::new(self.settings.client_id.clone()),
+            Some(ClientSecret::new(self.settings.client_secret.clone())),
+        )
+        .set_redirect_uri(redirect))
+    }
+
+    /// Where to send a person to sign in: the authorization code flow with PKCE (S256), a fresh
+    /// `state` and `nonce`. `max_age` (seconds) asks the provider to authenticate them again if
+    /// they last did longer ago (with `prompt=login` when `reauthenticate`).
+    pub fn authorization(
+        &self,
+        redirect_uri: &str,
+        max_age: Option<u64>,
+        reauthenticate: bool,
+    ) -> Result<Authorization, OidcError> {
+        let client = self.client(redirect_uri)?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let mut request = client
+            .authorize_url(
+                CoreAuthenticationFlow::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .set_pkce_challenge(challenge);
+        for scope in &self.settings.scopes {
+            if scope != "openid" {
+                request = request.add_scope(Scope::new(scope.clone()));
+            }
+        }
+        if let Some(seconds) = max_age {
+            request = request.set_max_age(std::time::Duration::from_secs(seconds));
+        }
+        if reauthenticate {
+            request = request.add_prompt(openidconnect::core::CoreAuthPrompt::Login);
+        }
+        let (url, state, nonce) = request.url();
+        Ok(Authorization {
+            url,
+            state: state.secret().clone(),
+            nonce: nonce.secret().clone(),
+            pkce_verifier: verifier.secret().clone(),
+        })
+    }
+
+    /// Exchanges the callback's `code` (with the sign-in's PKCE verifier) and verifies the ID
+    /// token against the sign-in's `nonce`: who signed in.
+    pub async fn sign_in(
+        &self,
+        redirect_uri: &str,
+        code: &str,
+        pkce_verifier: &str,
+        nonce: &str,
+    ) -> Result<SignedIn, OidcError> {
+        let client = self.client(redirect_uri)?;
+        let send = sender(&self.http);
+        let tokens = client
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .map_err(|_| OidcError::NoTokenEndpoint)?
+            .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier.to_owned()))
+            .request_async(&send)
+            .await
+            .map_err(|e| OidcError::Exchange(e.to_string()))?;
+        let id_token = tokens.id_token().ok_or(OidcError::NoIdToken)?;
+        let verifier = client
+            .id_token_verifier()
+            .set_allowed_algs(ALLOWED_ALGORITHMS);
+        let claims = id_token
+            .claims(&verifier, &Nonce::new(nonce.to_owned()))
+            .map_err(|e| OidcError::IdToken(e.to_string()))?;
+        self.signed_in(claims)
+    }
+
+    fn signed_in(&self, claims: &CoreIdTokenClaims) -> Result<SignedIn, OidcError> {
+        let identity = match self.settings.identity_claim.as_str() {
+            "email" => {
+                let email = claims.email().ok_or(OidcError::NoIdentity("email"))?;
+                if claims.email_verified() != Some(true) {
+                    return Err(OidcError::UnverifiedEmail);
+                }
+                email.as_str().to_owned()
+            }
+            "preferred_username" => claims
+                .preferred_username()
+                .ok_or(OidcError::NoIdentity("preferred_username"))?
+                .as_str()
+                .to_owned(),
+            _ => claims.subject().as_str().to_owned(),
+        };
+        Ok(SignedIn {
+            issuer: claims.issuer().as_str().to_owned(),
+            subject: claims.subject().as_str().to_owned(),
+            identity,
+            auth_time: claims.auth_time().map(|t| t.timestamp()),
+        })
+    }
+}
