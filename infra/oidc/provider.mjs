@@ -85,14 +85,12 @@ server.listen(port, '127.0.0.1', () => {
       ...c,
     })),
     clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
-    async findAccount(_ctx, id) {
-      const account = accounts.find((a) => a.sub === id || (a.email !== undefined && a.email === id))
-        ?? { sub: id };
-      // The session's account id is the login as typed; the subject is always the account's sub.
+    async findAccount(_ctx, sub) {
+      const account = accounts.find((a) => a.sub === sub) ?? { sub };
       return {
-        accountId: id,
+        accountId: sub,
         async claims() {
-          const claims = { sub: account.sub };
+          const claims = { sub };
           if (account.email !== undefined) claims.email = account.email;
           if (account.email_verified !== undefined) claims.email_verified = account.email_verified;
           return claims;
@@ -107,7 +105,22 @@ server.listen(port, '127.0.0.1', () => {
     cookies: { keys: ['countersign-test-oidc-cookie-key'] },
   });
   provider.on('server_error', (_ctx, err) => console.error('provider.mjs: server_error:', err));
-  server.on('request', provider.callback());
+  // The dev login page signs in as the login typed (its account id is the ID token's sub): a
+  // login that is an account's email is turned into that account's sub before the provider
+  // reads the form (it takes a body read upstream as req.body).
+  const callback = provider.callback();
+  server.on('request', async (req, res) => {
+    if (req.method === 'POST' && /^\/interaction\/[^/?]+$/.test(req.url)) {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const form = new URLSearchParams(Buffer.concat(chunks).toString());
+      const login = form.get('login');
+      const account = accounts.find((a) => a.email !== undefined && a.email === login);
+      if (form.get('prompt') === 'login' && account) form.set('login', account.sub);
+      req.body = form.toString();
+    }
+    callback(req, res);
+  });
   process.stdout.write(`listening on ${issuer}\n`);
 });
 

@@ -27,6 +27,7 @@ mod listing;
 mod listing_upgrade;
 mod metrics;
 mod minimum;
+mod oidc_provider;
 mod openapi;
 mod operator;
 mod quorum;

@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod local_aws;
 pub mod local_runner;
 pub mod meter;
+pub mod oidc;
 pub mod receiver;
 pub mod runtime_api;
 pub mod slack;
