@@ -8,8 +8,9 @@
 //   {"clients": [{"client_id", "client_secret", "redirect_uris": [...], ...more client metadata}],
 //    "accounts": [{"sub", "email", "email_verified"}],
 //    "keys": [private JWK, ...]}                      (optional; default: one fresh RS256 key)
-// A client authenticates with client_secret_basic unless its entry says
-// "token_endpoint_auth_method": "client_secret_post". PKCE (S256) is required of every client.
+// Clients are registered with token_endpoint_auth_method client_secret_basic unless their entry
+// says otherwise; oidc-provider takes a secret by either client_secret_basic or client_secret_post
+// from any client that has one. PKCE (S256) is required of every client.
 // Login on the provider's own page (devInteractions): an account's sub or its email, any
 // password. A login that names no account signs in as the subject of that name, with no email
 // claims (the provider's own dev login does the same).
@@ -75,7 +76,7 @@ const keys = config.keys?.length ? config.keys : [signingKey()];
 
 const server = createServer();
 server.on('error', (e) => die(`cannot listen on 127.0.0.1:${port}: ${e.message}`));
-server.listen(port, '127.0.0.1', () => {
+server.listen(port, '127.0.0.1', async () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
   const provider = new Provider(issuer, {
     clients: clients.map((c) => ({
@@ -121,6 +122,14 @@ server.listen(port, '127.0.0.1', () => {
     }
     callback(req, res);
   });
+  // The clients' metadata is checked when first used: here, so a bad configuration fails the start.
+  for (const { client_id: id } of clients) {
+    try {
+      if (!(await provider.Client.find(String(id)))) die(`client ${id}: not registered`);
+    } catch (e) {
+      die(`client ${id}: ${e.error_description ?? e.message}`);
+    }
+  }
   process.stdout.write(`listening on ${issuer}\n`);
 });
 

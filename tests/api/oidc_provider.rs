@@ -168,3 +168,14 @@ fn query(url: &url::Url, name: &str) -> Option<String> {
 fn code_of(callback: &url::Url) -> String {
     query(callback, "code").unwrap_or_else(|| panic!("no code in {callback}"))
 }
+
+/// A configuration the provider refuses fails the start, with its reason.
+#[tokio::test]
+#[should_panic(expected = "client acme: client_secret is mandatory property")]
+async fn a_client_the_provider_refuses_fails_the_start() {
+    TestProvider::start(json!({
+        "clients": [{"client_id": CLIENT_ID, "redirect_uris": [REDIRECT_URI]}],
+        "accounts": [],
+    }))
+    .await;
+}

@@ -9,7 +9,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
@@ -74,17 +73,16 @@ impl TestProvider {
         let stderr = child.stderr.take().expect("stderr was piped");
 
         // Its stderr (only errors) goes on to the test's, and is kept for a failed start's panic.
-        let errors = Arc::new(Mutex::new(String::new()));
-        let kept = errors.clone();
-        std::thread::spawn(move || {
+        let stderr_lines = std::thread::spawn(move || {
+            let mut kept = String::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("oidc-provider: {line}");
-                let mut kept = kept.lock().unwrap();
                 if kept.len() < 8192 {
                     kept.push_str(&line);
                     kept.push('\n');
                 }
             }
+            kept
         });
         let first_line = tokio::time::timeout(
             START_TIMEOUT,
@@ -98,28 +96,22 @@ impl TestProvider {
             }),
         )
         .await;
-        let line = match first_line {
-            Ok(Ok(Ok(line))) => line,
+        let (line, what) = match first_line {
+            Ok(Ok(Ok(line))) => (line, "did not start"),
             Ok(Ok(Err(e))) => panic!("reading the OpenID provider's stdout: {e}"),
             Ok(Err(e)) => panic!("reading the OpenID provider's stdout: {e}"),
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the OpenID provider ({}) did not print `listening on` within {START_TIMEOUT:?}",
-                    script.display()
-                )
-            }
+            Err(_) => (String::new(), "did not print `listening on` in time"),
         };
         let Some(issuer) = line.trim_end().strip_prefix("listening on ") else {
             let _ = child.kill();
-            let status = child.wait().ok();
-            // Give the stderr thread a moment to take the last lines.
-            std::thread::sleep(Duration::from_millis(200));
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
             panic!(
-                "the OpenID provider ({}) did not start (exit {status:?}); it printed {line:?} and \
-                 on stderr:\n{}",
+                "the OpenID provider ({}) {what} ({status}); it printed {line:?} and on \
+                 stderr:\n{}",
                 script.display(),
-                errors.lock().unwrap()
+                stderr_lines.join().unwrap_or_default()
             );
         };
         let http = reqwest::Client::builder()
