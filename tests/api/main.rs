@@ -28,6 +28,7 @@ mod listing_upgrade;
 mod metrics;
 mod minimum;
 mod oidc_provider;
+mod oidc_sign_in;
 mod openapi;
 mod operator;
 mod quorum;

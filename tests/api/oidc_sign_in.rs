@@ -1,0 +1,148 @@
+//! The relying party approvers sign in through (`countersign::oidc`), against a real OpenID
+//! Provider (oidc-provider from npm, started per test): a verified person signs in with PKCE,
+//! `state` and `nonce`; a replayed code, a wrong PKCE verifier, another `nonce`, another client's
+//! code and an unverified email are refused.
+
+use countersign::oidc::{OidcError, OidcSettings, RelyingParty, SignedIn};
+use countersign_tests::oidc::TestProvider;
+use serde_json::json;
+
+const REDIRECT: &str = "http://127.0.0.1:9/auth/acme/callback";
+
+async fn provider() -> TestProvider {
+    TestProvider::start(json!({
+        "clients": [
+            {"client_id": "countersign", "client_secret": "countersign-secret-0123456789",
+             "redirect_uris": [REDIRECT]},
+            {"client_id": "other-app", "client_secret": "other-app-secret-0123456789",
+             "redirect_uris": [REDIRECT]},
+        ],
+        "accounts": [
+            {"sub": "alice-1", "email": "alice@example.com", "email_verified": true},
+            {"sub": "mallory-1", "email": "mallory@example.com", "email_verified": false},
+        ],
+    }))
+    .await
+}
+
+async fn relying_party(provider: &TestProvider, client: &str) -> RelyingParty {
+    let settings = OidcSettings {
+        issuer: provider.issuer.clone(),
+        client_id: client.to_owned(),
+        client_secret: format!("{client}-secret-0123456789"),
+        identity_claim: "email".to_owned(),
+        scopes: vec!["openid".to_owned(), "email".to_owned()],
+    };
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    RelyingParty::discover(settings, http)
+        .await
+        .expect("the provider's discovery")
+}
+
+/// The callback's `code` and `state`, from the provider's redirect.
+fn callback(url: &url::Url) -> (String, String) {
+    let get = |name: &str| {
+        url.query_pairs()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_else(|| panic!("no {name} in {url}"))
+    };
+    (get("code"), get("state"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_person_signs_in_once_per_code_with_pkce_state_and_nonce() {
+    let provider = provider().await;
+    let rp = relying_party(&provider, "countersign").await;
+    let started = rp.authorization(REDIRECT, None, false).expect("a sign-in");
+    let query: String = started.url.query().unwrap_or_default().to_owned();
+    for part in [
+        "code_challenge_method=S256",
+        "response_type=code",
+        "nonce=",
+        "state=",
+    ] {
+        assert!(query.contains(part), "{part} in {query}");
+    }
+    let back = provider
+        .sign_in(started.url.as_str(), "alice@example.com")
+        .await;
+    let (code, state) = callback(&back);
+    assert_eq!(state, started.state, "the state comes back as sent");
+
+    let signed_in = rp
+        .sign_in(REDIRECT, &code, &started.pkce_verifier, &started.nonce)
+        .await
+        .expect("alice signs in");
+    assert_eq!(
+        (signed_in.issuer.as_str(), signed_in.identity.as_str()),
+        (provider.issuer.as_str(), "alice@example.com")
+    );
+    assert!(!signed_in.subject.is_empty());
+
+    // A code is good once: its replay is refused by the provider.
+    let replayed = rp
+        .sign_in(REDIRECT, &code, &started.pkce_verifier, &started.nonce)
+        .await;
+    assert!(
+        matches!(replayed, Err(OidcError::Exchange(_))),
+        "{replayed:?}"
+    );
+}
+
+/// Signs `login` in through a fresh sign-in of `rp` and finishes it with `finish` changing
+/// what the callback brings back (the verifier, the nonce).
+async fn refused(
+    provider: &TestProvider,
+    rp: &RelyingParty,
+    exchanging: &RelyingParty,
+    login: &str,
+    tamper: impl Fn(&mut (String, String)),
+) -> Result<SignedIn, OidcError> {
+    let started = rp.authorization(REDIRECT, None, false).expect("a sign-in");
+    let (code, _) = callback(&provider.sign_in(started.url.as_str(), login).await);
+    let mut kept = (started.pkce_verifier.clone(), started.nonce.clone());
+    tamper(&mut kept);
+    exchanging.sign_in(REDIRECT, &code, &kept.0, &kept.1).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_verifier_another_nonce_another_clients_code_and_an_unverified_email_are_refused() {
+    let provider = provider().await;
+    let rp = relying_party(&provider, "countersign").await;
+    let other = relying_party(&provider, "other-app").await;
+
+    let wrong_verifier = refused(&provider, &rp, &rp, "alice@example.com", |kept| {
+        kept.0 = "x".repeat(64);
+    })
+    .await;
+    assert!(
+        matches!(wrong_verifier, Err(OidcError::Exchange(_))),
+        "PKCE: {wrong_verifier:?}"
+    );
+
+    let other_nonce = refused(&provider, &rp, &rp, "alice@example.com", |kept| {
+        kept.1 = "another-sign-in's-nonce".to_owned();
+    })
+    .await;
+    assert!(
+        matches!(other_nonce, Err(OidcError::IdToken(_))),
+        "nonce: {other_nonce:?}"
+    );
+
+    // A code the provider issued to another client is not ours to exchange.
+    let stolen = refused(&provider, &other, &rp, "alice@example.com", |_| {}).await;
+    assert!(
+        matches!(stolen, Err(OidcError::Exchange(_))),
+        "another client's code: {stolen:?}"
+    );
+
+    let unverified = refused(&provider, &rp, &rp, "mallory@example.com", |_| {}).await;
+    assert!(
+        matches!(unverified, Err(OidcError::UnverifiedEmail)),
+        "email_verified false: {unverified:?}"
+    );
+}
