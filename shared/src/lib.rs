@@ -20,6 +20,7 @@ pub mod observe;
 pub mod oidc;
 pub mod review_token;
 pub mod runner;
+pub mod session;
 pub mod slack;
 pub mod store;
 pub mod telemetry;
