@@ -12,6 +12,7 @@ use crate::store::{SeatCaps, Tables};
 mod functions;
 mod held_reads;
 mod metrics;
+mod oidc;
 pub mod secrets;
 mod sources;
 mod subscriptions;
@@ -19,6 +20,7 @@ mod tables;
 mod targets;
 
 pub use functions::{Function, JobsConfig};
+pub use oidc::{OidcTenant, parse_oidc};
 
 pub use secrets::{LiveSecrets, RefreshReason, SecretSource, Secrets};
 pub use sources::WebhookSource;
