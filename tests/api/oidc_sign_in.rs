@@ -146,3 +146,51 @@ async fn a_wrong_verifier_another_nonce_another_clients_code_and_an_unverified_e
         "email_verified false: {unverified:?}"
     );
 }
+
+/// The provider rotates its signing keys (here: the same issuer started again with a new key).
+/// A relying party that discovered the old keys fetches them again for a token that names a key
+/// it does not have, and the sign-in verifies under the new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_after_the_provider_rotates_its_keys_verifies_under_the_new_key() {
+    let before = provider().await;
+    let rp = relying_party(&before, "countersign").await;
+    let port = url::Url::parse(&before.issuer)
+        .ok()
+        .and_then(|u| u.port())
+        .expect("the issuer's port");
+    let old_keys = before.http.get(format!("{}/jwks", before.issuer));
+    let old_keys: serde_json::Value = old_keys.send().await.unwrap().json().await.unwrap();
+    drop(before);
+
+    let after = TestProvider::start_on(port, json!({
+        "clients": [{"client_id": "countersign", "client_secret": "countersign-secret-0123456789",
+                     "redirect_uris": [REDIRECT]}],
+        "accounts": [{"sub": "alice-1", "email": "alice@example.com", "email_verified": true}],
+    }))
+    .await;
+    let new_keys: serde_json::Value = after
+        .http
+        .get(format!("{}/jwks", after.issuer))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(
+        old_keys["keys"][0]["kid"], new_keys["keys"][0]["kid"],
+        "a new key"
+    );
+
+    let started = rp.authorization(REDIRECT, None, false).expect("a sign-in");
+    let (code, _) = callback(
+        &after
+            .sign_in(started.url.as_str(), "alice@example.com")
+            .await,
+    );
+    let signed_in = rp
+        .sign_in(REDIRECT, &code, &started.pkce_verifier, &started.nonce)
+        .await
+        .expect("verified under the rotated key");
+    assert_eq!(signed_in.identity, "alice@example.com");
+}

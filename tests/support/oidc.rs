@@ -43,6 +43,12 @@ impl TestProvider {
     /// optional: one fresh RS256 key by default; a client may add any client metadata, e.g.
     /// `"token_endpoint_auth_method": "client_secret_post"`). See `infra/oidc/provider.mjs`.
     pub async fn start(config: serde_json::Value) -> TestProvider {
+        Self::start_on(0, config).await
+    }
+
+    /// [`TestProvider::start`] on `port` (0: any free one): a provider started again on the
+    /// port of one stopped is the same issuer with new keys (a key rotation).
+    pub async fn start_on(port: u16, config: serde_json::Value) -> TestProvider {
         let root = workspace_root();
         let script = root.join("infra/oidc/provider.mjs");
         let package = root.join(".local/oidc/node_modules/oidc-provider/package.json");
@@ -54,7 +60,7 @@ impl TestProvider {
         );
         let mut child = Command::new("node")
             .arg(&script)
-            .arg("0")
+            .arg(port.to_string())
             .arg(config.to_string())
             .arg("--exit-with-stdin")
             .env_remove("OIDC_TEST_CONFIG")

@@ -14,13 +14,14 @@ use std::future::Future;
 use std::pin::Pin;
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreIdTokenClaims, CoreJwsSigningAlgorithm,
-    CoreProviderMetadata,
+    CoreAuthenticationFlow, CoreClient, CoreIdTokenClaims, CoreJsonWebKeySet,
+    CoreJwsSigningAlgorithm, CoreProviderMetadata,
 };
 use openidconnect::{
-    AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet, EndpointNotSet,
-    EndpointSet, HttpRequest, HttpResponse, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
-    RedirectUrl, Scope, TokenResponse,
+    AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken,
+    EndpointMaybeSet, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse, IssuerUrl, Nonce,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
+    TokenResponse,
 };
 
 /// The claim that is an approver's identity, when the configuration names none.
@@ -111,9 +112,14 @@ pub struct SignedIn {
 /// A tenant's relying party: its settings and what discovery found.
 pub struct RelyingParty {
     settings: OidcSettings,
-    metadata: CoreProviderMetadata,
+    /// The provider's metadata with its keys, and when the keys were last fetched again (a
+    /// rotation: a token naming a key not among them).
+    metadata: std::sync::RwLock<(CoreProviderMetadata, Option<std::time::Instant>)>,
     http: reqwest::Client,
 }
+
+/// The most often the provider's keys are fetched again for a token that names an unknown key.
+const KEYS_REFETCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A client from discovery: its authorization endpoint set, its token and userinfo endpoints
 /// as the provider's metadata has them.
@@ -178,7 +184,7 @@ impl RelyingParty {
         };
         Ok(Self {
             settings,
-            metadata,
+            metadata: std::sync::RwLock::new((metadata, None)),
             http,
         })
     }
@@ -186,8 +192,13 @@ impl RelyingParty {
     fn client(&self, redirect_uri: &str) -> Result<DiscoveredClient, OidcError> {
         let redirect = RedirectUrl::new(redirect_uri.to_owned())
             .map_err(|e| OidcError::RedirectUri(e.to_string()))?;
+        let metadata = self
+            .metadata
+            .read()
+            .map(|m| m.0.clone())
+            .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
         Ok(CoreClient::from_provider_metadata(
-            self.metadata.clone(),
+            metadata,
             ClientId::new(self.settings.client_id.clone()),
             Some(ClientSecret::new(self.settings.client_secret.clone())),
         )
@@ -251,13 +262,60 @@ impl RelyingParty {
             .await
             .map_err(|e| OidcError::Exchange(e.to_string()))?;
         let id_token = tokens.id_token().ok_or(OidcError::NoIdToken)?;
-        let verifier = client
-            .id_token_verifier()
-            .set_allowed_algs(ALLOWED_ALGORITHMS);
-        let claims = id_token
-            .claims(&verifier, &Nonce::new(nonce.to_owned()))
-            .map_err(|e| OidcError::IdToken(e.to_string()))?;
-        self.signed_in(claims)
+        let nonce = Nonce::new(nonce.to_owned());
+        let verified = {
+            let verifier = client
+                .id_token_verifier()
+                .set_allowed_algs(ALLOWED_ALGORITHMS);
+            id_token.claims(&verifier, &nonce).cloned()
+        };
+        let claims = match verified {
+            // Signed by a key we do not have: the provider may have rotated its keys. Fetched
+            // again (at most once a minute), then verified once more.
+            Err(ClaimsVerificationError::SignatureVerification(
+                SignatureVerificationError::NoMatchingKey,
+            )) if self.refetch_keys().await? => {
+                let client = self.client(redirect_uri)?;
+                let verifier = client
+                    .id_token_verifier()
+                    .set_allowed_algs(ALLOWED_ALGORITHMS);
+                id_token
+                    .claims(&verifier, &nonce)
+                    .cloned()
+                    .map_err(|e| OidcError::IdToken(e.to_string()))?
+            }
+            other => other.map_err(|e| OidcError::IdToken(e.to_string()))?,
+        };
+        self.signed_in(&claims)
+    }
+
+    /// Fetches the provider's keys again unless that was done in the last minute: whether it
+    /// was.
+    async fn refetch_keys(&self) -> Result<bool, OidcError> {
+        let jwks_uri = {
+            let guard = self
+                .metadata
+                .read()
+                .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
+            if guard
+                .1
+                .is_some_and(|at| at.elapsed() < KEYS_REFETCH_INTERVAL)
+            {
+                return Ok(false);
+            }
+            guard.0.jwks_uri().clone()
+        };
+        let send = sender(&self.http);
+        let keys = CoreJsonWebKeySet::fetch_async(&jwks_uri, &send)
+            .await
+            .map_err(|e| OidcError::Discovery(e.to_string()))?;
+        let mut guard = self
+            .metadata
+            .write()
+            .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
+        guard.0 = guard.0.clone().set_jwks(keys);
+        guard.1 = Some(std::time::Instant::now());
+        Ok(true)
     }
 
     fn signed_in(&self, claims: &CoreIdTokenClaims) -> Result<SignedIn, OidcError> {
