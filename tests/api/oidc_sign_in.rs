@@ -194,3 +194,103 @@ async fn a_sign_in_after_the_provider_rotates_its_keys_verifies_under_the_new_ke
         .expect("verified under the rotated key");
     assert_eq!(signed_in.identity, "alice@example.com");
 }
+
+/// ID tokens the relying party must refuse, made by hand beside a real provider whose signing
+/// key is a test fixture (so a token can be signed as the provider signs, then altered in one
+/// claim): another client's, another issuer's, expired, for another sign-in (`nonce`),
+/// authorised for another party (`azp`), signed by a key the provider does not publish, with
+/// `alg: none`, or with HMAC keyed by the client secret. The untouched one verifies, so each
+/// refusal is the one claim's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_id_tokens_are_refused_whatever_they_alter() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
+    let jwk: serde_json::Value =
+        serde_json::from_str(include_str!("../fixtures/oidc/provider_key.jwk.json"))
+            .expect("the fixture JWK");
+    let provider = TestProvider::start(json!({
+        "clients": [{"client_id": "countersign", "client_secret": "countersign-secret-0123456789",
+                     "redirect_uris": [REDIRECT]}],
+        "accounts": [{"sub": "alice-1", "email": "alice@example.com", "email_verified": true}],
+        "keys": [jwk],
+    }))
+    .await;
+    let rp = relying_party(&provider, "countersign").await;
+    let provider_key =
+        EncodingKey::from_rsa_pem(include_bytes!("../fixtures/oidc/provider_key.pem"))
+            .expect("the fixture key");
+    let unknown_key = EncodingKey::from_rsa_pem(countersign_tests::github::APP_KEY.as_bytes())
+        .expect("another RSA key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = json!({
+        "iss": provider.issuer, "aud": "countersign", "sub": "alice-1", "iat": now,
+        "exp": now + 300, "nonce": "the-nonce", "email": "alice@example.com",
+        "email_verified": true,
+    });
+    let signed = |claims: &serde_json::Value, key: &EncodingKey| {
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("countersign-test-key-1".to_owned());
+        jsonwebtoken::encode(&header, claims, key).expect("a signed token")
+    };
+    let with = |key: &str, value: serde_json::Value| {
+        let mut altered = claims.clone();
+        altered[key] = value;
+        altered
+    };
+
+    let verified = rp
+        .verify_id_token(&signed(&claims, &provider_key), "the-nonce")
+        .await
+        .expect("the token as the provider would sign it");
+    assert_eq!(verified.identity, "alice@example.com");
+
+    let unsigned = format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let hmac = jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(b"countersign-secret-0123456789").expect("an HMAC key"),
+    )
+    .expect("an HMAC token");
+    let mut azp = with("aud", json!(["countersign", "other-app"]));
+    azp["azp"] = json!("other-app");
+    for (what, token) in [
+        (
+            "another client",
+            signed(&with("aud", json!("other-app")), &provider_key),
+        ),
+        (
+            "another issuer",
+            signed(
+                &with("iss", json!("https://idp.example.com")),
+                &provider_key,
+            ),
+        ),
+        (
+            "expired",
+            signed(&with("exp", json!(now - 600)), &provider_key),
+        ),
+        (
+            "another sign-in",
+            signed(&with("nonce", json!("another-nonce")), &provider_key),
+        ),
+        ("authorised for another party", signed(&azp, &provider_key)),
+        ("an unknown key", signed(&claims, &unknown_key)),
+        ("alg none", unsigned),
+        ("HMAC with the client secret", hmac),
+    ] {
+        let refused = rp.verify_id_token(&token, "the-nonce").await;
+        assert!(
+            matches!(refused, Err(OidcError::IdToken(_))),
+            "{what}: {refused:?}"
+        );
+    }
+}

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreIdTokenClaims, CoreJsonWebKeySet,
+    CoreAuthenticationFlow, CoreClient, CoreIdToken, CoreIdTokenClaims, CoreJsonWebKeySet,
     CoreJwsSigningAlgorithm, CoreProviderMetadata,
 };
 use openidconnect::{
@@ -262,30 +262,49 @@ impl RelyingParty {
             .await
             .map_err(|e| OidcError::Exchange(e.to_string()))?;
         let id_token = tokens.id_token().ok_or(OidcError::NoIdToken)?;
+        self.verified(id_token, nonce).await
+    }
+
+    /// Who an ID token (compact JWS, as a token endpoint answers it) names, if it verifies for
+    /// this relying party and the sign-in whose `nonce` it must carry: what [`Self::sign_in`]
+    /// does once it has the token.
+    pub async fn verify_id_token(
+        &self,
+        id_token: &str,
+        nonce: &str,
+    ) -> Result<SignedIn, OidcError> {
+        let id_token: CoreIdToken = id_token
+            .parse()
+            .map_err(|e: serde_json::Error| OidcError::IdToken(e.to_string()))?;
+        self.verified(&id_token, nonce).await
+    }
+
+    async fn verified(&self, id_token: &CoreIdToken, nonce: &str) -> Result<SignedIn, OidcError> {
         let nonce = Nonce::new(nonce.to_owned());
-        let verified = {
+        let verify = || -> Result<CoreIdTokenClaims, ClaimsVerificationError> {
+            let metadata = self
+                .metadata
+                .read()
+                .map_err(|_| ClaimsVerificationError::Other("a poisoned lock".to_owned()))?;
+            let client = CoreClient::from_provider_metadata(
+                metadata.0.clone(),
+                ClientId::new(self.settings.client_id.clone()),
+                Some(ClientSecret::new(self.settings.client_secret.clone())),
+            );
             let verifier = client
                 .id_token_verifier()
                 .set_allowed_algs(ALLOWED_ALGORITHMS);
             id_token.claims(&verifier, &nonce).cloned()
         };
-        let claims = match verified {
+        let claims = match verify() {
             // Signed by a key we do not have: the provider may have rotated its keys. Fetched
             // again (at most once a minute), then verified once more.
             Err(ClaimsVerificationError::SignatureVerification(
                 SignatureVerificationError::NoMatchingKey,
-            )) if self.refetch_keys().await? => {
-                let client = self.client(redirect_uri)?;
-                let verifier = client
-                    .id_token_verifier()
-                    .set_allowed_algs(ALLOWED_ALGORITHMS);
-                id_token
-                    .claims(&verifier, &nonce)
-                    .cloned()
-                    .map_err(|e| OidcError::IdToken(e.to_string()))?
-            }
-            other => other.map_err(|e| OidcError::IdToken(e.to_string()))?,
-        };
+            )) if self.refetch_keys().await? => verify(),
+            other => other,
+        }
+        .map_err(|e| OidcError::IdToken(e.to_string()))?;
         self.signed_in(&claims)
     }
 
