@@ -125,6 +125,17 @@ fn open<T: for<'de> Deserialize<'de>>(
     serde_json::from_slice(&json).map_err(|_| SessionError::Malformed)
 }
 
+/// An opened cookie counts for its own tenant (`ours`) until its expiry.
+fn in_force(ours: bool, expires_at: EpochSeconds, now: EpochSeconds) -> Result<(), SessionError> {
+    if !ours {
+        return Err(SessionError::OtherTenant);
+    }
+    if now >= expires_at {
+        return Err(SessionError::Expired);
+    }
+    Ok(())
+}
+
 impl SessionKeys {
     pub fn new(secret: &TokenSecret) -> Self {
         Self {
@@ -147,12 +158,7 @@ impl SessionKeys {
         now: EpochSeconds,
     ) -> Result<Session, SessionError> {
         let session: Session = open(&self.sessions, cookie)?;
-        if &session.tenant != tenant {
-            return Err(SessionError::OtherTenant);
-        }
-        if now >= session.expires_at {
-            return Err(SessionError::Expired);
-        }
+        in_force(session.tenant == *tenant, session.expires_at, now)?;
         Ok(session)
     }
 
@@ -169,12 +175,7 @@ impl SessionKeys {
         now: EpochSeconds,
     ) -> Result<SignInState, SessionError> {
         let sign_in: SignInState = open(&self.sign_ins, cookie)?;
-        if &sign_in.tenant != tenant {
-            return Err(SessionError::OtherTenant);
-        }
-        if now >= sign_in.expires_at {
-            return Err(SessionError::Expired);
-        }
+        in_force(sign_in.tenant == *tenant, sign_in.expires_at, now)?;
         Ok(sign_in)
     }
 
