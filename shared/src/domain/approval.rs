@@ -140,6 +140,26 @@ pub struct Decision {
     pub webhook_event_id: Option<String>,
     /// The table key that sent the vote (`None`: another channel, or an `API_KEYS` key).
     pub key_id: Option<KeyId>,
+    /// Who the identity provider vouched for, when the vote was cast after sign-in.
+    pub signed_in: Option<SignIn>,
+}
+
+/// A person as their OpenID Provider vouched for them at sign-in: the issuer, their subject
+/// there (stable, unlike an email), and when they last authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignIn {
+    pub issuer: String,
+    pub sub: String,
+    pub auth_time: Option<EpochSeconds>,
+}
+
+impl SignIn {
+    /// What a vote's item may grow by. OpenID Connect allows a `sub` of 255 ASCII characters;
+    /// providers' are far shorter (Okta, Google, Entra ID, Cognito: 20–45), and a vote after
+    /// sign-in must not outgrow a webhook's (the approval's size budget counts the larger), so
+    /// a longer one is refused at sign-in, as `OIDC` refuses a longer issuer at start.
+    pub const MAX_SUB_BYTES: usize = 128;
+    pub const MAX_ISSUER_BYTES: usize = 128;
 }
 
 /// Execution status is separate from approval status: approved means a human authorised the

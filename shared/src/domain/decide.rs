@@ -205,6 +205,7 @@ mod tests {
             comment: None,
             webhook_event_id: None,
             key_id: None,
+            signed_in: None,
         });
         approval
     }

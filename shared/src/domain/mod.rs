@@ -16,7 +16,7 @@ pub mod trail;
 pub use api_key::{KeyId, KeyRecord, TableKey};
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
-    SlackMessage, Status, StatusCheck,
+    SignIn, SlackMessage, Status, StatusCheck,
 };
 pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};

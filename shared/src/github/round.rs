@@ -114,6 +114,7 @@ pub fn round_approval(
         comment: Some(why),
         webhook_event_id: Some(delivery.to_owned()),
         key_id: None,
+        signed_in: None,
     });
     Ok(Approval {
         tenant: tenant.clone(),

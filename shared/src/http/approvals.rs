@@ -228,6 +228,7 @@ pub async fn decide(
         comment: request.comment.clone(),
         webhook_event_id: None,
         key_id: caller.key_id.clone(),
+        signed_in: None,
     };
     match app
         .store

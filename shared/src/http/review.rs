@@ -236,6 +236,7 @@ pub async fn decide_form(
         comment: request.comment.clone(),
         webhook_event_id: None,
         key_id: None,
+        signed_in: None,
     };
     match app
         .store

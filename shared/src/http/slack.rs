@@ -149,6 +149,7 @@ async fn vote(
         comment: None,
         webhook_event_id: None,
         key_id: None,
+        signed_in: None,
     };
     let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
         DecideOutcome::Won(_) => {

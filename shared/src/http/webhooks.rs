@@ -145,6 +145,7 @@ async fn deliver(
                         comment,
                         webhook_event_id: Some(event_id.to_owned()),
                         key_id: None,
+                        signed_in: None,
                     };
                     app.store
                         .ingest_decision(&source.tenant, &id, &record, &decision, now)

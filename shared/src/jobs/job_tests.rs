@@ -19,6 +19,7 @@ fn decided(outcome: Outcome) -> Approval {
         comment: None,
         webhook_event_id: None,
         key_id: None,
+        signed_in: None,
     });
     approval
 }
@@ -368,6 +369,7 @@ mod sqs_bodies {
                 comment: Some(comment),
                 webhook_event_id: None,
                 key_id: None,
+                signed_in: None,
             };
             approved.votes = vec![vote.clone()];
             approved.decision = Some(vote);

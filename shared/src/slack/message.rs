@@ -393,6 +393,7 @@ mod tests {
             comment: None,
             webhook_event_id: None,
             key_id: None,
+            signed_in: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);

@@ -12,8 +12,8 @@ use super::codec::{
     approval_to_item, cancellation_to_attr, decision_to_attr, status_check_to_attr,
 };
 use crate::domain::{
-    Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, KeyId, Outcome,
-    StatusCheck,
+    Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, EpochSeconds,
+    KeyId, Outcome, SignIn, StatusCheck,
 };
 
 /// DynamoDB's item size limit (400 KB, counted as 1,024-byte KB).
@@ -78,9 +78,10 @@ fn widest(chars: usize) -> String {
     "\u{10FFFF}".repeat(chars)
 }
 
-/// The largest vote `approver` can cast: the longest comment, through a webhook.
+/// The largest vote `approver` can cast: the longest comment, through a webhook with its
+/// longest event id, or after sign-in with the longest issuer and subject, whichever is larger.
 fn largest_vote(approver: &Approver) -> Decision {
-    Decision {
+    let webhook = Decision {
         outcome: Outcome::Rejected,
         approver: approver.clone(),
         decided_at: 0,
@@ -88,6 +89,23 @@ fn largest_vote(approver: &Approver) -> Decision {
         comment: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
         webhook_event_id: Some("x".repeat(MAX_WEBHOOK_ID_BYTES)),
         key_id: KeyId::parse("abcdefghijklmnop"),
+        signed_in: None,
+    };
+    let signed_in = Decision {
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: Some(SignIn {
+            issuer: "x".repeat(SignIn::MAX_ISSUER_BYTES),
+            sub: "x".repeat(SignIn::MAX_SUB_BYTES),
+            auth_time: Some(EpochSeconds::MAX),
+        }),
+        ..webhook.clone()
+    };
+    let bytes = |vote: &Decision| value_bytes(&decision_to_attr(vote));
+    if bytes(&signed_in) > bytes(&webhook) {
+        signed_in
+    } else {
+        webhook
     }
 }
 

@@ -351,6 +351,7 @@ mod tests {
             comment: None,
             webhook_event_id: None,
             key_id: None,
+            signed_in: None,
         }
     }
 

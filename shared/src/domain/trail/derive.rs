@@ -337,5 +337,13 @@ fn vote_actor(vote: &Decision) -> Value {
     if let Some(key_id) = &vote.key_id {
         actor["key_id"] = json!(key_id.as_str());
     }
+    // Which person: the provider's issuer and their subject there, and when they signed in.
+    if let Some(signed_in) = &vote.signed_in {
+        actor["iss"] = json!(signed_in.issuer);
+        actor["sub"] = json!(signed_in.sub);
+        if let Some(at) = signed_in.auth_time {
+            actor["auth_time"] = json!(crate::domain::rfc3339(at));
+        }
+    }
     actor
 }

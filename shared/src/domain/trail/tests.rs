@@ -13,6 +13,7 @@ fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
         comment: None,
         webhook_event_id: None,
         key_id: None,
+        signed_in: None,
     }
 }
 
@@ -114,6 +115,27 @@ fn a_policy_less_decision_is_its_one_vote_and_the_outcome() {
     );
     assert_eq!(events[0].actor["approver"], "alice");
     assert_eq!(events[0].data["vote"], "reject");
+}
+
+#[test]
+fn a_vote_cast_after_sign_in_names_the_person_the_provider_vouched_for() {
+    let created = pending(1_000);
+    let mut voted = created.clone();
+    let mut signed_in = vote("alice@example.com", Outcome::Approved, 12);
+    signed_in.channel = Channel::ReviewPage;
+    signed_in.signed_in = Some(crate::domain::SignIn {
+        issuer: "https://idp.example.com".to_owned(),
+        sub: "00u1abcd".to_owned(),
+        auth_time: Some(5),
+    });
+    voted.votes.push(signed_in);
+    let events = events_for_change(Some(&created), Some(&voted), "p");
+    assert_eq!(
+        events[0].actor,
+        json!({"approver": "alice@example.com", "channel": "review_page",
+               "iss": "https://idp.example.com", "sub": "00u1abcd",
+               "auth_time": "1970-01-01T00:00:05Z"})
+    );
 }
 
 #[test]

@@ -12,8 +12,8 @@ use super::indexes::Indexed;
 use super::keys::approval_key;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
-    GithubDelivery, GithubGate, IdempotencyKey, KeyId, Outcome, Policy, Rule, SlackMessage, Status,
-    StatusCheck, TenantId,
+    GithubDelivery, GithubGate, IdempotencyKey, KeyId, Outcome, Policy, Rule, SignIn, SlackMessage,
+    Status, StatusCheck, TenantId,
 };
 use crate::observe::TraceContext;
 
@@ -249,6 +249,13 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
     }
     if let Some(event) = &decision.webhook_event_id {
         map.insert("webhook_event_id".to_owned(), s(event));
+    }
+    if let Some(signed_in) = &decision.signed_in {
+        map.insert("iss".to_owned(), s(&signed_in.issuer));
+        map.insert("sub".to_owned(), s(&signed_in.sub));
+        if let Some(at) = signed_in.auth_time {
+            map.insert("auth_time".to_owned(), n(at));
+        }
     }
     AttributeValue::M(map)
 }
@@ -499,6 +506,17 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
         comment: opt_s(map, "comment"),
         webhook_event_id: opt_s(map, "webhook_event_id"),
         key_id: opt_s(map, "key_id").and_then(|k| KeyId::parse(&k)),
+        signed_in: match (opt_s(map, "iss"), opt_s(map, "sub")) {
+            (Some(issuer), Some(sub)) => Some(SignIn {
+                issuer,
+                sub,
+                auth_time: map
+                    .contains_key("auth_time")
+                    .then(|| get_n(map, "auth_time"))
+                    .transpose()?,
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -551,148 +569,4 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn an_approval_survives_the_round_trip() {
-        let mut approval = Approval {
-            tenant: TenantId::parse("acme").unwrap(),
-            id: ApprovalId::generate(),
-            status: Status::Approved,
-            requested_by: Some(Approver::parse("ci@acme").unwrap()),
-            requested_by_key_id: KeyId::parse("abcdefghijklmnop"),
-            action_type: "deploy".into(),
-            executes: false,
-            payload: json!({"build": 1042, "big": 12345678901234567890u64, "f": 0.1, "n": null})
-                .as_object()
-                .unwrap()
-                .clone(),
-            approvers: vec![
-                Approver::parse("bob").unwrap(),
-                Approver::parse("alice").unwrap(),
-            ],
-            context: json!({"summary": "<b>x</b>"}).as_object().unwrap().clone(),
-            idempotency_key: IdempotencyKey::parse("k#1").unwrap(),
-            execute_key_names_approval: true,
-            created_at: 1_700_000_000,
-            expires_at: 1_700_604_800,
-            policy: Some(Policy {
-                rules: vec![Rule {
-                    name: "engineering".into(),
-                    approvers: vec![Approver::parse("bob").unwrap()],
-                    min_approvals: 1,
-                }],
-            }),
-            votes: vec![Decision {
-                outcome: Outcome::Rejected,
-                approver: Approver::parse("bob").unwrap(),
-                decided_at: 1_700_000_050,
-                channel: Channel::ReviewPage,
-                comment: None,
-                webhook_event_id: None,
-                key_id: None,
-            }],
-            decision: Some(Decision {
-                outcome: Outcome::Approved,
-                approver: Approver::parse("alice").unwrap(),
-                decided_at: 1_700_000_100,
-                channel: Channel::Webhook,
-                comment: Some("ok".into()),
-                webhook_event_id: Some("msg_1".into()),
-                key_id: None,
-            }),
-            cancellation: Some(Cancellation {
-                by: Approver::parse("ci@acme").unwrap(),
-                at: 1_700_000_100,
-                reason: Some("wrong build".into()),
-                channel: Some(Channel::Github),
-            }),
-            execution: Execution {
-                status: ExecutionStatus::Failed,
-                attempts: 3,
-                last_error: Some("HTTP 500".into()),
-                updated_at: 1_700_000_200,
-                generation: 2,
-                note: Some("done by hand".into()),
-                claimed_by: Some("claim-1".into()),
-                claimant: Some(Approver::parse("ci@acme").unwrap()),
-                reported_at: Some(1_700_000_300),
-                retry_key: Some("retry-1".into()),
-                retry_keys: vec!["retry-0".into(), "retry-1".into()],
-                late_reports: vec!["an attempt learnt: succeeded".into()],
-                requeues: 2,
-                status_checks: vec![StatusCheck {
-                    at: 1_700_000_150,
-                    answer: "pending".into(),
-                    detail: None,
-                }],
-            },
-            slack: Some(SlackMessage {
-                channel: "C0123".into(),
-                ts: "1700000000.000100".into(),
-            }),
-            trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
-            github: Some(GithubGate {
-                installation_id: 42,
-                repository: "acme/api".into(),
-                repository_id: 7,
-                run_id: 123,
-                environment: "production east".into(),
-                callback_url:
-                    "https://api.github.com/repos/acme/api/actions/runs/123/deployment_protection_rule"
-                        .into(),
-                sender_login: "octocat".into(),
-                sender_id: 1,
-                requester: Some(Approver::parse("Carol@acme").unwrap()),
-                joined_requesters: vec![Approver::parse("dave@acme").unwrap()],
-                deliveries: vec![
-                    GithubDelivery {
-                        id: "d-1".into(),
-                        at: 1_700_000_000,
-                    },
-                    GithubDelivery {
-                        id: "d-2".into(),
-                        at: 1_700_000_005,
-                    },
-                ],
-            }),
-        };
-        let item = approval_to_item(&approval);
-        assert_eq!(
-            item["requested_by_id"],
-            s("carol@acme"),
-            "a GitHub deployment's requester, for separation of duties, is its sender's approver"
-        );
-        assert_eq!(approval_from_item(&item).unwrap(), approval);
-        approval.decision = None;
-        approval.policy = None;
-        approval.votes.clear();
-        approval.execution.last_error = None;
-        approval.execution.note = None;
-        assert_eq!(
-            approval_from_item(&approval_to_item(&approval)).unwrap(),
-            approval
-        );
-        // An approval stored before the execute key named the approval reads as one.
-        let mut item = approval_to_item(&approval);
-        item.remove("execute_key");
-        assert!(
-            !approval_from_item(&item)
-                .unwrap()
-                .execute_key_names_approval
-        );
-    }
-
-    #[test]
-    fn a_damaged_item_names_the_attribute() {
-        let mut item = approval_to_item(&crate::domain::approval::tests::pending(100));
-        item.insert("status".into(), s("maybe"));
-        assert_eq!(
-            approval_from_item(&item).unwrap_err().to_string(),
-            "stored item is malformed: status"
-        );
-    }
-}
+mod tests;
