@@ -127,6 +127,11 @@ struct KeyEntry {
 }
 
 impl ApiKeys {
+    /// The tenants these keys belong to.
+    pub fn tenants(&self) -> impl Iterator<Item = &TenantId> {
+        self.entries.iter().map(|(caller, _)| &caller.tenant)
+    }
+
     /// Parses either the JSON form, `[{"tenant", "principal", "roles": [...], "key"}]`, or the
     /// development form: `tenant=key` pairs, comma-separated, each key with every role and the
     /// tenant as its principal. A key may be given as `sha256:<hex>` so the plain key need not

@@ -28,10 +28,17 @@ impl Config {
                 )?;
                 require(!self.secrets.action_targets.is_empty(), "ACTION_TARGETS")
             }
-            Function::Decide => require(
-                self.secrets.decision_token_secret.is_some(),
-                "DECISION_TOKEN_SECRET",
-            ),
+            Function::Decide => {
+                require(
+                    self.secrets.decision_token_secret.is_some(),
+                    "DECISION_TOKEN_SECRET",
+                )?;
+                // Sign-in's redirect URI, and the origin a form post must come from.
+                require(
+                    self.secrets.oidc.is_empty() || self.public_base_url.is_some(),
+                    "PUBLIC_BASE_URL",
+                )
+            }
             // Provider webhooks, Slack's clicks, GitHub's events, any of them or none (a
             // deployment that takes no webhook answers every source 404).
             Function::Webhook => Ok(()),
@@ -101,6 +108,9 @@ impl Config {
     /// Slack's signing secrets and GitHub's webhook secrets, never a bot token or an App's key.
     pub fn start_warnings(&self, function: Function) -> Vec<String> {
         let mut warnings = Vec::new();
+        if function == Function::Decide {
+            warnings.extend(self.bearer_link_warnings());
+        }
         if function == Function::Webhook {
             for (tenant, _) in self
                 .secrets
@@ -125,6 +135,38 @@ impl Config {
                 ));
             }
         }
+        warnings
+    }
+
+    /// The review page's tenants without `OIDC`, named: their review links are bearer
+    /// credentials (whoever holds one decides as its approver). The tenants the configuration
+    /// names; a tenant known only from the keys table is covered by the last line.
+    fn bearer_link_warnings(&self) -> Vec<String> {
+        let secrets = &self.secrets;
+        let named: std::collections::BTreeSet<&crate::domain::TenantId> = secrets
+            .api_keys
+            .iter()
+            .flat_map(|keys| keys.tenants())
+            .chain(secrets.slack.keys())
+            .chain(secrets.github.keys())
+            .chain(secrets.event_subscriptions.keys())
+            .collect();
+        let mut warnings: Vec<String> = named
+            .into_iter()
+            .filter(|tenant| !secrets.oidc.contains_key(*tenant))
+            .map(|tenant| {
+                format!(
+                    "review links for tenant {tenant} are bearer credentials: configure OIDC \
+                     (docs/SIGN-IN.md)"
+                )
+            })
+            .collect();
+        warnings.push(match secrets.oidc.len() {
+            0 => "review links are bearer credentials for every tenant: configure OIDC \
+                  (docs/SIGN-IN.md)"
+                .to_owned(),
+            _ => "review links are bearer credentials for every tenant not in OIDC".to_owned(),
+        });
         warnings
     }
 
@@ -295,5 +337,46 @@ mod tests {
             with.check_for(Function::Sweeper).is_ok(),
             "no GitHub tenant"
         );
+    }
+
+    #[test]
+    fn the_decide_function_names_each_tenant_whose_links_are_bearer_credentials() {
+        let secret = ("DECISION_TOKEN_SECRET", "s".repeat(32));
+        let secret = (secret.0, secret.1.as_str());
+        let keys = (
+            "API_KEYS",
+            "acme=k_acme_0123456789abcdef,globex=k_globex_0123456789abcdef",
+        );
+        let oidc = (
+            "OIDC",
+            r#"{"acme": {"issuer": "https://idp.acme.example", "client_id": "c",
+                         "client_secret": "a-client-secret"}}"#,
+        );
+        let without = config(&[keys, secret]).unwrap();
+        let warnings = without.start_warnings(Function::Decide);
+        assert!(warnings.iter().any(|w| {
+            w.starts_with("review links for tenant acme are bearer credentials: configure OIDC")
+        }));
+        assert!(warnings.iter().any(|w| w.contains("tenant globex")));
+        let with = config(&[keys, secret, oidc]).unwrap();
+        assert_eq!(
+            with.check_for(Function::Decide).unwrap_err().variable,
+            "PUBLIC_BASE_URL",
+            "sign-in's redirect URI"
+        );
+        let warnings = with.start_warnings(Function::Decide);
+        assert!(
+            !warnings.iter().any(|w| w.contains("tenant acme")),
+            "{warnings:?}"
+        );
+        assert!(warnings.iter().any(|w| w.contains("tenant globex")));
+        let base = ("PUBLIC_BASE_URL", "https://approvals.example.com");
+        assert!(
+            config(&[keys, secret, oidc, base])
+                .unwrap()
+                .check_for(Function::Decide)
+                .is_ok()
+        );
+        assert!(without.start_warnings(Function::Api).is_empty());
     }
 }

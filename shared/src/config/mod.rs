@@ -90,6 +90,8 @@ pub struct Config {
     /// `RETENTION_DAYS` (default 400; 0 keeps everything): how long an ended approval's items
     /// are kept before DynamoDB's TTL deletes them.
     pub retention: Retention,
+    /// `SESSION_SECONDS` (60–604800, default 28800): how long a sign-in lasts.
+    pub session_seconds: i64,
 }
 
 impl Config {
@@ -129,6 +131,11 @@ impl Config {
                 number(&get, "SECRETS_REFRESH_SECONDS", 300, 1)?,
                 3600,
                 "SECRETS_REFRESH_SECONDS",
+            )?,
+            session_seconds: at_most(
+                number(&get, "SESSION_SECONDS", 28_800, 60)?,
+                604_800,
+                "SESSION_SECONDS",
             )?,
             jobs_queue_url: get("JOBS_QUEUE_URL"),
             public_base_url,

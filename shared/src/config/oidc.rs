@@ -1,5 +1,5 @@
-//! `OIDC` (issue 47's groundwork; not yet read from the environment): each tenant's OpenID
-//! Provider and its registration there, for approvers who sign in. Validated as the other
+//! `OIDC`: each tenant's OpenID Provider and its registration there, for approvers who sign
+//! in (docs/SIGN-IN.md). Validated as the other
 //! secret-bearing variables are: unknown fields refused, errors naming the tenant and the field,
 //! never quoting a value (the client secret least of all).
 
@@ -45,6 +45,10 @@ fn issuer(raw: &str) -> Result<String, &'static str> {
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err("must have no query or fragment");
+    }
+    if raw.trim_end_matches('/').len() > crate::domain::SignIn::MAX_ISSUER_BYTES {
+        // Every vote cast after sign-in stores it.
+        return Err("at most 128 bytes");
     }
     Ok(raw.trim_end_matches('/').to_owned())
 }
@@ -163,6 +167,13 @@ mod tests {
                 "issuer",
             ),
             (with("issuer", "idp".into()), "issuer"),
+            (
+                with(
+                    "issuer",
+                    format!("https://{}.example.com", "i".repeat(120)).into(),
+                ),
+                "issuer",
+            ),
             (with("client_id", " ".into()), "client_id"),
             (with("client_secret", "short".into()), "client_secret"),
             (with("identity_claim", "upn".into()), "identity_claim"),

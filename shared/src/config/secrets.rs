@@ -1,7 +1,7 @@
 //! The secret-bearing variables (docs/KEYS.md): `API_KEYS`, `WEBHOOK_SOURCES`,
 //! `EVENT_SUBSCRIPTIONS`, `SLACK` and `SLACK_BOT_TOKENS`, `GITHUB` and `GITHUB_PRIVATE_KEYS`,
-//! `DECISION_TOKEN_SECRET`, and `ACTION_TARGETS` and `NOTIFIER_URL` (their URLs often carry
-//! credentials). Each may come from the variable or
+//! `DECISION_TOKEN_SECRET`, `OIDC` (client secrets), and `ACTION_TARGETS` and `NOTIFIER_URL`
+//! (their URLs often carry credentials). Each may come from the variable or
 //! from a Secrets Manager secret named by `<NAME>_SECRET_ARN` (never both). Secrets are read at
 //! start in one `BatchGetSecretValue`, kept in memory, and refreshed every
 //! `SECRETS_REFRESH_SECONDS` — and early, at most once every 30 s, when a signature or token
@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
 
+use super::oidc::{OidcTenant, parse_oidc};
 use super::sources::parse_webhook_sources;
 use super::subscriptions::parse_subscriptions;
 use super::targets::parse_action_targets;
@@ -24,7 +25,7 @@ use crate::review_token::TokenSecret;
 use crate::slack::{SlackApp, parse_slack, parse_slack_bot_tokens};
 
 /// Every variable that may hold a secret, and so may come from Secrets Manager instead.
-pub const SECRET_VARIABLES: [&str; 10] = [
+pub const SECRET_VARIABLES: [&str; 11] = [
     "API_KEYS",
     "WEBHOOK_SOURCES",
     "EVENT_SUBSCRIPTIONS",
@@ -35,6 +36,7 @@ pub const SECRET_VARIABLES: [&str; 10] = [
     "DECISION_TOKEN_SECRET",
     "ACTION_TARGETS",
     "NOTIFIER_URL",
+    "OIDC",
 ];
 
 /// The shortest time between two early refreshes.
@@ -61,6 +63,8 @@ pub struct Secrets {
     pub action_targets: BTreeMap<String, ActionTarget>,
     /// Where notify jobs are POSTed (`NOTIFIER_URL`).
     pub notifier_url: Option<String>,
+    /// Each tenant's identity provider, for the tenants whose approvers sign in (`OIDC`).
+    pub oidc: BTreeMap<TenantId, OidcTenant>,
 }
 
 impl Secrets {
@@ -115,7 +119,12 @@ impl Secrets {
         let notifier_url = get("NOTIFIER_URL")
             .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("NOTIFIER_URL", e)))
             .transpose()?;
+        let oidc = match get("OIDC") {
+            Some(raw) => parse_oidc(&raw).map_err(|e| ConfigError::new("OIDC", e))?,
+            None => BTreeMap::new(),
+        };
         Ok(Self {
+            oidc,
             api_keys,
             webhook_sources,
             event_subscriptions,
