@@ -44,6 +44,8 @@ pub struct App {
     pub metrics: observe::Emitter,
     /// Table keys' items, for `KEY_CACHE_SECONDS`.
     pub key_cache: auth::KeyCache,
+    /// Each signing-in tenant's identity provider, once discovered.
+    pub relying_parties: oidc::RelyingParties,
     /// The secret-bearing configuration in force (read it through [`App::secrets`]).
     secrets: Arc<config::LiveSecrets>,
     /// The function this process is, once known (the `Function` of a refresh's metrics).
@@ -102,6 +104,7 @@ impl App {
         ));
         Arc::new(Self {
             key_cache,
+            relying_parties: oidc::RelyingParties::new(),
             secrets,
             function: OnceLock::new(),
             config,

@@ -26,6 +26,12 @@ impl TestApp {
     ) -> Self {
         let direct = sdk_config().await;
         let sdk = via.unwrap_or_else(|| direct.clone());
+        // Bound first: a value may name the app's own address (`{base}`, e.g. PUBLIC_BASE_URL
+        // for sign-in's redirect URI).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
         let prefix = format!("t-{}", ulid::Ulid::new().to_string().to_lowercase());
         let secret_calls = CallCounter::default();
         let tables = Tables::with_prefix(&prefix);
@@ -50,7 +56,7 @@ impl TestApp {
             vars.insert(variable.to_owned(), table.to_owned());
         }
         for (k, v) in overrides {
-            vars.insert((*k).to_owned(), (*v).to_owned());
+            vars.insert((*k).to_owned(), v.replace("{base}", &base));
         }
         let mut secret_arns = HashMap::new();
         let uncounted = aws_sdk_secretsmanager::Client::new(&direct);
@@ -123,10 +129,6 @@ impl TestApp {
                 .await
                 .expect("each function's configuration");
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
         let requests = RequestLog::default();
         let log = requests.clone();
         let router = countersign::http::local_router(|f| functions.app(f).clone()).layer(

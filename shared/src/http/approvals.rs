@@ -188,7 +188,7 @@ pub async fn decide(
 ) -> Result<Response, ApiError> {
     if media_type(&headers).as_deref() == Some("application/x-www-form-urlencoded") {
         let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
-        return Ok(super::review::decide_form(&app, id, &bytes).await);
+        return Ok(super::review::decide_form(&app, id, &headers, &bytes).await);
     }
     let Caller(caller) = Caller::from_headers(&app, &headers).await?;
     if !caller.has(Role::Decider) && !caller.has(Role::Approver) {

@@ -4,12 +4,15 @@ mod approvals;
 mod claims;
 mod extract;
 mod github;
+mod html;
+mod inbox;
 mod listing;
 mod openapi;
 mod operator;
 mod pages;
 mod problem;
 mod review;
+mod sign_in;
 mod slack;
 mod trail;
 mod wait;
@@ -114,7 +117,11 @@ fn read_routes() -> Router<Arc<App>> {
 fn decide_routes() -> Router<Arc<App>> {
     let routes = Router::new()
         .route("/approvals/{id}/decision", post(approvals::decide))
-        .route("/approvals/{id}/review", get(review::show));
+        .route("/approvals/{id}/review", get(review::show))
+        .route("/auth/{tenant}/login", get(sign_in::login))
+        .route("/auth/{tenant}/callback", get(sign_in::callback))
+        .route("/auth/{tenant}/logout", post(sign_in::logout))
+        .route("/inbox/{tenant}", get(inbox::show));
     of_function(routes, Function::Decide)
 }
 

@@ -10,6 +10,10 @@
 //! of the sign-in that asked for it; then the identity claim (`email` by default, which counts
 //! only with `email_verified: true`).
 
+mod cache;
+
+pub use cache::RelyingParties;
+
 use std::future::Future;
 use std::pin::Pin;
 
@@ -44,7 +48,7 @@ const ALLOWED_ALGORITHMS: [CoreJwsSigningAlgorithm; 9] = [
 ];
 
 /// One tenant's provider and its registration there.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct OidcSettings {
     /// The provider's issuer (`https://…`, or `http://` on loopback only).
     pub issuer: String,

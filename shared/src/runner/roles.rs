@@ -78,13 +78,17 @@ impl LocalRoles {
         {
             given.insert("ApiKeys", "(set)");
         }
-        // So is NotifierUrl (optional: a Slack- or GitHub-only deployment has none).
-        if !given.contains_key("NotifierUrl")
-            && ["NOTIFIER_URL", "NOTIFIER_URL_SECRET_ARN"]
-                .iter()
-                .any(|v| variables.get(*v).is_some_and(|s| !s.trim().is_empty()))
-        {
-            given.insert("NotifierUrl", "(set)");
+        // So are NotifierUrl (optional: a Slack- or GitHub-only deployment has none) and Oidc
+        // (optional: without it, review links are bearer credentials).
+        for (parameter, variable) in [("NotifierUrl", "NOTIFIER_URL"), ("Oidc", "OIDC")] {
+            let arn = format!("{variable}_SECRET_ARN");
+            if !given.contains_key(parameter)
+                && [variable, arn.as_str()]
+                    .iter()
+                    .any(|v| variables.get(*v).is_some_and(|s| !s.trim().is_empty()))
+            {
+                given.insert(parameter, "(set)");
+            }
         }
         // Only what names a resource (a table, the queue, a secret's ARN): never a secret's
         // value, whatever the endpoint turns out to be.

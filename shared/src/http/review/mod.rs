@@ -1,0 +1,284 @@
+//! The approver's review page (`GET /approvals/{id}/review?token=…`) and the form post behind
+//! its buttons. Disabling a button is not duplicate protection; the server is: the form goes
+//! through the same single conditional update as the JSON API, and always answers 303 See Other
+//! to the review page (post-redirect-get), which shows the one outcome.
+//!
+//! For a tenant whose approvers sign in (`OIDC`), the link's token only names the approval: a
+//! GET shows it read-only until a listed approver signs in, and a post decides only for the
+//! session's person, with the session's CSRF token, from this origin. Without `OIDC`, the link
+//! is the credential (v1's signed links).
+
+mod render;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use maud::html;
+
+use super::html::{forbidden, notice, page, page_for, see_other, unavailable};
+use super::sign_in;
+use crate::App;
+use crate::config::OidcTenant;
+use crate::domain::{
+    ApprovalId, Approver, Channel, DecideRefusal, DecideRequest, Decision, FieldError, SignIn,
+    classify_refusal,
+};
+use crate::review_token::{ReviewGrant, TokenError};
+use crate::session::Session;
+use crate::store::DecideOutcome;
+use render::{Viewer, render};
+
+fn self_approval_forbidden() -> Response {
+    notice(
+        StatusCode::FORBIDDEN,
+        "Not yours to decide",
+        "You requested this approval",
+        "Its requester may not decide it: someone else on the list must. Nothing was recorded.",
+    )
+}
+
+/// A signed-in person the approval does not list.
+fn not_listed(identity: &Approver) -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        "Not on the list",
+        html! {
+            div.card {
+                h1 { "You are not an approver of this request" }
+                p.muted { "Signed in as " strong { (identity.as_str()) } ". Only the people it lists may see and decide it. Nothing was recorded." }
+            }
+        },
+    )
+}
+
+/// Checks the token against the approval it claims: the grant, or `None` (the 403 page).
+fn authorise(
+    app: &App,
+    id: Result<ApprovalId, ()>,
+    token: Option<&str>,
+) -> Option<(ApprovalId, ReviewGrant)> {
+    let secrets = app.secrets();
+    let (Ok(id), Some(token), Some(secret)) = (id, token, secrets.decision_token_secret.as_ref())
+    else {
+        return None;
+    };
+    match secret.verify(token, &id, app.clock.now()) {
+        Ok(grant) => Some((id, grant)),
+        Err(error) => {
+            if error == TokenError::BadSignature {
+                // Perhaps minted with a rotated secret this function has not read yet.
+                app.secret_failed();
+            }
+            None
+        }
+    }
+}
+
+fn path_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ()> {
+    let Path(raw) = raw.map_err(|_| ())?;
+    ApprovalId::parse(&raw).map_err(|_| ())
+}
+
+fn query_token(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(name, _)| name == "token")
+        .map(|(_, value)| value.into_owned())
+}
+
+/// The review page's own path (what a sign-in comes back to).
+fn review_path(app: &App, id: &ApprovalId, token: &str) -> String {
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("token", token)
+        .finish();
+    format!("{}/approvals/{id}/review?{query}", sign_in::base_path(app))
+}
+
+/// Who decides through a signing-in tenant's page: the session's person, if they are signed
+/// in recently enough.
+struct Signer {
+    session: Session,
+    fresh: bool,
+}
+
+fn signer(
+    app: &App,
+    oidc: &OidcTenant,
+    headers: &HeaderMap,
+    tenant: &crate::domain::TenantId,
+) -> Option<Signer> {
+    let session = sign_in::session_of(app, headers, tenant)?;
+    let fresh = sign_in::fresh_enough(oidc, &session, app.clock.now());
+    Some(Signer { session, fresh })
+}
+
+pub async fn show(
+    State(app): State<Arc<App>>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let token = query_token(query.as_deref());
+    let Some((id, grant)) = authorise(&app, path_id(id), token.as_deref()) else {
+        return forbidden();
+    };
+    let approval = match app.store.get_approval(&grant.tenant, &id).await {
+        // The link must be one minted for a listed approver, whoever then signs in.
+        Ok(Some(approval)) if approval.is_approver(&grant.approver) => approval,
+        Ok(_) => return forbidden(),
+        Err(err) => {
+            tracing::error!(error = %err, "review page: store");
+            return unavailable();
+        }
+    };
+    let token = token.unwrap_or_default();
+    let oidc = sign_in::oidc_of(&app, &grant.tenant);
+    let viewer = match &oidc {
+        None => Viewer::Link {
+            approver: grant.approver,
+        },
+        Some(oidc) => {
+            let here = review_path(&app, &id, &token);
+            match signer(&app, oidc, &headers, &grant.tenant) {
+                None => Viewer::Anonymous {
+                    sign_in: sign_in::login_path(&app, &grant.tenant, &here, false),
+                },
+                Some(signer) if !approval.is_approver(&signer.session.identity) => {
+                    return not_listed(&signer.session.identity);
+                }
+                Some(signer) => Viewer::SignedIn {
+                    csrf: sign_in::csrf_token(&app, &signer.session).unwrap_or_default(),
+                    sign_in_again: (!signer.fresh)
+                        .then(|| sign_in::login_path(&app, &grant.tenant, &here, true)),
+                    logout: format!("{}/auth/{}/logout", sign_in::base_path(&app), grant.tenant),
+                    identity: signer.session.identity,
+                },
+            }
+        }
+    };
+    let status = approval.status_at(app.clock.now());
+    page_for(
+        StatusCode::OK,
+        &format!("Review {}", approval.action_type),
+        render(&approval, status, &viewer, &token),
+        oidc.as_ref().and_then(sign_in::provider_origin).as_deref(),
+    )
+}
+
+/// The form post of the review page's buttons: always 303 to the review page once the token
+/// (and, for a signing-in tenant, the session) holds, whether this post won, repeated the
+/// winner, or lost.
+pub async fn decide_form(
+    app: &App,
+    id: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let fields: Vec<(String, String)> = url::form_urlencoded::parse(body).into_owned().collect();
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let token = field("token").unwrap_or_default();
+    let (decision, comment) = (field("decision"), field("comment"));
+    let Some((id, grant)) = authorise(app, path_id(id), Some(&token)) else {
+        return forbidden();
+    };
+    let review = review_path(app, &id, &token);
+    // Who votes: the link's approver, or the signed-in person.
+    let (approver, signed_in): (Approver, Option<SignIn>) =
+        match sign_in::oidc_of(app, &grant.tenant) {
+            None => (grant.approver.clone(), None),
+            Some(oidc) => {
+                if !sign_in::same_origin(app, headers) {
+                    return notice(
+                        StatusCode::FORBIDDEN,
+                        "Not recorded",
+                        "That form did not come from this site",
+                        "Nothing was recorded. Open the review link and decide there.",
+                    );
+                }
+                let Some(signer) = signer(app, &oidc, headers, &grant.tenant) else {
+                    return see_other(&sign_in::login_path(app, &grant.tenant, &review, false));
+                };
+                if !sign_in::csrf_holds(app, &signer.session, field("csrf").as_deref()) {
+                    return notice(
+                        StatusCode::FORBIDDEN,
+                        "Not recorded",
+                        "That form has expired",
+                        "Nothing was recorded. Open the review link again and decide there.",
+                    );
+                }
+                if !signer.fresh {
+                    return see_other(&sign_in::login_path(app, &grant.tenant, &review, true));
+                }
+                let sign_in = sign_in::sign_in_of(&signer.session);
+                (signer.session.identity, Some(sign_in))
+            }
+        };
+    let mut errors: Vec<FieldError> = Vec::new();
+    let outcome = decision.as_deref().and_then(DecideRequest::parse_outcome);
+    let comment = comment.and_then(|c| DecideRequest::check_comment(&c, &mut errors));
+    let Some(outcome) = outcome.filter(|_| errors.is_empty()) else {
+        return notice(
+            StatusCode::BAD_REQUEST,
+            "Not understood",
+            "That decision was not understood",
+            "Nothing was recorded. Go back and use the Approve or Reject button.",
+        );
+    };
+    let now = app.clock.now();
+    let request = DecideRequest {
+        outcome,
+        approver: approver.clone(),
+        comment,
+        sent_by: None,
+    };
+    let decision = Decision {
+        outcome,
+        approver: approver.clone(),
+        decided_at: now,
+        channel: Channel::ReviewPage,
+        comment: request.comment.clone(),
+        webhook_event_id: None,
+        key_id: None,
+        signed_in,
+    };
+    match app
+        .store
+        .decide(&grant.tenant, &id, &decision, None, now)
+        .await
+    {
+        Ok(DecideOutcome::Won(_)) => super::count_vote(Channel::ReviewPage, None),
+        Ok(DecideOutcome::Refused(old)) => match super::refused_vote(
+            Channel::ReviewPage,
+            classify_refusal(old.map(|a| *a), &request, now),
+        ) {
+            // The page shows the one outcome, and this approver's vote.
+            DecideRefusal::Repeat(_)
+            | DecideRefusal::AlreadyDecided(_)
+            | DecideRefusal::AlreadyVoted(_)
+            | DecideRefusal::Expired => {}
+            DecideRefusal::NotAnApprover if decision.signed_in.is_some() => {
+                return not_listed(&approver);
+            }
+            DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
+            DecideRefusal::SelfApproval => return self_approval_forbidden(),
+            DecideRefusal::Completes(_) | DecideRefusal::Unexplained => return unavailable(),
+        },
+        Err(err) => {
+            tracing::error!(error = %err, "review form: store");
+            return unavailable();
+        }
+    }
+    // Relative to /approvals/{id}/decision, whatever path prefix (an API stage) is in front.
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("token", &token)
+        .finish();
+    see_other(&format!("review?{query}"))
+}
