@@ -37,6 +37,7 @@ mod review;
 mod round_trips;
 mod scheduled;
 mod secrets;
+mod sign_in;
 mod slack;
 mod smoke;
 mod status_checks;

@@ -20,6 +20,7 @@ pub mod meter;
 pub mod oidc;
 pub mod receiver;
 pub mod runtime_api;
+pub mod sign_in;
 pub mod slack;
 mod stack;
 mod tables;

@@ -1,0 +1,255 @@
+//! A test stack whose tenant A signs in at a real OpenID Provider (oidc-provider, see
+//! [`crate::oidc`]): the app's `OIDC` names the provider, the provider knows the app's redirect
+//! URI, and [`SignInStack::sign_in`] goes through the app's login route, the provider's own
+//! login and consent pages, and the app's callback, as a browser would — handing back the
+//! session cookie. Tenant B has no `OIDC`: its review links stay bearer credentials.
+
+use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
+use serde_json::{Value, json};
+use url::Url;
+
+use crate::oidc::{TestProvider, form_body};
+use crate::{Reply, TENANT_A, TestApp};
+
+pub const CLIENT_ID: &str = "countersign";
+pub const CLIENT_SECRET: &str = "countersign-client-secret-0123456789";
+pub const SESSION_COOKIE: &str = "__Host-countersign-session";
+pub const SIGN_IN_COOKIE: &str = "__Host-countersign-sign-in";
+
+/// The provider's people: `sub`s are `<name>-1`. Eve's email is not verified; Mallory is
+/// listed on no approval.
+pub fn accounts() -> Value {
+    let person = |name: &str, verified: bool| {
+        json!({"sub": format!("{name}-1"), "email": format!("{name}@example.com"),
+               "email_verified": verified})
+    };
+    json!([
+        person("alice", true),
+        person("bob", true),
+        person("carol", true),
+        person("mallory", true),
+        person("eve", false),
+    ])
+}
+
+pub struct SignInStack {
+    pub t: TestApp,
+    provider: Option<TestProvider>,
+    port: u16,
+    /// Follows no redirect: each step is looked at.
+    pub http: reqwest::Client,
+}
+
+/// A session: the cookie's value, and where the callback sent its person.
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub cookie: String,
+    pub location: String,
+}
+
+impl SignInStack {
+    /// Tenant A signs in at a provider of its own; `oidc` adds to its `OIDC` entry (e.g.
+    /// `max_auth_age_seconds`); `overrides` as [`TestApp::start_with`].
+    pub async fn start(oidc: Value, overrides: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port for the provider");
+        let mut entry = json!({"issuer": format!("http://127.0.0.1:{port}"),
+                               "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET});
+        for (key, value) in oidc.as_object().into_iter().flatten() {
+            entry[key] = value.clone();
+        }
+        let config = json!({ TENANT_A: entry }).to_string();
+        let mut all = vec![("OIDC", config.as_str()), ("PUBLIC_BASE_URL", "{base}")];
+        all.extend_from_slice(overrides);
+        // With the jobs running: the inbox reads the approval index dispatch keeps.
+        let t = TestApp::start_jobs(&all).await;
+        let mut stack = Self {
+            t,
+            provider: None,
+            port,
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("an HTTP client"),
+        };
+        stack.start_provider().await;
+        stack
+    }
+
+    fn provider_config(&self) -> Value {
+        json!({
+            // Registered to always state `auth_time` (which the trail records), as Okta does.
+            "clients": [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+                         "redirect_uris": [self.t.url(&format!("/auth/{TENANT_A}/callback"))],
+                         "require_auth_time": true}],
+            "accounts": accounts(),
+        })
+    }
+
+    async fn start_provider(&mut self) {
+        self.provider = Some(TestProvider::start_on(self.port, self.provider_config()).await);
+    }
+
+    /// The provider stops and starts again on its port, as the same issuer with a new signing
+    /// key (a key rotation).
+    pub async fn rotate_provider_keys(&mut self) {
+        self.provider.take();
+        self.start_provider().await;
+    }
+
+    pub fn provider(&self) -> &TestProvider {
+        self.provider.as_ref().expect("the provider runs")
+    }
+
+    pub fn issuer(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// This app's origin (what its own pages' posts carry as `Origin`).
+    pub fn origin(&self) -> String {
+        self.t.base.clone()
+    }
+
+    /// `GET /auth/{tenant}/login?return_to=…`: the provider's authorize URL and the sign-in
+    /// cookie.
+    pub async fn begin(&self, return_to: &str, step_up: bool) -> (Url, String) {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query.append_pair("return_to", return_to);
+        if step_up {
+            query.append_pair("step_up", "1");
+        }
+        let reply = self
+            .get(&format!("/auth/{TENANT_A}/login?{}", query.finish()), None)
+            .await;
+        assert_eq!(reply.status, 302, "login: {}", reply.text());
+        let to = Url::parse(location(&reply)).expect("the provider's URL");
+        let cookie = set_cookie(&reply, SIGN_IN_COOKIE).expect("the sign-in cookie");
+        (to, cookie)
+    }
+
+    /// The callback the provider sent the person to, requested with `sign_in_cookie`.
+    pub async fn finish(&self, callback: &Url, sign_in_cookie: Option<&str>) -> Reply {
+        let path = format!(
+            "{}?{}",
+            callback.path(),
+            callback.query().unwrap_or_default()
+        );
+        let cookie = sign_in_cookie.map(|c| format!("{SIGN_IN_COOKIE}={c}"));
+        self.get_with(&path, cookie.as_deref()).await
+    }
+
+    /// Signs in as `login` (an account's email), coming back to `return_to`.
+    pub async fn sign_in(&self, login: &str, return_to: &str) -> SignedIn {
+        self.sign_in_with(login, return_to, false).await
+    }
+
+    pub async fn sign_in_with(&self, login: &str, return_to: &str, step_up: bool) -> SignedIn {
+        let (authorize, cookie) = self.begin(return_to, step_up).await;
+        let back = self.provider().sign_in(authorize.as_str(), login).await;
+        let reply = self.finish(&back, Some(&cookie)).await;
+        assert_eq!(reply.status, 303, "callback: {}", reply.text());
+        SignedIn {
+            cookie: set_cookie(&reply, SESSION_COOKIE).expect("the session cookie"),
+            location: location(&reply).to_owned(),
+        }
+    }
+
+    /// The inbox page once it lists `expected` approvals (dispatch indexes them from the
+    /// stream, soon after they are made).
+    pub async fn inbox_listing(&self, path: &str, session: &str, expected: usize) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let html = self.get(path, Some(session)).await.text();
+            if html.matches("class=\"card approval\"").count() == expected {
+                return html;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out: the inbox lists {expected}:\n{html}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
+    /// GET `path` (or a whole URL) with the session cookie `session`, if any.
+    pub async fn get(&self, path: &str, session: Option<&str>) -> Reply {
+        let cookie = session.map(|s| format!("{SESSION_COOKIE}={s}"));
+        self.get_with(path, cookie.as_deref()).await
+    }
+
+    async fn get_with(&self, path: &str, cookie: Option<&str>) -> Reply {
+        let url = if path.starts_with("http") {
+            path.to_owned()
+        } else {
+            self.t.url(path)
+        };
+        let mut request = self.http.get(url);
+        if let Some(cookie) = cookie {
+            request = request.header(COOKIE, cookie);
+        }
+        self.t.send(request).await
+    }
+
+    /// POSTs `fields` as a form to `path`, with the session cookie and `Origin` given.
+    pub async fn post_form(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+        session: Option<&str>,
+        origin: Option<&str>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .post(self.t.url(path))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(fields));
+        if let Some(session) = session {
+            request = request.header(COOKIE, format!("{SESSION_COOKIE}={session}"));
+        }
+        if let Some(origin) = origin {
+            request = request.header(ORIGIN, origin);
+        }
+        self.t.send(request).await
+    }
+}
+
+/// The `Location` of a redirect.
+pub fn location(reply: &Reply) -> &str {
+    reply
+        .headers
+        .get(LOCATION)
+        .and_then(|l| l.to_str().ok())
+        .unwrap_or_else(|| panic!("no Location ({}): {}", reply.status, reply.text()))
+}
+
+/// The value a reply sets cookie `name` to (`None`: it sets none, or clears it).
+pub fn set_cookie(reply: &Reply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next()?.split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value.to_owned())
+        .filter(|value| !value.is_empty())
+}
+
+/// The value of the hidden input `name` on a page.
+pub fn hidden(html: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{name}\""))?;
+    let tag_start = html[..at].rfind('<')?;
+    let tag = &html[tag_start..tag_start + html[tag_start..].find('>')?];
+    let value = tag.split("value=\"").nth(1)?;
+    Some(value[..value.find('"')?].replace("&amp;", "&"))
+}
+
+/// The `href` of the first link whose text contains `text`.
+pub fn link(html: &str, text: &str) -> Option<String> {
+    let at = html.find(text)?;
+    let anchor = html[..at].rfind("<a ")?;
+    let href = html[anchor..].split("href=\"").nth(1)?;
+    Some(href[..href.find('"')?].replace("&amp;", "&"))
+}
