@@ -38,6 +38,7 @@ mod round_trips;
 mod scheduled;
 mod secrets;
 mod sign_in;
+mod sign_in_refusals;
 mod slack;
 mod smoke;
 mod status_checks;
