@@ -2,7 +2,7 @@
 resolves it: only the minimum parameters given, every other one at its default.
 
 - The parameters without a default are exactly the minimum (DecisionTokenSecret,
-  ActionTargets): NotifierUrl and WebhookSources are optional.
+  ActionTargets): NotifierUrl, WebhookSources and Oidc are optional.
 - Every default passes its own parameter's constraints (CloudFormation checks a default as it
   checks a given value: AllowedPattern must match the whole value, MinLength, MaxLength,
   AllowedValues, MinValue, MaxValue).
@@ -10,6 +10,8 @@ resolves it: only the minimum parameters given, every other one at its default.
   names a parameter, a pseudo parameter or a resource that is created too: a resource under a
   false condition (NotifierUrlSecret without NotifierUrl) is only named under that condition.
 - Nothing by default needs more than a new account has: no reserved concurrency.
+- Oidc's secret (its client secrets) exists only with Oidc given, and only the decide function
+  names it (OIDC_SECRET_ARN) and may read it.
 
 Run: .local/venv/bin/python -m unittest discover -s infra/tests -v   (make test runs it)
 """
@@ -26,6 +28,8 @@ MINIMUM = {
     "DecisionTokenSecret": "k" * 32,
     "ActionTargets": '{"deploy": {"url": "https://deploy.example.com/hook"}}',
 }
+OIDC = ('{"acme": {"issuer": "https://idp.example.com", "client_id": "countersign", '
+        '"client_secret": "s3cret"}}')
 PSEUDO = {"AWS::Region", "AWS::AccountId", "AWS::Partition", "AWS::URLSuffix", "AWS::StackName",
           "AWS::NoValue", "AWS::StackId", "AWS::NotificationARNs"}
 # SAM's generated resources a function's properties may name (e.g. the HTTP API's stage).
@@ -130,6 +134,7 @@ class MinimumDeploy(unittest.TestCase):
         created = stack.created()
         self.assertNotIn("NotifierUrlSecret", created, "no notifier, no secret for it")
         self.assertNotIn("ApiKeysSecret", created)
+        self.assertNotIn("OidcSecret", created, "no sign-in, no secret for it")
         names = defined(stack, created)
         for logical, resource in created.items():
             with self.subTest(resource=logical):
@@ -142,15 +147,57 @@ class MinimumDeploy(unittest.TestCase):
     def test_with_every_option_every_reference_names_what_is_created(self) -> None:
         stack = Stack(self.template, {**MINIMUM, "NotifierUrl": "https://notify.example.com",
                                       "ApiKeys": "acme=k", "AlarmTopicArn": "arn:aws:sns:x",
+                                      "Oidc": OIDC,
                                       "ReserveHeldReadConcurrency": "true"})
         created = stack.created()
         self.assertIn("NotifierUrlSecret", created)
+        self.assertIn("OidcSecret", created)
         names = defined(stack, created)
         for logical, resource in created.items():
             with self.subTest(resource=logical):
                 named = stack.references(resource.get("Properties", {}))
                 missing = {n for n in named - names if not SAM_GENERATED.match(n)}
                 self.assertEqual(missing, set())
+
+    def test_the_oidc_secret_exists_only_with_oidc_and_only_the_decide_function_names_it(
+            self) -> None:
+        def variables(stack: Stack, function: dict[str, Any]) -> dict[str, Any]:
+            """The function's environment as deployed: each Fn::If resolved, AWS::NoValue
+            dropped."""
+            out = {}
+            for name, value in function["Properties"]["Environment"]["Variables"].items():
+                while isinstance(value, dict) and "Fn::If" in value:
+                    condition, then, otherwise = value["Fn::If"]
+                    value = then if stack.condition(condition) else otherwise
+                if value != {"Ref": "AWS::NoValue"}:
+                    out[name] = value
+            return out
+
+        without = Stack(self.template, MINIMUM)
+        self.assertNotIn("OidcSecret", without.created())
+        for logical, resource in without.created().items():
+            with self.subTest(oidc="none", resource=logical):
+                self.assertNotIn("OidcSecret", without.references(resource.get("Properties", {})))
+                if resource["Type"] == "AWS::Serverless::Function":
+                    self.assertNotIn("OIDC_SECRET_ARN", variables(without, resource))
+
+        given = Stack(self.template, {**MINIMUM, "Oidc": OIDC})
+        created = given.created()
+        self.assertIn("OidcSecret", created)
+        naming = {logical for logical, resource in created.items()
+                  if "OidcSecret" in given.references(resource.get("Properties", {}))}
+        # The decide function's variable, and its role's GetSecretValue: no other.
+        self.assertEqual(naming, {"DecideFunction", "DecideRole"})
+        for logical, resource in created.items():
+            if resource["Type"] != "AWS::Serverless::Function":
+                continue
+            with self.subTest(oidc="given", function=logical):
+                arn = variables(given, resource).get("OIDC_SECRET_ARN")
+                if logical == "DecideFunction":
+                    self.assertEqual(arn, {"Ref": "OidcSecret"})
+                    self.assertNotIn("OIDC", resource["Properties"]["Environment"]["Variables"])
+                else:
+                    self.assertIsNone(arn)
 
     def test_nothing_reserves_concurrency_by_default(self) -> None:
         stack = Stack(self.template, MINIMUM)

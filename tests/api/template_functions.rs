@@ -8,7 +8,7 @@ use crate::template::{of_type, resources, role_of, statements, text};
 use countersign_tests::template;
 
 /// The template's secret-bearing parameters: each a NoEcho parameter and a secret.
-const SECRET_PARAMETERS: [&str; 10] = [
+const SECRET_PARAMETERS: [&str; 11] = [
     "ApiKeys",
     "WebhookSources",
     "DecisionTokenSecret",
@@ -19,6 +19,7 @@ const SECRET_PARAMETERS: [&str; 10] = [
     "GithubPrivateKeys",
     "ActionTargets",
     "NotifierUrl",
+    "Oidc",
 ];
 
 /// No secret value in any function's environment: every secret-bearing variable is a

@@ -168,7 +168,10 @@ pub(crate) fn detail(w: &mut String, bill: &Bill<'_>) {
         ),
         format!(
             "**Secrets**: the template's {secrets} secrets, {created} of them in a default deployment ({} only with their parameter set), {} a month. Their reads: each warm instance of a function that reads secrets calls `BatchGetSecretValue` at its start and every `SECRETS_REFRESH_SECONDS` ({SECRETS_REFRESH_SECONDS:.0} s, {} times a month), counted one instance per function that runs and one more per instance busy on average ({}), each secret retrieved priced as a call (if AWS bills the batch as one call, less), and not the early reads after a failed signature (at most every 30 s): {}.",
-            conditional.join(" and "),
+            match conditional.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => conditional.join(""),
+            },
             fixed("secrets", 1e6),
             thousands(MONTH_SECONDS / SECRETS_REFRESH_SECONDS),
             at(&|v| readers(v)),

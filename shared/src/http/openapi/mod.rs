@@ -4,6 +4,7 @@
 //! `ApiError`, event types from `EventType`, limits from the parsers' constants.
 
 mod schemas;
+mod sign_in;
 
 use serde_json::{Map, Value, json};
 
@@ -41,6 +42,7 @@ pub fn document() -> Value {
             {"name": "decisions", "description": "Votes: the JSON API and the review page."},
             {"name": "executions", "description": "The operator's hand on an execution."},
             {"name": "webhooks", "description": "Decisions from a signed webhook (Standard Webhooks)."},
+            sign_in::tag(),
             {"name": "service", "description": "Health and this document."}
         ],
         "paths": paths(),
@@ -55,8 +57,9 @@ pub fn document() -> Value {
                     "type": "apiKey",
                     "in": "query",
                     "name": "token",
-                    "description": "The signed review-link token of one approver for one approval (sent in its notification)."
+                    "description": "The signed review-link token of one approver for one approval (sent in its notification). For a tenant with `OIDC` it only names the approval: the signed-in session decides."
                 },
+                "session": sign_in::session_scheme(),
                 "slackSignature": {
                     "type": "apiKey",
                     "in": "header",
@@ -84,6 +87,14 @@ pub fn document() -> Value {
 }
 
 fn paths() -> Value {
+    let mut paths = api_paths();
+    if let (Some(all), Value::Object(sign_in)) = (paths.as_object_mut(), sign_in::paths()) {
+        all.extend(sign_in);
+    }
+    paths
+}
+
+fn api_paths() -> Value {
     let approval_links = json!({
         "GetApproval": {"operationId": "getApproval", "parameters": {"id": "$response.body#/id"}},
         "ListApprovalEvents": {"operationId": "listApprovalEvents", "parameters": {"id": "$response.body#/id"}},
@@ -205,7 +216,7 @@ fn paths() -> Value {
                 "operationId": "decideApproval",
                 "tags": ["decisions"],
                 "summary": "Vote on an approval (approver as itself, decider for a listed approver; or the review page's form)",
-                "description": format!("JSON with an API key: 200 with the approval; repeating the same vote answers it again (`idempotent-replayed`). The review page's form post (`application/x-www-form-urlencoded`, authorised by its `token` field) answers 303 to the review page. Bodies over {DECIDE_BODY_LIMIT} bytes are refused."),
+                "description": format!("JSON with an API key: 200 with the approval; repeating the same vote answers it again (`idempotent-replayed`). The review page's form post (`application/x-www-form-urlencoded`, authorised by its `token` field) answers 303 to the review page. For a tenant with `OIDC` the token only names the approval and the signed-in session decides: the form needs the session's cookie, its `csrf` field and an `Origin` of this origin (403 page otherwise; without a session, or one older than the tenant's `max_auth_age_seconds`, 303 to sign in). Bodies over {DECIDE_BODY_LIMIT} bytes are refused."),
                 "security": [{"apiKey": []}, {}],
                 "requestBody": {
                     "required": true,
@@ -219,7 +230,7 @@ fn paths() -> Value {
                         json!({
                             "200": approval_response("The vote is recorded (or was already: a replay).", true),
                             "303": {
-                                "description": "Form post: back to the review page, whatever became of the vote.",
+                                "description": "Form post: back to the review page, whatever became of the vote (or, for a tenant with `OIDC`, to sign in first).",
                                 "headers": {"Location": {"$ref": "#/components/headers/Location"}}
                             }
                         }),
@@ -240,11 +251,12 @@ fn paths() -> Value {
                 "operationId": "showReviewPage",
                 "tags": ["decisions"],
                 "summary": "The review page of one approver (HTML)",
-                "security": [{"reviewToken": []}],
+                "description": "Without `OIDC` the link is the credential: the page shows its approver's buttons. For a tenant with `OIDC` the token only names the approval: the page is read-only until an approver it lists signs in (a link to `/auth/{tenant}/login`), and then decides for the signed-in session (the form carries its `csrf` token and is posted from this origin); a signed-in person it does not list gets 403.",
+                "security": [{"reviewToken": []}, {"reviewToken": [], "session": []}],
                 "parameters": [{"name": "token", "in": "query", "schema": {"type": "string"}}],
                 "responses": {
-                    "200": html("The approval, and the approver's buttons while it is pending."),
-                    "403": html("The link is not valid (wrong, expired or for another approval)."),
+                    "200": html("The approval, and the approver's buttons while it is pending (for a tenant with `OIDC`: once a listed approver is signed in)."),
+                    "403": html("The link is not valid (wrong, expired or for another approval), or the signed-in person is not listed."),
                     "503": html("The store is not reachable; try again.")
                 }
             }

@@ -81,6 +81,7 @@ pub(super) fn schemas() -> Value {
             "required": ["token", "decision"],
             "properties": {
                 "token": {"type": "string"},
+                "csrf": {"type": "string", "description": "A tenant with `OIDC`: the signed-in session's CSRF token (the review page's form carries it)."},
                 "decision": {"type": "string", "enum": ["approve", "reject"]},
                 "comment": {"type": "string", "maxLength": DecideRequest::MAX_COMMENT_CHARS}
             }
