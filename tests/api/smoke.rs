@@ -366,3 +366,69 @@ async fn executor_ends_a_slow_call_before_the_invocation_does() {
         "the attempt's end is recorded"
     );
 }
+
+/// Sign-in through the decide function's binary as API Gateway (payload 2.0) carries cookies:
+/// a request's in the event's `cookies`, a response's `Set-Cookie` in the result's `cookies`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decide_signs_in_with_cookies_as_api_gateway_carries_them() {
+    use countersign_tests::oidc::TestProvider;
+    let provider = TestProvider::start(json!({
+        "clients": [{"client_id": "countersign", "client_secret": "countersign-client-secret-0123",
+                     "redirect_uris": ["https://api.example.com/auth/tenant-a/callback"]}],
+        "accounts": [{"sub": "alice-1", "email": ALICE, "email_verified": true}],
+    }))
+    .await;
+    let t = TestApp::start().await;
+    let id = t
+        .create_ok(KEY_A, "smoke-sign-in", &deploy_body(1, &[ALICE, BOB]))
+        .await;
+    let oidc = json!({"tenant-a": {"issuer": provider.issuer, "client_id": "countersign",
+                                   "client_secret": "countersign-client-secret-0123"}})
+    .to_string();
+    let env = with(
+        base_env(&t),
+        &[
+            ("API_KEYS", &test_api_keys()),
+            ("DECISION_TOKEN_SECRET", TOKEN_SECRET),
+            ("OIDC", &oidc),
+            ("PUBLIC_BASE_URL", "https://api.example.com"),
+        ],
+    );
+    // The login: 302 to the provider, its sign-in cookie in the result's `cookies`.
+    let mut event = http_event("GET", "/auth/tenant-a/login", &[], "");
+    event["rawQueryString"] = json!("return_to=%2Finbox%2Ftenant-a");
+    let response = invoke("decide", env.clone(), event).await;
+    assert_eq!(response["statusCode"], 302, "{response}");
+    let location = response["headers"]["location"].as_str().unwrap_or_default();
+    assert!(location.starts_with(&provider.issuer), "{response}");
+    let cookies = response["cookies"].as_array().cloned().unwrap_or_default();
+    assert!(
+        cookies.iter().any(|c| c
+            .as_str()
+            .is_some_and(|c| c.starts_with("__Host-countersign-sign-in=") && c.contains("Secure"))),
+        "{response}"
+    );
+    // The review page, the session in the event's `cookies`: it decides for her.
+    let secret = countersign::review_token::TokenSecret::parse(TOKEN_SECRET).unwrap();
+    let session = countersign::session::SessionKeys::new(&secret).seal_session(
+        &countersign::session::Session {
+            tenant: countersign::domain::TenantId::parse("tenant-a").unwrap(),
+            identity: countersign::domain::Approver::parse(ALICE).unwrap(),
+            issuer: provider.issuer.clone(),
+            sub: "alice-1".to_owned(),
+            auth_time: Some(t.clock.now()),
+            expires_at: t.clock.now() + 600,
+            nonce: "smoke".to_owned(),
+        },
+    );
+    let token = t.review_token("tenant-a", &id, ALICE);
+    let path = format!("/approvals/{id}/review");
+    let mut event = http_event("GET", &path, &[], "");
+    event["rawQueryString"] = json!(format!("token={token}"));
+    event["cookies"] = json!(["other=1", format!("__Host-countersign-session={session}")]);
+    let response = invoke("decide", env, event).await;
+    assert_eq!(response["statusCode"], 200, "{response}");
+    let body = response["body"].as_str().unwrap_or_default();
+    assert!(body.contains(&format!("As {ALICE}")), "{body}");
+    assert!(body.contains(r#"name="csrf""#), "{body}");
+}

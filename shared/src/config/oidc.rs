@@ -46,11 +46,13 @@ fn issuer(raw: &str) -> Result<String, &'static str> {
     if url.query().is_some() || url.fragment().is_some() {
         return Err("must have no query or fragment");
     }
-    if raw.trim_end_matches('/').len() > crate::domain::SignIn::MAX_ISSUER_BYTES {
+    if raw.len() > crate::domain::SignIn::MAX_ISSUER_BYTES {
         // Every vote cast after sign-in stores it.
         return Err("at most 128 bytes");
     }
-    Ok(raw.trim_end_matches('/').to_owned())
+    // As given: an ID token's `iss` must equal it exactly, and some providers' end in a slash
+    // (Auth0's `https://{domain}/`).
+    Ok(raw.to_owned())
 }
 
 pub fn parse_oidc(raw: &str) -> Result<BTreeMap<TenantId, OidcTenant>, String> {
@@ -132,7 +134,10 @@ mod tests {
         }))
         .unwrap();
         let acme = &parsed[&TenantId::parse("acme").unwrap()];
-        assert_eq!(acme.settings.issuer, "https://idp.example.com");
+        assert_eq!(
+            acme.settings.issuer, "https://idp.example.com/",
+            "as given: the provider's `iss` must match it exactly"
+        );
         assert_eq!(acme.settings.identity_claim, "email");
         assert_eq!(acme.settings.scopes, ["openid", "email"]);
         assert_eq!(acme.max_auth_age_seconds, None);
