@@ -344,3 +344,70 @@ pub async fn logout(
     );
     with_cookie(response, &set_cookie(SESSION_COOKIE, "", 0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oidc::OidcSettings;
+
+    fn oidc(max_auth_age_seconds: Option<u64>) -> OidcTenant {
+        OidcTenant {
+            settings: OidcSettings {
+                issuer: "https://idp.example.com".to_owned(),
+                client_id: "c".to_owned(),
+                client_secret: "a-client-secret".to_owned(),
+                identity_claim: "email".to_owned(),
+                scopes: vec!["openid".to_owned()],
+            },
+            max_auth_age_seconds,
+        }
+    }
+
+    fn session(auth_time: Option<EpochSeconds>) -> Session {
+        Session {
+            tenant: TenantId::parse("acme").unwrap(),
+            identity: Approver::parse("alice@example.com").unwrap(),
+            issuer: "https://idp.example.com".to_owned(),
+            sub: "alice-1".to_owned(),
+            auth_time,
+            expires_at: 10_000,
+            nonce: "n".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_cookie_is_found_by_its_exact_name_in_any_cookie_header() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; x__Host-countersign-session=forged"),
+        );
+        headers.append(
+            header::COOKIE,
+            HeaderValue::from_static("b=2;__Host-countersign-session=v.p.m"),
+        );
+        assert_eq!(cookie(&headers, SESSION_COOKIE), Some("v.p.m"));
+        assert_eq!(cookie(&headers, "a"), Some("1"));
+        assert_eq!(cookie(&headers, SIGN_IN_COOKIE), None);
+    }
+
+    #[test]
+    fn deciding_needs_an_authentication_no_older_than_max_auth_age() {
+        assert!(fresh_enough(&oidc(None), &session(None), 5_000), "no limit");
+        let limited = oidc(Some(300));
+        assert!(fresh_enough(&limited, &session(Some(4_700)), 5_000));
+        assert!(!fresh_enough(&limited, &session(Some(4_699)), 5_000));
+        assert!(
+            !fresh_enough(&limited, &session(None), 5_000),
+            "an unknown auth_time is old"
+        );
+    }
+
+    #[test]
+    fn the_provider_s_origin_is_what_a_form_may_lead_to() {
+        assert_eq!(
+            provider_origin(&oidc(None)).as_deref(),
+            Some("https://idp.example.com")
+        );
+    }
+}
