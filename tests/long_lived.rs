@@ -27,6 +27,8 @@ use serde_json::json;
 mod client;
 #[path = "long_lived/rounds.rs"]
 mod rounds;
+#[path = "long_lived/sign_in_round.rs"]
+mod sign_in_round;
 
 use client::{create, decide, get, send, wait_until_executed};
 use rounds::{approval_only_round, github_round, secret_for_agents};
@@ -163,6 +165,15 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let slack = FakeSlack::start().await;
     // ... and gates GitHub deployments (after the rest, on the same runner).
     let github = FakeGithub::start().await;
+    // ... and its approvers sign in (after the rest): the runner's port is chosen first, as
+    // the provider must know its redirect URI.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let base = format!("http://127.0.0.1:{port}");
+    let provider =
+        countersign_tests::oidc::TestProvider::start(sign_in_round::provider_config(&base)).await;
     let prefix = format!("ll-{}", ulid::Ulid::new().to_string().to_lowercase());
     let mut env = isolated_env(&prefix).await;
     env.extend(
@@ -180,10 +191,9 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
                 json!({"acme": {"tenant": TENANT_A, "secrets": [ACME_SECRET]}}).to_string(),
             ),
             ("DECISION_TOKEN_SECRET", TOKEN_SECRET.to_owned()),
-            (
-                "PUBLIC_BASE_URL",
-                "https://approvals.example.com".to_owned(),
-            ),
+            ("PORT", port.to_string()),
+            ("PUBLIC_BASE_URL", base.clone()),
+            ("OIDC", sign_in_round::oidc_env(&provider.issuer)),
             // As a deployment gives them: the bot token and the App's key apart from the
             // rest, where the webhook function cannot read them.
             slack.split_env()[0].clone(),
@@ -415,6 +425,12 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     println!(
         "then {deployments} GitHub deployments on the same runner, each a storm of deliveries: \
          one approval each, GitHub told {told} decisions, one per round, none for a run that ended"
+    );
+    let signed_in = sign_in_round::sign_in_round(&runner, &provider, &downstream).await;
+    println!(
+        "then {signed_in} 2-of-2 approvals decided on the same runner by two signed-in approvers, \
+         each clicking twice at once, with sessionless and cross-site posts mixed in: each \
+         executed once"
     );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);

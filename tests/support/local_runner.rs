@@ -81,10 +81,15 @@ impl LocalRunner {
     /// [`LocalRunner::start`] against the local AWS at `endpoint` (`None`: what the
     /// environment's `AWS_ENDPOINT_URL` names).
     pub async fn start_against(endpoint: Option<String>, env: &[(String, String)]) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        // `PORT` in `env` chooses it (a test that must know the runner's origin before it
+        // starts: sign-in's redirect URI); otherwise a free one.
+        let port = match env.iter().find(|(name, _)| name == "PORT") {
+            Some((_, port)) => port.parse().expect("PORT is a port"),
+            None => TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port(),
+        };
         let mut command = Command::new(function_binary("countersign-local", "debug"));
         command
             .env_clear()
