@@ -1,6 +1,7 @@
 //! The review page in a real headless Chromium: double clicks, reloads, the back button, two
 //! approvers at once, and hostile context. Disabling a button is not duplicate protection; the
-//! server is — so the browser is left to do what browsers do.
+//! server is — so the browser is left to do what browsers do. A tenant whose approvers sign in
+//! at an OpenID Provider first: [`sign_in`].
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -10,6 +11,8 @@ use countersign_tests::{ALICE, BOB, KEY_A, TestApp, deploy_body};
 use fantoccini::Locator;
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use serde_json::json;
+
+mod sign_in;
 
 /// Where screenshots go: `docs/screenshots/` with UPDATE_SCREENSHOTS=1 (they are shown in the
 /// README), `target/screenshots/` otherwise.
