@@ -43,7 +43,8 @@ async fn the_pending_page_shows_the_request_and_two_buttons() {
     assert!(html.contains(ALICE) && html.contains(BOB));
     assert!(html.contains(r#"value="approve""#) && html.contains(r#"value="reject""#));
     assert_eq!(reply.headers["cache-control"], "no-store");
-    assert_eq!(reply.headers["referrer-policy"], "no-referrer");
+    // No referrer to another origin; this origin's own posts keep their `Origin`.
+    assert_eq!(reply.headers["referrer-policy"], "same-origin");
     let csp = reply.headers["content-security-policy"].to_str().unwrap();
     assert!(
         csp.starts_with("default-src 'none'")

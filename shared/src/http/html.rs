@@ -53,7 +53,9 @@ fn content_security_policy(form_action: Option<&str>) -> HeaderValue {
 }
 
 /// The headers of every page: no caching (a page may hold a live token or a CSRF token), no
-/// referrer (a review URL holds its token), and the policy above.
+/// referrer to another origin (a review URL holds its token; the identity provider is another
+/// origin), and the policy above. Not `no-referrer`: under it a browser sends `Origin: null`
+/// with a form post even to this origin, and a signed-in approver's post must show its origin.
 pub(super) fn secured_for(mut response: Response, form_action: Option<&str>) -> Response {
     let headers: [(HeaderName, HeaderValue); 5] = [
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
@@ -63,7 +65,7 @@ pub(super) fn secured_for(mut response: Response, form_action: Option<&str>) -> 
         ),
         (
             header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
+            HeaderValue::from_static("same-origin"),
         ),
         (
             header::X_CONTENT_TYPE_OPTIONS,
