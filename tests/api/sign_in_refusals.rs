@@ -11,18 +11,13 @@
 use countersign::domain::TenantId;
 use countersign::review_token::TokenSecret;
 use countersign::session::{Session, SessionKeys};
-use countersign_tests::sign_in::{SESSION_COOKIE, SignInStack, hidden, link, location, set_cookie};
+use countersign_tests::sign_in::{
+    SESSION_COOKIE, SignInStack, hidden, link, location, set_cookie, two_of_two,
+};
 use countersign_tests::{
     ALICE, ApiKeys, BOB, CAROL, CreateBody, KEY_A, KEY_B, MALLORY, TENANT_A, TENANT_B, TOKEN_SECRET,
 };
 use serde_json::{Value, json};
-
-fn two_of_two(approvers: &[&str]) -> String {
-    CreateBody::new("deploy", approvers)
-        .payload(json!({"service": "api"}))
-        .policy(json!({"rules": [{"name": "both", "approvers": approvers, "min_approvals": 2}]}))
-        .to_string()
-}
 
 fn keys() -> SessionKeys {
     SessionKeys::new(&TokenSecret::parse(TOKEN_SECRET).expect("the test secret"))
@@ -57,7 +52,7 @@ async fn a_review_link_without_a_session_decides_nothing_however_it_is_fetched()
     let s = SignInStack::start(json!({}), &[]).await;
     let t = &s.t;
     let id = t
-        .create_ok(KEY_A, "scan-1", &two_of_two(&[ALICE, BOB]))
+        .create_ok(KEY_A, "scan-1", &two_of_two(0, &[ALICE, BOB]))
         .await;
     let link_url = t.review_link(&id, ALICE);
     for _ in 0..3 {
@@ -133,7 +128,7 @@ async fn a_review_link_without_a_session_decides_nothing_however_it_is_fetched()
 
     // Tenant B has no OIDC: its links are v1's bearer credentials, and still decide.
     let theirs = t
-        .create_ok(KEY_B, "scan-2", &two_of_two(&[ALICE, BOB]))
+        .create_ok(KEY_B, "scan-2", &two_of_two(0, &[ALICE, BOB]))
         .await;
     let token = t.review_token(TENANT_B, &theirs, ALICE);
     let posted = s
@@ -231,7 +226,7 @@ async fn a_session_of_another_tenant_tampered_forged_or_expired_is_no_session() 
     let s = SignInStack::start(json!({}), &[]).await;
     let t = &s.t;
     let id = t
-        .create_ok(KEY_A, "cookie-1", &two_of_two(&[ALICE, BOB]))
+        .create_ok(KEY_A, "cookie-1", &two_of_two(0, &[ALICE, BOB]))
         .await;
     let alice = s.sign_in(ALICE, "/").await;
     let now = t.clock.now();
@@ -298,7 +293,7 @@ async fn a_person_not_listed_gets_403_and_the_requester_cannot_decide() {
     let s = SignInStack::start(json!({}), &[("API_KEYS", &keys_config)]).await;
     let t = &s.t;
     let id = t
-        .create_ok(KEY_A, "listed-1", &two_of_two(&[ALICE, BOB]))
+        .create_ok(KEY_A, "listed-1", &two_of_two(0, &[ALICE, BOB]))
         .await;
     let mallory = s.sign_in(MALLORY, "/").await;
     let page = s
@@ -356,7 +351,7 @@ async fn a_person_not_listed_gets_403_and_the_requester_cannot_decide() {
 async fn sessions_outlive_a_provider_key_rotation_and_new_sign_ins_verify_under_the_new_key() {
     let mut s = SignInStack::start(json!({}), &[]).await;
     let id =
-        s.t.create_ok(KEY_A, "rotate-1", &two_of_two(&[ALICE, BOB]))
+        s.t.create_ok(KEY_A, "rotate-1", &two_of_two(0, &[ALICE, BOB]))
             .await;
     let alice = s.sign_in(ALICE, "/").await;
     s.rotate_provider_keys().await;
@@ -407,7 +402,7 @@ async fn an_old_sign_in_signs_in_again_before_deciding() {
     let s = SignInStack::start(json!({"max_auth_age_seconds": 300}), &[]).await;
     let t = &s.t;
     let id = t
-        .create_ok(KEY_A, "step-up-1", &two_of_two(&[ALICE, BOB]))
+        .create_ok(KEY_A, "step-up-1", &two_of_two(0, &[ALICE, BOB]))
         .await;
     let alice = s.sign_in(ALICE, "/").await;
     let now = t.clock.now();

@@ -6,28 +6,17 @@
 use std::time::{Duration, Instant};
 
 use countersign_tests::browser::Browser;
-use countersign_tests::sign_in::{SESSION_COOKIE, SignInStack};
-use countersign_tests::{
-    ALICE, BOB, CreateBody, KEY_A, MALLORY, TENANT_A, TestApp, eventually, execute_key,
-};
+use countersign_tests::sign_in::{SESSION_COOKIE, SignInStack, two_of_two};
+use countersign_tests::{ALICE, BOB, KEY_A, MALLORY, TENANT_A, eventually, execute_key};
 use fantoccini::Locator;
 use fantoccini::elements::Element;
-use serde_json::{Value, json};
+use serde_json::json;
 use url::Url;
 
 use super::screenshot_path;
 
 /// How long a page may take to come (a sign-in is five page loads and three redirects).
 const PAGE_WAIT: Duration = Duration::from_secs(20);
-
-/// A `deploy` of `build` that needs both `approvers`.
-fn two_of_two(build: u64, approvers: &[&str]) -> String {
-    CreateBody::new("deploy", approvers)
-        .payload(json!({"service": "api", "build": build}))
-        .context(json!({"summary": format!("Deploy api build {build}")}))
-        .policy(json!({"rules": [{"name": "both", "approvers": approvers, "min_approvals": 2}]}))
-        .to_string()
-}
 
 /// Waits for an element on the browser's page.
 async fn element(browser: &Browser, css: &str) -> Element {
@@ -193,18 +182,6 @@ async fn reload_until_outcome(browser: &Browser, wanted: &str) -> String {
     }
 }
 
-async fn approval(t: &TestApp, id: &str) -> Value {
-    let reply = t
-        .send(
-            t.http
-                .get(t.url(&format!("/approvals/{id}")))
-                .bearer_auth(KEY_A),
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    reply.json()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_approvers_signed_in_at_once_in_two_browsers_meet_a_2_of_2_quorum_and_the_action_runs_once()
  {
@@ -253,7 +230,7 @@ async fn two_approvers_signed_in_at_once_in_two_browsers_meet_a_2_of_2_quorum_an
         wait_for_page(&alice, &review, "#outcome"),
         wait_for_page(&bob, &review, "#outcome")
     );
-    let decided = approval(t, &id).await;
+    let decided = s.approval(&id).await;
     assert_eq!(decided["status"], "approved", "{decided}");
     let votes = decided["votes"].as_array().expect("votes");
     let mut voters: Vec<&str> = votes
@@ -347,7 +324,7 @@ async fn a_link_opened_without_signing_in_decides_nothing() {
     assert_signed_out(&browser).await;
     assert_eq!(t.requests.count("GET", &review), 5, "each a GET");
 
-    let untouched = approval(t, &id).await;
+    let untouched = s.approval(&id).await;
     assert_eq!(untouched["status"], "pending");
     assert_eq!(untouched["votes"], json!([]), "no vote: {untouched}");
     assert_eq!(
@@ -376,7 +353,7 @@ async fn a_link_opened_without_signing_in_decides_nothing() {
     assert!(text(&browser, "main").await.contains(MALLORY));
     assert_eq!(count(&browser, "button.approve").await, 0);
     assert_eq!(count(&browser, "pre").await, 0, "the payload is not shown");
-    let still = approval(t, &id).await;
+    let still = s.approval(&id).await;
     assert_eq!(
         (still["status"].as_str(), &still["votes"]),
         (Some("pending"), &json!([]))

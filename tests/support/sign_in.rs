@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use crate::oidc::{TestProvider, form_body};
-use crate::{Reply, TENANT_A, TestApp};
+use crate::{CreateBody, KEY_A, Reply, TENANT_A, TestApp};
 
 pub const CLIENT_ID: &str = "countersign";
 pub const CLIENT_SECRET: &str = "countersign-client-secret-0123456789";
@@ -30,6 +30,16 @@ pub fn accounts() -> Value {
         person("mallory", true),
         person("eve", false),
     ])
+}
+
+/// A `deploy` of `build` (summary "Deploy api build {build}") that needs both `approvers`
+/// (rule `both`).
+pub fn two_of_two(build: u64, approvers: &[&str]) -> String {
+    CreateBody::new("deploy", approvers)
+        .payload(json!({"service": "api", "build": build}))
+        .context(json!({"summary": format!("Deploy api build {build}")}))
+        .policy(json!({"rules": [{"name": "both", "approvers": approvers, "min_approvals": 2}]}))
+        .to_string()
 }
 
 pub struct SignInStack {
@@ -171,6 +181,20 @@ impl SignInStack {
             );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+    }
+
+    /// Tenant A's approval `id`, as the API answers it.
+    pub async fn approval(&self, id: &str) -> Value {
+        let t = &self.t;
+        let reply = t
+            .send(
+                t.http
+                    .get(t.url(&format!("/approvals/{id}")))
+                    .bearer_auth(KEY_A),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        reply.json()
     }
 
     /// GET `path` (or a whole URL) with the session cookie `session`, if any.
