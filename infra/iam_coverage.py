@@ -41,6 +41,10 @@ UNUSED: dict[tuple[str, str, str], str] = {
     ("ReconcilerRole", "dynamodb:UpdateItem", "ExecutionLedgerTable.Arn"):
         "An execution begun before v5 keeps its ledger item in the ledger table, and the reconciler ends it "
         "there when it is stuck: a path only an upgraded stack takes, which no test makes stuck.",
+    ("DecideRole", "dynamodb:BatchWriteItem", "ApprovalIndexTable.Arn"):
+        "The inbox is the listing's approver facet, and a listing removes the approval index's items from "
+        "before v5 it finds stale: only a stack upgraded from before v5 holds them, and the upgrade tests "
+        "list through the API function.",
     ("DispatchRole", "dynamodb:ListStreams", "ApprovalsTable.StreamArn"):
         "Lambda's event source mapping may list the table's streams; the local poller is given the stream "
         "as CloudFormation gives the mapping (its ARN) and never lists.",

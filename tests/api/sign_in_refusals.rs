@@ -153,7 +153,8 @@ async fn a_review_link_without_a_session_decides_nothing_however_it_is_fetched()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_sign_ins_set_no_session() {
-    let s = SignInStack::start(json!({}), &[]).await;
+    // `OIDC` read from its secret, by the decide function's role.
+    let s = SignInStack::start_from_secret(json!({})).await;
     // A tampered state.
     let (authorize, cookie) = s.begin("/", false).await;
     let back = s.provider().sign_in(authorize.as_str(), ALICE).await;
@@ -177,11 +178,18 @@ async fn refused_sign_ins_set_no_session() {
     let reply = s.finish(&back, None).await;
     assert_eq!(reply.status, 400);
     assert_eq!(set_cookie(&reply, SESSION_COOKIE), None);
-    // Another sign-in's cookie (its state, nonce and verifier).
-    let (_, other_cookie) = s.begin("/", false).await;
+    // Another sign-in's cookie (its state, nonce and verifier), sent under this sign-in's name.
+    let (_, other) = s.begin("/", false).await;
+    let (name, _) = cookie.split_once('=').expect("name=value");
+    let (_, other_value) = other.split_once('=').expect("name=value");
+    let other_cookie = format!("{name}={other_value}");
     let reply = s.finish(&back, Some(&other_cookie)).await;
     assert_eq!(reply.status, 403);
     assert_eq!(set_cookie(&reply, SESSION_COOKIE), None);
+    // Two sign-ins under way at once (two tabs): each keeps its own cookie.
+    assert_ne!(other.split_once('=').map(|p| p.0), Some(name));
+    let reply = s.finish(&back, Some(&other)).await;
+    assert_eq!(reply.status, 400, "not this sign-in's cookie");
     // The untouched callback signs in once; its code replayed, never again.
     let reply = s.finish(&back, Some(&cookie)).await;
     assert_eq!(reply.status, 303, "{}", reply.text());

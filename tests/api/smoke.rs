@@ -405,7 +405,7 @@ async fn decide_signs_in_with_cookies_as_api_gateway_carries_them() {
     assert!(
         cookies.iter().any(|c| c
             .as_str()
-            .is_some_and(|c| c.starts_with("__Host-countersign-sign-in=") && c.contains("Secure"))),
+            .is_some_and(|c| c.starts_with("__Host-countersign-sign-in-") && c.contains("Secure"))),
         "{response}"
     );
     // The review page, the session in the event's `cookies`: it decides for her.

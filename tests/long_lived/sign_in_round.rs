@@ -55,7 +55,15 @@ async fn sign_in(
     let login_url = runner.url(&format!("/auth/{TENANT_A}/login?return_to=%2F"));
     let started = http.get(login_url).send().await.expect("login");
     assert_eq!(started.status(), 302);
-    let sign_in_cookie = cookie_set(&started, SIGN_IN_COOKIE).expect("the sign-in cookie");
+    // Each sign-in's cookie is named after its state.
+    let sign_in_cookie = started
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok()?.split(';').next())
+        .find(|pair| pair.starts_with(&format!("{SIGN_IN_COOKIE}-")))
+        .expect("the sign-in cookie")
+        .to_owned();
     let authorize = started.headers()[LOCATION]
         .to_str()
         .expect("ASCII")
@@ -68,7 +76,7 @@ async fn sign_in(
     ));
     let done = http
         .get(callback)
-        .header(COOKIE, format!("{SIGN_IN_COOKIE}={sign_in_cookie}"))
+        .header(COOKIE, sign_in_cookie)
         .send()
         .await
         .expect("callback");

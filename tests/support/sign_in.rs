@@ -14,6 +14,7 @@ use crate::{CreateBody, KEY_A, Reply, TENANT_A, TestApp};
 pub const CLIENT_ID: &str = "countersign";
 pub const CLIENT_SECRET: &str = "countersign-client-secret-0123456789";
 pub const SESSION_COOKIE: &str = "__Host-countersign-session";
+/// Each sign-in's cookie is this, a dash and the start of its `state`.
 pub const SIGN_IN_COOKIE: &str = "__Host-countersign-sign-in";
 
 /// The provider's people: `sub`s are `<name>-1`. Eve's email is not verified; Mallory is
@@ -61,6 +62,16 @@ impl SignInStack {
     /// Tenant A signs in at a provider of its own; `oidc` adds to its `OIDC` entry (e.g.
     /// `max_auth_age_seconds`); `overrides` as [`TestApp::start_with`].
     pub async fn start(oidc: Value, overrides: &[(&str, &str)]) -> Self {
+        Self::start_as(oidc, overrides, false).await
+    }
+
+    /// [`SignInStack::start`] without the jobs, its `OIDC` in a Secrets Manager secret (as the
+    /// template gives it: `OIDC_SECRET_ARN`, which only the decide function's role may read).
+    pub async fn start_from_secret(oidc: Value) -> Self {
+        Self::start_as(oidc, &[], true).await
+    }
+
+    async fn start_as(oidc: Value, overrides: &[(&str, &str)], from_secret: bool) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -71,10 +82,15 @@ impl SignInStack {
             entry[key] = value.clone();
         }
         let config = json!({ TENANT_A: entry }).to_string();
-        let mut all = vec![("OIDC", config.as_str()), ("PUBLIC_BASE_URL", "{base}")];
+        let mut all = vec![("PUBLIC_BASE_URL", "{base}")];
         all.extend_from_slice(overrides);
-        // With the jobs running: the inbox reads the approval index dispatch keeps.
-        let t = TestApp::start_jobs(&all).await;
+        let t = if from_secret {
+            TestApp::start_with_secrets(&all, &[("OIDC", config.as_str())]).await
+        } else {
+            all.push(("OIDC", config.as_str()));
+            // With the jobs running: the inbox reads the approval index dispatch keeps.
+            TestApp::start_jobs(&all).await
+        };
         let mut stack = Self {
             t,
             provider: None,
@@ -122,8 +138,8 @@ impl SignInStack {
         self.t.base.clone()
     }
 
-    /// `GET /auth/{tenant}/login?return_to=…`: the provider's authorize URL and the sign-in
-    /// cookie.
+    /// `GET /auth/{tenant}/login?return_to=…`: the provider's authorize URL and the sign-in's
+    /// cookie, as a `Cookie` header sends it (`name=value`).
     pub async fn begin(&self, return_to: &str, step_up: bool) -> (Url, String) {
         let mut query = url::form_urlencoded::Serializer::new(String::new());
         query.append_pair("return_to", return_to);
@@ -135,18 +151,19 @@ impl SignInStack {
             .await;
         assert_eq!(reply.status, 302, "login: {}", reply.text());
         let to = Url::parse(location(&reply)).expect("the provider's URL");
-        let cookie = set_cookie(&reply, SIGN_IN_COOKIE).expect("the sign-in cookie");
+        let cookie = sign_in_cookie_of(&reply).expect("the sign-in cookie");
         (to, cookie)
     }
 
-    /// The callback the provider sent the person to, requested with `sign_in_cookie`.
+    /// The callback the provider sent the person to, requested with `sign_in_cookie`
+    /// (`name=value`).
     pub async fn finish(&self, callback: &Url, sign_in_cookie: Option<&str>) -> Reply {
         let path = format!(
             "{}?{}",
             callback.path(),
             callback.query().unwrap_or_default()
         );
-        let cookie = sign_in_cookie.map(|c| format!("{SIGN_IN_COOKIE}={c}"));
+        let cookie = sign_in_cookie.map(str::to_owned);
         self.get_with(&path, cookie.as_deref()).await
     }
 
@@ -259,6 +276,18 @@ pub fn set_cookie(reply: &Reply, name: &str) -> Option<String> {
         .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
         .filter(|value| !value.is_empty())
+}
+
+/// The sign-in cookie a reply sets, as `name=value` (its name is the sign-in's own).
+pub fn sign_in_cookie_of(reply: &Reply) -> Option<String> {
+    reply
+        .headers
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .find(|pair| pair.starts_with(&format!("{SIGN_IN_COOKIE}-")))
+        .map(str::to_owned)
 }
 
 /// The value of the hidden input `name` on a page.

@@ -33,11 +33,22 @@ impl Config {
                     self.secrets.decision_token_secret.is_some(),
                     "DECISION_TOKEN_SECRET",
                 )?;
-                // Sign-in's redirect URI, and the origin a form post must come from.
+                // Sign-in's redirect URI, and the origin a form post must come from; https,
+                // as browsers keep the session's Secure cookie only there (and on loopback).
                 require(
                     self.secrets.oidc.is_empty() || self.public_base_url.is_some(),
                     "PUBLIC_BASE_URL",
-                )
+                )?;
+                match &self.public_base_url {
+                    Some(base) if !self.secrets.oidc.is_empty() && !secure_origin(base) => {
+                        Err(ConfigError::new(
+                            "PUBLIC_BASE_URL",
+                            "must be https once a tenant signs in (OIDC): browsers keep the \
+                             session's Secure cookie only on https (and loopback)",
+                        ))
+                    }
+                    _ => Ok(()),
+                }
             }
             // Provider webhooks, Slack's clicks, GitHub's events, any of them or none (a
             // deployment that takes no webhook answers every source 404).
@@ -240,6 +251,20 @@ impl Function {
     }
 }
 
+/// Whether `url` is https, or http on loopback (a browser's secure contexts).
+fn secure_origin(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    match (url.scheme(), url.host()) {
+        ("https", _) => true,
+        ("http", Some(url::Host::Ipv4(ip))) => ip.is_loopback(),
+        ("http", Some(url::Host::Ipv6(ip))) => ip.is_loopback(),
+        ("http", Some(url::Host::Domain(name))) => name == "localhost",
+        _ => false,
+    }
+}
+
 /// The configuration of jobs: where they queue and where review links point. `NOTIFIER_URL`
 /// is optional: without it, no notify job is made (see the dispatcher).
 #[derive(Debug, Clone, Copy)]
@@ -370,6 +395,23 @@ mod tests {
             "{warnings:?}"
         );
         assert!(warnings.iter().any(|w| w.contains("tenant globex")));
+        let plain = ("PUBLIC_BASE_URL", "http://approvals.example.com");
+        assert_eq!(
+            config(&[keys, secret, oidc, plain])
+                .unwrap()
+                .check_for(Function::Decide)
+                .unwrap_err()
+                .variable,
+            "PUBLIC_BASE_URL",
+            "the session cookie is Secure"
+        );
+        let loopback = ("PUBLIC_BASE_URL", "http://127.0.0.1:3000");
+        assert!(
+            config(&[keys, secret, oidc, loopback])
+                .unwrap()
+                .check_for(Function::Decide)
+                .is_ok()
+        );
         let base = ("PUBLIC_BASE_URL", "https://approvals.example.com");
         assert!(
             config(&[keys, secret, oidc, base])

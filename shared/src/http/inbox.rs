@@ -13,7 +13,7 @@ use axum::response::Response;
 use maud::{Markup, html};
 use serde_json::{Value, json};
 
-use super::html::{notice, page_for, see_other, span, unavailable, when};
+use super::html::{notice, page, see_other, span, unavailable, when};
 use super::pages::{DEFAULT_LIMIT, cursor_key};
 use super::sign_in;
 use crate::App;
@@ -47,7 +47,7 @@ pub async fn show(
             "Check the address.",
         );
     };
-    let Some(oidc) = sign_in::oidc_of(&app, &tenant) else {
+    if sign_in::oidc_of(&app, &tenant).is_none() {
         return notice(
             StatusCode::NOT_FOUND,
             "No inbox",
@@ -166,12 +166,8 @@ pub async fn show(
         next.as_deref(),
         now,
     );
-    page_for(
-        StatusCode::OK,
-        "Inbox",
-        body,
-        sign_in::provider_origin(&oidc).as_deref(),
-    )
+    // Its only form is Sign out, on this origin.
+    page(StatusCode::OK, "Inbox", body)
 }
 
 fn summary(approval: &Approval) -> String {

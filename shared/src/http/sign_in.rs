@@ -20,8 +20,8 @@ use crate::App;
 use crate::config::OidcTenant;
 use crate::domain::{Approver, EpochSeconds, SignIn, TenantId};
 use crate::session::{
-    SESSION_COOKIE, SIGN_IN_COOKIE, SIGN_IN_SECONDS, Session, SessionKeys, SignInState, return_to,
-    set_cookie,
+    SESSION_COOKIE, SIGN_IN_SECONDS, Session, SessionKeys, SignInState, return_to, set_cookie,
+    sign_in_cookie,
 };
 
 /// The path of this deployment's root on its origin: `PUBLIC_BASE_URL`'s path (an API stage's
@@ -53,8 +53,18 @@ pub(super) fn oidc_of(app: &App, tenant: &TenantId) -> Option<OidcTenant> {
     app.secrets().oidc.get(tenant).cloned()
 }
 
-/// The provider's origin (the pages' `form-action` lets a post lead there to sign in).
-pub(super) fn provider_origin(oidc: &OidcTenant) -> Option<String> {
+/// Where a form of `tenant`'s pages may lead to sign in (its `form-action`): the provider's
+/// authorization endpoint's origin once discovered (Cognito's is not its issuer's), else the
+/// issuer's. A post without a session is sent there through the login route, and browsers check
+/// `form-action` on each redirect.
+pub(super) fn provider_origin(app: &App, tenant: &TenantId, oidc: &OidcTenant) -> Option<String> {
+    if let Some(origin) = app
+        .relying_parties
+        .discovered(tenant, &oidc.settings)
+        .and_then(|party| party.authorization_origin())
+    {
+        return Some(origin);
+    }
     let url = url::Url::parse(&oidc.settings.issuer).ok()?;
     Some(url.origin().ascii_serialization())
 }
@@ -107,12 +117,15 @@ pub(super) fn csrf_holds(app: &App, session: &Session, token: Option<&str>) -> b
     }
 }
 
-/// Whether `session` authenticated recently enough to decide (`max_auth_age_seconds`).
-pub(super) fn fresh_enough(oidc: &OidcTenant, session: &Session, now: EpochSeconds) -> bool {
+/// Whether an authentication at `auth_time` is recent enough to decide (`max_auth_age_seconds`).
+pub(super) fn fresh_enough(
+    oidc: &OidcTenant,
+    auth_time: Option<EpochSeconds>,
+    now: EpochSeconds,
+) -> bool {
     match oidc.max_auth_age_seconds {
         None => true,
-        Some(max) => session
-            .auth_time
+        Some(max) => auth_time
             .is_some_and(|at| now.saturating_sub(at) <= i64::try_from(max).unwrap_or(i64::MAX)),
     }
 }
@@ -168,8 +181,9 @@ fn no_sign_in() -> Response {
     )
 }
 
-/// A failed or tampered sign-in: the same page whatever failed (the reason is logged).
-fn failed(status: StatusCode, reason: &str) -> Response {
+/// A failed or tampered sign-in: the same page whatever failed (the reason is logged); the
+/// sign-in's cookie (`cookie_name`, when known) is cleared.
+fn failed(status: StatusCode, reason: &str, cookie_name: Option<&str>) -> Response {
     tracing::warn!(reason, "sign-in refused");
     let response = notice(
         status,
@@ -177,7 +191,10 @@ fn failed(status: StatusCode, reason: &str) -> Response {
         "Sign-in did not complete",
         "Nothing was signed in. Go back to the link you followed and sign in again.",
     );
-    with_cookie(response, &set_cookie(SIGN_IN_COOKIE, "", 0))
+    match cookie_name {
+        Some(name) => with_cookie(response, &set_cookie(name, "", 0)),
+        None => response,
+    }
 }
 
 /// The signing-in tenant named by the path, with its sign-in configuration and this
@@ -234,11 +251,11 @@ pub async fn login(
         return_to: back_to,
         expires_at: app.clock.now() + SIGN_IN_SECONDS,
     };
-    let cookie = set_cookie(
-        SIGN_IN_COOKIE,
-        &keys.seal_sign_in(&sign_in),
-        SIGN_IN_SECONDS,
-    );
+    // Named by its state: a sign-in started in another tab keeps its own.
+    let Some(name) = sign_in_cookie(&sign_in.state) else {
+        return unavailable();
+    };
+    let cookie = set_cookie(&name, &keys.seal_sign_in(&sign_in), SIGN_IN_SECONDS);
     with_cookie(
         redirect(StatusCode::FOUND, authorization.url.as_str()),
         &cookie,
@@ -258,20 +275,28 @@ pub async fn callback(
         Err(response) => return *response,
     };
     let now = app.clock.now();
-    let Some(sign_in) = cookie(&headers, SIGN_IN_COOKIE)
+    let state = query_param(query.as_deref(), "state").unwrap_or_default();
+    let Some(cookie_name) = sign_in_cookie(&state) else {
+        return failed(StatusCode::BAD_REQUEST, "no state", None);
+    };
+    let name = Some(cookie_name.as_str());
+    let Some(sign_in) = cookie(&headers, &cookie_name)
         .and_then(|cookie| keys.open_sign_in(cookie, &tenant, now).ok())
     else {
-        return failed(StatusCode::BAD_REQUEST, "no sign-in under way");
+        return failed(StatusCode::BAD_REQUEST, "no sign-in under way", name);
     };
-    if let Some(error) = query_param(query.as_deref(), "error") {
-        return failed(StatusCode::FORBIDDEN, &format!("the provider said {error}"));
-    }
-    let state = query_param(query.as_deref(), "state").unwrap_or_default();
     if !bool::from(state.as_bytes().ct_eq(sign_in.state.as_bytes())) {
-        return failed(StatusCode::FORBIDDEN, "state mismatch");
+        return failed(StatusCode::FORBIDDEN, "state mismatch", name);
+    }
+    if let Some(error) = query_param(query.as_deref(), "error") {
+        return failed(
+            StatusCode::FORBIDDEN,
+            &format!("the provider said {error}"),
+            name,
+        );
     }
     let Some(code) = query_param(query.as_deref(), "code") else {
-        return failed(StatusCode::BAD_REQUEST, "no code");
+        return failed(StatusCode::BAD_REQUEST, "no code", name);
     };
     let party = match app.relying_parties.of(&tenant, &oidc.settings).await {
         Ok(party) => party,
@@ -285,15 +310,32 @@ pub async fn callback(
         .await
     {
         Ok(signed_in) => signed_in,
-        Err(error) => return failed(StatusCode::FORBIDDEN, &error.to_string()),
+        Err(error) => return failed(StatusCode::FORBIDDEN, &error.to_string(), name),
     };
     let Ok(identity) = Approver::parse(&signed_in.identity) else {
-        return failed(StatusCode::FORBIDDEN, "the identity is not an approver's");
+        return failed(
+            StatusCode::FORBIDDEN,
+            "the identity is not an approver's",
+            name,
+        );
     };
     if signed_in.subject.len() > SignIn::MAX_SUB_BYTES
         || signed_in.issuer.len() > SignIn::MAX_ISSUER_BYTES
     {
-        return failed(StatusCode::FORBIDDEN, "sub or iss longer than 128 bytes");
+        return failed(
+            StatusCode::FORBIDDEN,
+            "sub or iss longer than 128 bytes",
+            name,
+        );
+    }
+    // Asked with `max_age`, a provider must state `auth_time` and authenticate again when it is
+    // older: one that does neither would send the person round "sign in again" for ever.
+    if oidc.max_auth_age_seconds.is_some() && !fresh_enough(&oidc, signed_in.auth_time, now) {
+        return failed(
+            StatusCode::FORBIDDEN,
+            "the provider stated no auth_time within max_auth_age_seconds",
+            name,
+        );
     }
     let session = Session {
         tenant,
@@ -315,7 +357,7 @@ pub async fn callback(
             app.config.session_seconds,
         ),
     );
-    with_cookie(response, &set_cookie(SIGN_IN_COOKIE, "", 0))
+    with_cookie(response, &set_cookie(&cookie_name, "", 0))
 }
 
 /// `POST /auth/{tenant}/logout`: the session cookie cleared (from this origin's pages only).
@@ -349,6 +391,7 @@ pub async fn logout(
 mod tests {
     use super::*;
     use crate::oidc::OidcSettings;
+    use crate::session::SIGN_IN_COOKIE;
 
     fn oidc(max_auth_age_seconds: Option<u64>) -> OidcTenant {
         OidcTenant {
@@ -360,18 +403,6 @@ mod tests {
                 scopes: vec!["openid".to_owned()],
             },
             max_auth_age_seconds,
-        }
-    }
-
-    fn session(auth_time: Option<EpochSeconds>) -> Session {
-        Session {
-            tenant: TenantId::parse("acme").unwrap(),
-            identity: Approver::parse("alice@example.com").unwrap(),
-            issuer: "https://idp.example.com".to_owned(),
-            sub: "alice-1".to_owned(),
-            auth_time,
-            expires_at: 10_000,
-            nonce: "n".to_owned(),
         }
     }
 
@@ -393,21 +424,13 @@ mod tests {
 
     #[test]
     fn deciding_needs_an_authentication_no_older_than_max_auth_age() {
-        assert!(fresh_enough(&oidc(None), &session(None), 5_000), "no limit");
+        assert!(fresh_enough(&oidc(None), None, 5_000), "no limit");
         let limited = oidc(Some(300));
-        assert!(fresh_enough(&limited, &session(Some(4_700)), 5_000));
-        assert!(!fresh_enough(&limited, &session(Some(4_699)), 5_000));
+        assert!(fresh_enough(&limited, Some(4_700), 5_000));
+        assert!(!fresh_enough(&limited, Some(4_699), 5_000));
         assert!(
-            !fresh_enough(&limited, &session(None), 5_000),
+            !fresh_enough(&limited, None, 5_000),
             "an unknown auth_time is old"
-        );
-    }
-
-    #[test]
-    fn the_provider_s_origin_is_what_a_form_may_lead_to() {
-        assert_eq!(
-            provider_origin(&oidc(None)).as_deref(),
-            Some("https://idp.example.com")
         );
     }
 }

@@ -122,6 +122,11 @@ pub struct RelyingParty {
     http: reqwest::Client,
 }
 
+/// The clock skew tolerated between the provider and this function (as `exp` is checked).
+const MAX_CLOCK_SKEW_SECONDS: i64 = 60;
+/// The oldest an ID token's `iat` may be: the longest a sign-in may take at the provider.
+const MAX_ID_TOKEN_AGE_SECONDS: i64 = 900;
+
 /// The most often the provider's keys are fetched again for a token that names an unknown key.
 const KEYS_REFETCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -295,9 +300,24 @@ impl RelyingParty {
                 ClientId::new(self.settings.client_id.clone()),
                 Some(ClientSecret::new(self.settings.client_secret.clone())),
             );
+            // `iat` not in the future (beyond the clock skew `exp` is allowed), nor older than
+            // the longest a sign-in may take: a token minted for this sign-in.
             let verifier = client
                 .id_token_verifier()
-                .set_allowed_algs(ALLOWED_ALGORITHMS);
+                .set_allowed_algs(ALLOWED_ALGORITHMS)
+                .set_issue_time_verifier_fn(|iat| {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                    let age = now - iat.timestamp();
+                    if age < -MAX_CLOCK_SKEW_SECONDS {
+                        Err("issued in the future".to_owned())
+                    } else if age > MAX_ID_TOKEN_AGE_SECONDS {
+                        Err("issued too long ago".to_owned())
+                    } else {
+                        Ok(())
+                    }
+                });
             id_token.claims(&verifier, &nonce).cloned()
         };
         let claims = match verify() {
@@ -328,6 +348,20 @@ impl RelyingParty {
             }
             guard.0.jwks_uri().clone()
         };
+        // Claimed before the fetch, so concurrent tokens naming an unknown key fetch once.
+        {
+            let mut guard = self
+                .metadata
+                .write()
+                .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
+            if guard
+                .1
+                .is_some_and(|at| at.elapsed() < KEYS_REFETCH_INTERVAL)
+            {
+                return Ok(false);
+            }
+            guard.1 = Some(std::time::Instant::now());
+        }
         let send = sender(&self.http);
         let keys = CoreJsonWebKeySet::fetch_async(&jwks_uri, &send)
             .await
@@ -337,8 +371,21 @@ impl RelyingParty {
             .write()
             .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
         guard.0 = guard.0.clone().set_jwks(keys);
-        guard.1 = Some(std::time::Instant::now());
         Ok(true)
+    }
+
+    /// The origin of the provider's authorization endpoint (where sign-in pages are; Cognito's
+    /// is not its issuer's).
+    pub fn authorization_origin(&self) -> Option<String> {
+        let metadata = self.metadata.read().ok()?;
+        Some(
+            metadata
+                .0
+                .authorization_endpoint()
+                .url()
+                .origin()
+                .ascii_serialization(),
+        )
     }
 
     fn signed_in(&self, claims: &CoreIdTokenClaims) -> Result<SignedIn, OidcError> {

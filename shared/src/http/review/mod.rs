@@ -111,7 +111,7 @@ fn signer(
     tenant: &crate::domain::TenantId,
 ) -> Option<Signer> {
     let session = sign_in::session_of(app, headers, tenant)?;
-    let fresh = sign_in::fresh_enough(oidc, &session, app.clock.now());
+    let fresh = sign_in::fresh_enough(oidc, session.auth_time, app.clock.now());
     Some(Signer { session, fresh })
 }
 
@@ -160,11 +160,19 @@ pub async fn show(
         }
     };
     let status = approval.status_at(app.clock.now());
+    // A signed-in approver's form may be sent to sign in again (a session that ended while the
+    // page was open): through the login route to the provider.
+    let form_action = match (&viewer, &oidc) {
+        (Viewer::SignedIn { .. }, Some(oidc)) => {
+            sign_in::provider_origin(&app, &grant.tenant, oidc)
+        }
+        _ => None,
+    };
     page_for(
         StatusCode::OK,
         &format!("Review {}", approval.action_type),
         render(&approval, status, &viewer, &token),
-        oidc.as_ref().and_then(sign_in::provider_origin).as_deref(),
+        form_action.as_deref(),
     )
 }
 

@@ -97,7 +97,7 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
             }
         }
         @match (status, &approval.decision) {
-            (Status::Pending, _) if you.is_some_and(|you| approval.requester().is_some_and(|r| r.identity() == you.identity())) => {
+            (Status::Pending, _) if you.is_some_and(|you| approval.is_requester(you)) => {
                 div.card #outcome {
                     h2 { "Your decision" }
                     p { "You requested this approval: someone else decides it." }
