@@ -72,14 +72,7 @@ async fn a_signed_in_approver_sees_their_inbox_decides_and_the_trail_names_iss_a
     let csrf = hidden(&html, "csrf").expect("the form's CSRF token");
     let token = hidden(&html, "token").expect("the form's token");
     t.calls.take();
-    let posted = s
-        .post_form(
-            &format!("/approvals/{mine}/decision"),
-            &[("token", &token), ("csrf", &csrf), ("decision", "approve")],
-            Some(&alice.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&mine, &token, &csrf, &alice.cookie).await;
     assert_eq!(posted.status, 303, "{}", posted.text());
     assert_eq!(
         t.calls.take(),

@@ -115,14 +115,7 @@ async fn a_review_link_without_a_session_decides_nothing_however_it_is_fetched()
     }
     assert!(votes(&s, &id).await.is_empty(), "nothing was recorded");
     // Her own token, her own origin: it counts.
-    let posted = s
-        .post_form(
-            &path,
-            &decision(&token, &alices_csrf),
-            Some(&alice.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&id, &token, &alices_csrf, &alice.cookie).await;
     assert_eq!(posted.status, 303);
     assert_eq!(votes(&s, &id).await.len(), 1);
 
@@ -266,14 +259,7 @@ async fn a_session_of_another_tenant_tampered_forged_or_expired_is_no_session() 
             page.text().contains("Sign in to decide"),
             "{what}: read-only"
         );
-        let posted = s
-            .post_form(
-                &format!("/approvals/{id}/decision"),
-                &decision(&token, &csrf),
-                Some(cookie),
-                Some(&s.origin()),
-            )
-            .await;
+        let posted = s.approve(&id, &token, &csrf, cookie).await;
         assert_eq!(posted.status, 303, "{what}");
         assert!(location(&posted).contains("/login?"), "{what}: to sign in");
         assert_eq!(
@@ -314,14 +300,7 @@ async fn a_person_not_listed_gets_403_and_the_requester_cannot_decide() {
     );
     let csrf = keys().csrf_token(&opened(&mallory.cookie, TENANT_A, t.clock.now()));
     let token = t.review_token(TENANT_A, &id, ALICE);
-    let posted = s
-        .post_form(
-            &format!("/approvals/{id}/decision"),
-            &decision(&token, &csrf),
-            Some(&mallory.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&id, &token, &csrf, &mallory.cookie).await;
     assert_eq!(posted.status, 403);
     assert!(votes(&s, &id).await.is_empty());
 
@@ -339,14 +318,7 @@ async fn a_person_not_listed_gets_403_and_the_requester_cannot_decide() {
     assert!(!page.text().contains(r#"value="approve""#));
     let csrf = keys().csrf_token(&opened(&carol.cookie, TENANT_A, t.clock.now()));
     let token = t.review_token(TENANT_A, &hers, CAROL);
-    let posted = s
-        .post_form(
-            &format!("/approvals/{hers}/decision"),
-            &decision(&token, &csrf),
-            Some(&carol.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&hers, &token, &csrf, &carol.cookie).await;
     assert_eq!(posted.status, 403);
     assert!(posted.text().contains("You requested this approval"));
     assert!(
@@ -371,15 +343,7 @@ async fn sessions_outlive_a_provider_key_rotation_and_new_sign_ins_verify_under_
         hidden(&page.text(), "token").unwrap(),
         hidden(&page.text(), "csrf").unwrap(),
     );
-    let path = format!("/approvals/{id}/decision");
-    let posted = s
-        .post_form(
-            &path,
-            &decision(&token, &csrf),
-            Some(&alice.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&id, &token, &csrf, &alice.cookie).await;
     assert_eq!(posted.status, 303);
     // Bob's ID token is signed by the new key, which the app fetches when it meets it.
     let bob = s.sign_in(BOB, "/").await;
@@ -388,14 +352,7 @@ async fn sessions_outlive_a_provider_key_rotation_and_new_sign_ins_verify_under_
         hidden(&page.text(), "token").unwrap(),
         hidden(&page.text(), "csrf").unwrap(),
     );
-    let posted = s
-        .post_form(
-            &path,
-            &decision(&token, &csrf),
-            Some(&bob.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&id, &token, &csrf, &bob.cookie).await;
     assert_eq!(posted.status, 303);
     let voters: Vec<Value> = votes(&s, &id)
         .await
@@ -426,14 +383,8 @@ async fn an_old_sign_in_signs_in_again_before_deciding() {
     let again = link(&page, "Sign in again to decide").expect("the step-up link");
     assert!(again.contains("step_up=1"), "{again}");
     let token = t.review_token(TENANT_A, &id, ALICE);
-    let path = format!("/approvals/{id}/decision");
     let posted = s
-        .post_form(
-            &path,
-            &decision(&token, &keys().csrf_token(&session)),
-            Some(&old),
-            Some(&s.origin()),
-        )
+        .approve(&id, &token, &keys().csrf_token(&session), &old)
         .await;
     assert_eq!(posted.status, 303);
     assert!(location(&posted).contains("step_up=1"));
@@ -451,14 +402,7 @@ async fn an_old_sign_in_signs_in_again_before_deciding() {
     assert_eq!(fresh.location, return_to);
     let page = s.get(&fresh.location, Some(&fresh.cookie)).await.text();
     let csrf = hidden(&page, "csrf").expect("the form, now");
-    let posted = s
-        .post_form(
-            &path,
-            &decision(&token, &csrf),
-            Some(&fresh.cookie),
-            Some(&s.origin()),
-        )
-        .await;
+    let posted = s.approve(&id, &token, &csrf, &fresh.cookie).await;
     assert_eq!(posted.status, 303);
     assert_eq!(votes(&s, &id).await.len(), 1);
 }

@@ -233,6 +233,15 @@ impl SignInStack {
         self.t.send(request).await
     }
 
+    /// The review page's Approve on approval `id`, as a browser on this origin posts it: the
+    /// link's `token`, the form's `csrf`, in `session`.
+    pub async fn approve(&self, id: &str, token: &str, csrf: &str, session: &str) -> Reply {
+        let fields = [("token", token), ("csrf", csrf), ("decision", "approve")];
+        let path = format!("/approvals/{id}/decision");
+        self.post_form(&path, &fields, Some(session), Some(&self.origin()))
+            .await
+    }
+
     /// POSTs `fields` as a form to `path`, with the session cookie and `Origin` given.
     pub async fn post_form(
         &self,
