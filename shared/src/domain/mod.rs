@@ -11,6 +11,7 @@ mod ids;
 mod numbers;
 mod policy;
 mod retention;
+pub mod stall;
 pub mod trail;
 
 pub use api_key::{KeyId, KeyRecord, TableKey};

@@ -1,0 +1,280 @@
+//! Approvals that don't stall (issue 48's groundwork; not yet read by create nor driven by the
+//! sweeper): reminders to the approvers who have not voted, and escalation steps that add
+//! approvers to an approval still pending at their time. Pure: what a create may ask for, and
+//! when each reminder and step falls due, so that the store can keep one `due` entry per
+//! approval (the earliest of its expiry, its next reminder and its next step) and make each
+//! one a conditional write on its number.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::{Approver, EpochSeconds, FieldError, Policy, PolicyRefusal};
+
+/// `"reminders": {"after_seconds": A, "every_seconds": E, "max": M}`: at A seconds after
+/// creation and every E after, up to M times, while pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reminders {
+    pub after_seconds: i64,
+    pub every_seconds: i64,
+    pub max: u32,
+}
+
+/// One escalation step: at `after_seconds` after creation, if still pending, `approvers` join
+/// the approval (and the rule named, or every rule; `min_approvals` unchanged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscalationStep {
+    pub after_seconds: i64,
+    pub approvers: Vec<Approver>,
+    pub rule: Option<String>,
+}
+
+/// What falls due next on a pending approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Reminder number `n` (1-based).
+    Reminder(u32),
+    /// Escalation step number `n` (1-based).
+    Escalation(u32),
+    /// Its expiry.
+    Expiry,
+}
+
+impl Reminders {
+    pub const MIN_AFTER_SECONDS: i64 = 60;
+    pub const MIN_EVERY_SECONDS: i64 = 300;
+    pub const MAX_REMINDERS: u32 = 20;
+
+    /// Parses a create's `reminders` (or an action type's default), naming `field` in errors.
+    pub fn parse(value: &Value, field: &str) -> Result<Self, Vec<FieldError>> {
+        let Some(fields) = value.as_object() else {
+            return Err(vec![FieldError::new(
+                field,
+                "must be an object {after_seconds, every_seconds, max}",
+            )]);
+        };
+        let mut errors = unknown_fields(fields, &["after_seconds", "every_seconds", "max"], field);
+        let after = integer(
+            fields,
+            "after_seconds",
+            Self::MIN_AFTER_SECONDS,
+            i64::MAX,
+            field,
+        );
+        let every = integer(
+            fields,
+            "every_seconds",
+            Self::MIN_EVERY_SECONDS,
+            i64::MAX,
+            field,
+        );
+        let max = integer(fields, "max", 1, i64::from(Self::MAX_REMINDERS), field);
+        match (after, every, max) {
+            (Ok(after_seconds), Ok(every_seconds), Ok(max)) if errors.is_empty() => Ok(Self {
+                after_seconds,
+                every_seconds,
+                max: u32::try_from(max).unwrap_or(Self::MAX_REMINDERS),
+            }),
+            (after, every, max) => {
+                errors.extend([after.err(), every.err(), max.err()].into_iter().flatten());
+                Err(errors)
+            }
+        }
+    }
+
+    /// When reminder number `n` (1-based) falls due on an approval created at `created_at`:
+    /// `None` past `max`.
+    pub fn due(&self, created_at: EpochSeconds, n: u32) -> Option<EpochSeconds> {
+        if n == 0 || n > self.max {
+            return None;
+        }
+        let later = self.every_seconds.checked_mul(i64::from(n - 1))?;
+        created_at
+            .checked_add(self.after_seconds)?
+            .checked_add(later)
+    }
+}
+
+/// The escalation steps of a create (`"escalation": [...]`), checked against its approvers,
+/// policy and requester as any approver is: 1–3 steps, times increasing, each at least 60 s;
+/// a step's approvers valid and in no other step (one already in `approvers` may join a rule
+/// that lacks them); the rule it names one of the
+/// policy's; the requester among them is `policy_unsatisfiable` (they could never vote); all
+/// approvers together within [`super::CreateRequest::MAX_APPROVERS`].
+pub fn parse_escalation(
+    value: &Value,
+    approvers: &[Approver],
+    policy: Option<&Policy>,
+    requester: &Approver,
+) -> Result<Vec<EscalationStep>, PolicyRefusal> {
+    const FIELD: &str = "escalation";
+    let Some(steps) = value.as_array().filter(|s| (1..=3).contains(&s.len())) else {
+        return Err(PolicyRefusal::Invalid(vec![FieldError::new(
+            FIELD,
+            "must be a list of 1 to 3 steps",
+        )]));
+    };
+    let mut errors = Vec::new();
+    let mut unsatisfiable = Vec::new();
+    let mut parsed: Vec<EscalationStep> = Vec::new();
+    // Everyone, for the bound; and who the steps add, for repeats.
+    let mut everyone: BTreeSet<String> = approvers.iter().map(Approver::identity).collect();
+    let mut in_steps: BTreeSet<String> = BTreeSet::new();
+    for (i, step) in steps.iter().enumerate() {
+        let at = format!("{FIELD}[{i}]");
+        let Some(fields) = step.as_object() else {
+            errors.push(FieldError::new(&at, "must be an object"));
+            continue;
+        };
+        errors.extend(unknown_fields(
+            fields,
+            &["after_seconds", "approvers", "rule"],
+            &at,
+        ));
+        let after = integer(
+            fields,
+            "after_seconds",
+            EscalationStep::MIN_AFTER_SECONDS,
+            i64::MAX,
+            &at,
+        );
+        match (&after, parsed.last()) {
+            (Ok(after), Some(previous)) if *after <= previous.after_seconds => {
+                errors.push(FieldError::new(
+                    format!("{at}.after_seconds"),
+                    "must be later than the step before",
+                ))
+            }
+            (Err(error), _) => errors.push(error.clone()),
+            _ => {}
+        }
+        let rule = match fields.get("rule") {
+            None => None,
+            Some(Value::String(name))
+                if policy.is_some_and(|p| p.rules.iter().any(|r| r.name == *name)) =>
+            {
+                Some(name.clone())
+            }
+            Some(_) => {
+                errors.push(FieldError::new(
+                    format!("{at}.rule"),
+                    "must name a rule of `policy`",
+                ));
+                None
+            }
+        };
+        let mut members = Vec::new();
+        match fields.get("approvers").and_then(Value::as_array) {
+            Some(list) if !list.is_empty() => {
+                for (j, raw) in list.iter().enumerate() {
+                    let field = format!("{at}.approvers[{j}]");
+                    match raw.as_str().map(Approver::parse) {
+                        Some(Ok(approver)) if approver.same_identity(requester) => unsatisfiable
+                            .push(FieldError::new(
+                                &field,
+                                "is the requester, who may not decide their own request",
+                            )),
+                        Some(Ok(approver)) if !in_steps.insert(approver.identity()) => {
+                            errors.push(FieldError::new(&field, "is in a step already"));
+                        }
+                        Some(Ok(approver)) => {
+                            everyone.insert(approver.identity());
+                            members.push(approver);
+                        }
+                        Some(Err(error)) => errors.push(FieldError::new(&field, error.0)),
+                        None => errors.push(FieldError::new(&field, "must be a string")),
+                    }
+                }
+            }
+            _ => errors.push(FieldError::new(
+                format!("{at}.approvers"),
+                "must be a non-empty list",
+            )),
+        }
+        if let Ok(after_seconds) = after {
+            parsed.push(EscalationStep {
+                after_seconds,
+                approvers: members,
+                rule,
+            });
+        }
+    }
+    if everyone.len() > super::CreateRequest::MAX_APPROVERS {
+        errors.push(FieldError::new(
+            FIELD,
+            "approvers and every step's together must be at most 20 people",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(PolicyRefusal::Invalid(errors));
+    }
+    if !unsatisfiable.is_empty() {
+        return Err(PolicyRefusal::Unsatisfiable(unsatisfiable));
+    }
+    Ok(parsed)
+}
+
+impl EscalationStep {
+    pub const MIN_AFTER_SECONDS: i64 = 60;
+}
+
+/// What falls due next on a pending approval created at `created_at` and expiring at
+/// `expires_at`, with `reminded` reminders sent and `escalated` steps applied: the earliest of
+/// the next reminder, the next step and the expiry (a tie goes to the step, whose approvers
+/// the reminder should then include; anything at or after the expiry gives way to it).
+pub fn next_due(
+    created_at: EpochSeconds,
+    expires_at: EpochSeconds,
+    reminders: Option<&Reminders>,
+    reminded: u32,
+    escalation: &[EscalationStep],
+    escalated: u32,
+) -> (Next, EpochSeconds) {
+    let step = usize::try_from(escalated)
+        .ok()
+        .and_then(|i| escalation.get(i))
+        .and_then(|s| created_at.checked_add(s.after_seconds))
+        .map(|at| (Next::Escalation(escalated + 1), at));
+    let reminder = reminders
+        .and_then(|r| r.due(created_at, reminded + 1))
+        .map(|at| (Next::Reminder(reminded + 1), at));
+    [step, reminder]
+        .into_iter()
+        .flatten()
+        .filter(|(_, at)| *at < expires_at)
+        .min_by_key(|(next, at)| (*at, matches!(next, Next::Reminder(_))))
+        .unwrap_or((Next::Expiry, expires_at))
+}
+
+fn unknown_fields(fields: &Map<String, Value>, known: &[&str], at: &str) -> Vec<FieldError> {
+    fields
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .map(|k| FieldError::new(format!("{at}.{k}"), "is not a field here"))
+        .collect()
+}
+
+/// The integer `name` of `fields`, within `min..=max`.
+fn integer(
+    fields: &Map<String, Value>,
+    name: &str,
+    min: i64,
+    max: i64,
+    at: &str,
+) -> Result<i64, FieldError> {
+    fields
+        .get(name)
+        .and_then(Value::as_i64)
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| {
+            let range = if max == i64::MAX {
+                format!("an integer of at least {min}")
+            } else {
+                format!("an integer from {min} to {max}")
+            };
+            FieldError::new(format!("{at}.{name}"), format!("must be {range}"))
+        })
+}
+
+#[cfg(test)]
+mod tests;
