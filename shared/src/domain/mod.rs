@@ -6,6 +6,7 @@ pub(crate) mod approval;
 mod attempt;
 mod create;
 mod decide;
+pub mod delegation;
 mod github;
 mod ids;
 mod numbers;
