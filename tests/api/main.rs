@@ -41,6 +41,7 @@ mod sign_in;
 mod sign_in_refusals;
 mod slack;
 mod smoke;
+mod stall;
 mod status_checks;
 mod template;
 mod template_functions;

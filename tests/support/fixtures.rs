@@ -133,6 +133,12 @@ impl CreateBody {
         self.0["expires_in_seconds"] = json!(seconds);
         self
     }
+
+    /// Any other field (`reminders`, `escalation`, ...).
+    pub fn with(mut self, field: &str, value: Value) -> Self {
+        self.0[field] = value;
+        self
+    }
 }
 
 impl fmt::Display for CreateBody {

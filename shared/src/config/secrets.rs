@@ -140,6 +140,11 @@ impl Secrets {
         self.action_targets.contains_key(kind)
     }
 
+    /// The reminders of an approval of `kind` whose create names none (`ACTION_TARGETS`).
+    pub fn default_reminders(&self, kind: &str) -> Option<crate::domain::stall::Reminders> {
+        self.action_targets.get(kind)?.default_reminders()
+    }
+
     /// Whether Countersign executes approved actions of `kind` (false: approval-only).
     pub fn executes(&self, kind: &str) -> bool {
         self.action_targets.get(kind).is_none_or(|t| t.executes)

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::{ConfigError, http_url};
 use crate::domain::parse_config_json;
+use crate::domain::stall::Reminders;
 
 /// Where an action type's approved actions are executed.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -33,6 +34,19 @@ pub struct ActionTarget {
     /// on the request and has not recorded its key, so an earlier `not_found` proves nothing.
     #[serde(default = "ActionTarget::default_status_delay")]
     pub status_delay_seconds: i64,
+    /// `"approval": {"reminders": {...}}`: what an approval of this type gets when its create
+    /// says nothing of it.
+    #[serde(default)]
+    pub approval: Option<ApprovalDefaults>,
+}
+
+/// An action type's defaults for its approvals.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDefaults {
+    /// As a create's `reminders` (checked at start).
+    #[serde(default)]
+    pub reminders: Option<serde_json::Value>,
 }
 
 impl ActionTarget {
@@ -46,6 +60,12 @@ impl ActionTarget {
 
     fn executes_by_default() -> bool {
         true
+    }
+
+    /// The reminders of an approval of this type whose create names none.
+    pub fn default_reminders(&self) -> Option<Reminders> {
+        let value = self.approval.as_ref()?.reminders.as_ref()?;
+        Reminders::parse(value, "reminders").ok()
     }
 
     /// An approval-only type says nothing but `{"executes": false}`: anything about calling a
@@ -77,6 +97,15 @@ pub(super) fn parse_action_targets(
     )
     .map_err(|e| ConfigError::new("ACTION_TARGETS", e))?;
     for (kind, target) in &action_targets {
+        if let Some(reminders) = target.approval.as_ref().and_then(|a| a.reminders.as_ref()) {
+            Reminders::parse(reminders, "approval.reminders").map_err(|errors| {
+                let problems: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.message))
+                    .collect();
+                ConfigError::new("ACTION_TARGETS", format!("{kind}: {}", problems.join("; ")))
+            })?;
+        }
         if !target.executes {
             target
                 .check_approval_only()

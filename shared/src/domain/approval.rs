@@ -313,6 +313,8 @@ pub struct Approval {
     pub trace: Option<String>,
     /// The job waiting on an environment, for an approval a GitHub event opened.
     pub github: Option<super::GithubGate>,
+    /// Its reminders and escalation steps, and how far they went.
+    pub stall: super::stall::Stall,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -483,6 +485,7 @@ impl Approval {
                 status_checks: &self.execution.status_checks,
             },
             slack: self.slack.as_ref(),
+            stall: self.stall.view(self.created_at),
         }
     }
 }
@@ -512,6 +515,9 @@ pub struct ApprovalView<'a> {
     /// Only once its Slack message is posted.
     #[serde(skip_serializing_if = "Option::is_none")]
     slack: Option<&'a SlackMessage>,
+    /// `reminders` and `escalation`, when it has them.
+    #[serde(flatten)]
+    stall: super::stall::StallView<'a>,
 }
 
 #[derive(Debug, Serialize)]
@@ -617,6 +623,7 @@ pub(crate) mod tests {
             slack: None,
             trace: None,
             github: None,
+            stall: Default::default(),
         }
     }
 

@@ -47,6 +47,11 @@ pub struct CreateRequest {
     pub expires_in_seconds: i64,
     /// The quorum policy as sent: checked against the requester by [`Policy::parse`].
     pub policy: Option<Value>,
+    /// `reminders`, checked (`None`: the action type's default, if any).
+    pub reminders: Option<super::stall::Reminders>,
+    /// `escalation` as sent: checked against the approvers, policy and requester by
+    /// [`super::stall::parse_escalation`].
+    pub escalation: Option<Value>,
 }
 
 impl CreateRequest {
@@ -78,7 +83,13 @@ impl CreateRequest {
         for key in body.keys() {
             if !matches!(
                 key.as_str(),
-                "action" | "approvers" | "context" | "expires_in_seconds" | "policy"
+                "action"
+                    | "approvers"
+                    | "context"
+                    | "expires_in_seconds"
+                    | "policy"
+                    | "reminders"
+                    | "escalation"
             ) {
                 errors.push(FieldError::new(key.clone(), "unknown field"));
             }
@@ -138,6 +149,13 @@ impl CreateRequest {
             },
         };
 
+        let reminders = match body.get("reminders").filter(|r| !r.is_null()) {
+            None => None,
+            Some(value) => super::stall::Reminders::parse(value, "reminders")
+                .map_err(|e| errors.extend(e))
+                .ok(),
+        };
+
         let written = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len())
             + serde_json::to_vec(&context).map_or(usize::MAX, |v| v.len());
         if written > Self::MAX_WRITTEN_BYTES {
@@ -162,6 +180,8 @@ impl CreateRequest {
                     context,
                     expires_in_seconds,
                     policy: body.get("policy").filter(|p| !p.is_null()).cloned(),
+                    reminders,
+                    escalation: body.get("escalation").filter(|e| !e.is_null()).cloned(),
                 })
             }
             _ => Err(CreateRefusal::Invalid(errors)),
@@ -203,6 +223,7 @@ impl CreateRequest {
             execution: Execution::not_started(now),
             slack: None,
             trace: None,
+            stall: Default::default(),
             github: None,
         }
     }

@@ -1,5 +1,4 @@
-//! Approvals that don't stall (issue 48's groundwork; not yet read by create nor driven by the
-//! sweeper): reminders to the approvers who have not voted, and escalation steps that add
+//! Approvals that don't stall: reminders to the approvers who have not voted, and escalation steps that add
 //! approvers to an approval still pending at their time. Pure: what a create may ask for, and
 //! when each reminder and step falls due, so that the store can keep one `due` entry per
 //! approval (the earliest of its expiry, its next reminder and its next step) and make each
@@ -7,9 +6,10 @@
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Approver, EpochSeconds, FieldError, Policy, PolicyRefusal};
+use super::{Approver, EpochSeconds, FieldError, Policy, PolicyRefusal, rfc3339};
 
 /// `"reminders": {"after_seconds": A, "every_seconds": E, "max": M}`: at A seconds after
 /// creation and every E after, up to M times, while pending.
@@ -97,9 +97,9 @@ impl Reminders {
 
 /// The escalation steps of a create (`"escalation": [...]`), checked against its approvers,
 /// policy and requester as any approver is: 1–3 steps, times increasing, each at least 60 s;
-/// a step's approvers valid and in no other step (one already in `approvers` may join a rule
-/// that lacks them); the rule it names one of the
-/// policy's; the requester among them is `policy_unsatisfiable` (they could never vote); all
+/// a step's approvers valid, new to the approval (an approver joining another rule could
+/// complete a quorum with a vote already cast, which no write would then decide) and in no
+/// other step; the rule it names one of the policy's; the requester among them is `policy_unsatisfiable` (they could never vote); all
 /// approvers together within [`super::CreateRequest::MAX_APPROVERS`].
 pub fn parse_escalation(
     value: &Value,
@@ -118,7 +118,8 @@ pub fn parse_escalation(
     let mut unsatisfiable = Vec::new();
     let mut parsed: Vec<EscalationStep> = Vec::new();
     // Everyone, for the bound; and who the steps add, for repeats.
-    let mut everyone: BTreeSet<String> = approvers.iter().map(Approver::identity).collect();
+    let listed: BTreeSet<String> = approvers.iter().map(Approver::identity).collect();
+    let mut everyone = listed.clone();
     let mut in_steps: BTreeSet<String> = BTreeSet::new();
     for (i, step) in steps.iter().enumerate() {
         let at = format!("{FIELD}[{i}]");
@@ -174,6 +175,9 @@ pub fn parse_escalation(
                                 &field,
                                 "is the requester, who may not decide their own request",
                             )),
+                        Some(Ok(approver)) if listed.contains(&approver.identity()) => {
+                            errors.push(FieldError::new(&field, "is an approver already"));
+                        }
                         Some(Ok(approver)) if !in_steps.insert(approver.identity()) => {
                             errors.push(FieldError::new(&field, "is in a step already"));
                         }
@@ -244,6 +248,160 @@ pub fn next_due(
         .filter(|(_, at)| *at < expires_at)
         .min_by_key(|(next, at)| (*at, matches!(next, Next::Reminder(_))))
         .unwrap_or((Next::Expiry, expires_at))
+}
+
+/// What an approval keeps of its reminders and escalation: what it was created with, and how
+/// many reminders were sent and steps applied — each count moved on by one conditional write,
+/// so any number of sweeps sends each reminder and applies each step once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stall {
+    pub reminders: Option<Reminders>,
+    pub reminded: u32,
+    pub escalation: Vec<EscalationStep>,
+    pub escalated: u32,
+}
+
+impl Stall {
+    /// Neither reminders nor escalation.
+    pub fn is_empty(&self) -> bool {
+        self.reminders.is_none() && self.escalation.is_empty()
+    }
+
+    /// The steps applied so far.
+    pub fn applied(&self) -> &[EscalationStep] {
+        let applied = usize::try_from(self.escalated).unwrap_or(usize::MAX);
+        &self.escalation[..applied.min(self.escalation.len())]
+    }
+
+    /// What falls due next (see [`next_due`]).
+    pub fn next(&self, created_at: EpochSeconds, expires_at: EpochSeconds) -> (Next, EpochSeconds) {
+        next_due(
+            created_at,
+            expires_at,
+            self.reminders.as_ref(),
+            self.reminded,
+            &self.escalation,
+            self.escalated,
+        )
+    }
+
+    /// The reminder to send or the step to apply at `now`, if one is due before the expiry. A
+    /// sweep that runs late sends the latest reminder fallen due, not a burst of every one
+    /// missed (but never one past a step due before it: the step's approvers come first).
+    pub fn due_at(
+        &self,
+        created_at: EpochSeconds,
+        expires_at: EpochSeconds,
+        now: EpochSeconds,
+    ) -> Option<Next> {
+        let (next, at) = self.next(created_at, expires_at);
+        if at > now || now >= expires_at {
+            return None;
+        }
+        match (next, &self.reminders) {
+            (Next::Reminder(mut n), Some(reminders)) => {
+                let step_at = self
+                    .escalation
+                    .get(usize::try_from(self.escalated).unwrap_or(usize::MAX))
+                    .and_then(|s| created_at.checked_add(s.after_seconds))
+                    .unwrap_or(EpochSeconds::MAX);
+                while reminders
+                    .due(created_at, n + 1)
+                    .is_some_and(|t| t <= now && t < step_at && t < expires_at)
+                {
+                    n += 1;
+                }
+                Some(Next::Reminder(n))
+            }
+            (Next::Expiry, _) => None,
+            (next, _) => Some(next),
+        }
+    }
+
+    /// The API's view of it.
+    pub fn view(&self, created_at: EpochSeconds) -> StallView<'_> {
+        StallView {
+            reminders: self.reminders.map(|r| RemindersView {
+                after_seconds: r.after_seconds,
+                every_seconds: r.every_seconds,
+                max: r.max,
+                sent: self.reminded,
+            }),
+            escalation: self
+                .escalation
+                .iter()
+                .zip(1u32..)
+                .map(|(step, number)| StepView {
+                    step: number,
+                    after_seconds: step.after_seconds,
+                    at: rfc3339(created_at.saturating_add(step.after_seconds)),
+                    approvers: &step.approvers,
+                    rule: step.rule.as_deref(),
+                    applied: number <= self.escalated,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl super::Approval {
+    /// The approvers listed now (with the steps applied) whose place has no vote: whom a
+    /// reminder goes to.
+    pub fn waiting_on(&self) -> Vec<&Approver> {
+        self.approvers
+            .iter()
+            .filter(|a| self.vote_of(a).is_none())
+            .collect()
+    }
+}
+
+/// `policy` with the approvers of `steps` joined: to the rule each step names, or every rule.
+pub fn joined(policy: &Policy, steps: &[EscalationStep]) -> Policy {
+    let mut policy = policy.clone();
+    for step in steps {
+        for rule in policy
+            .rules
+            .iter_mut()
+            .filter(|r| step.rule.as_ref().is_none_or(|name| *name == r.name))
+        {
+            for approver in &step.approvers {
+                if !rule.approvers.iter().any(|a| a.same_identity(approver)) {
+                    rule.approvers.push(approver.clone());
+                }
+            }
+        }
+    }
+    policy
+}
+
+/// Reminders and escalation as the API shows them (absent when the approval has neither).
+#[derive(Debug, Serialize)]
+pub struct StallView<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reminders: Option<RemindersView>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    escalation: Vec<StepView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct RemindersView {
+    after_seconds: i64,
+    every_seconds: i64,
+    max: u32,
+    /// How many were sent so far.
+    sent: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct StepView<'a> {
+    step: u32,
+    after_seconds: i64,
+    at: String,
+    approvers: &'a [Approver],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<&'a str>,
+    /// Whether its approvers have joined.
+    applied: bool,
 }
 
 fn unknown_fields(fields: &Map<String, Value>, known: &[&str], at: &str) -> Vec<FieldError> {

@@ -142,6 +142,7 @@ pub fn round_approval(
         execution: Execution::not_started(now),
         slack: None,
         trace: None,
+        stall: Default::default(),
         github: Some(GithubGate {
             installation_id: request.installation_id,
             repository: request.repository.clone(),

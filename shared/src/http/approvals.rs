@@ -15,6 +15,7 @@ use super::pages::query_params;
 use super::{ApiError, REPLAYED, count_vote, refused_vote};
 use crate::App;
 use crate::auth::Role;
+use crate::domain::stall::{Stall, parse_escalation};
 use crate::domain::{
     Approval, ApprovalId, Cancellation, Channel, CreateRefusal, CreateRequest, DecideRefusal,
     DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status, classify_refusal,
@@ -64,15 +65,31 @@ pub async fn create(
             errors: vec![FieldError::new("approvers", "lists only the requester")],
         });
     }
+    let refused = |refusal| match refusal {
+        PolicyRefusal::Invalid(errors) => ApiError::invalid(errors),
+        PolicyRefusal::Unsatisfiable(errors) => ApiError::PolicyUnsatisfiable { errors },
+    };
     let policy = request
         .policy
         .as_ref()
         .map(|p| Policy::parse(p, &request.approvers, &caller.principal))
         .transpose()
-        .map_err(|refusal| match refusal {
-            PolicyRefusal::Invalid(errors) => ApiError::invalid(errors),
-            PolicyRefusal::Unsatisfiable(errors) => ApiError::PolicyUnsatisfiable { errors },
-        })?;
+        .map_err(refused)?;
+    // Escalation approvers are checked as any approver is (the requester among them could never
+    // vote: policy_unsatisfiable).
+    let stall = Stall {
+        escalation: request
+            .escalation
+            .as_ref()
+            .map(|e| parse_escalation(e, &request.approvers, policy.as_ref(), &caller.principal))
+            .transpose()
+            .map_err(refused)?
+            .unwrap_or_default(),
+        reminders: request
+            .reminders
+            .or_else(|| app.secrets().default_reminders(&request.action_type)),
+        ..Stall::default()
+    };
 
     let now = app.clock.now();
     let executes = app.secrets().executes(&request.action_type);
@@ -86,6 +103,7 @@ pub async fn create(
     );
     approval.trace = Some(trace.stored());
     approval.requested_by_key_id = key_id;
+    approval.stall = stall;
     // Refused now rather than stuck later: an item DynamoDB would not let grow (see
     // `store::size`).
     let largest = size::largest_item_bytes(&approval);

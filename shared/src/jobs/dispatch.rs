@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::dispatch_policy::{callback_jobs, github_job, jobs_for_change, slack_job};
+use super::dispatch_policy::{callback_jobs, github_job, jobs_for_change, slack_job, stall_jobs};
 use super::job::Job;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Retention, Status};
@@ -208,6 +208,7 @@ impl Dispatcher {
                     jobs.extend(
                         jobs_for_change(old.as_ref(), new.as_ref(), created)
                             .into_iter()
+                            .chain(stall_jobs(new.as_ref(), &derived))
                             .filter(|job| notifies || !matches!(job, Job::Notify(_))),
                     );
                     jobs.extend(github_job(old.as_ref(), new.as_ref(), &derived));

@@ -3,7 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, SlackJob};
+use super::job::{
+    CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, NotifyReason, SlackJob,
+};
 use crate::config::Subscription;
 use crate::domain::trail::{EventType, TrailEvent};
 use crate::domain::{Approval, Status, rfc3339};
@@ -30,6 +32,7 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
             expires_at: new.expires_at,
             after: created.to_owned(),
             trace: new.trace.clone(),
+            reason: None,
         }));
     }
     let newly_approved =
@@ -50,6 +53,55 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
         jobs.push(execute_job(new));
     }
     jobs
+}
+
+/// The notifications a sweep's write makes (from the change's `derived` events): an escalation
+/// step's to its approvers, a reminder's to every listed approver who has not voted — each
+/// once, its own job identity (`{id}#reminder:2`) and keys, sorted after its event.
+pub fn stall_jobs(new: Option<&Approval>, derived: &[TrailEvent]) -> Vec<Job> {
+    let Some(new) = new else {
+        return Vec::new();
+    };
+    let view = json!(new.view(new.created_at));
+    derived
+        .iter()
+        .filter_map(|event| {
+            let number = event.data.get(match event.kind {
+                EventType::Reminded => "number",
+                EventType::Escalated => "step",
+                _ => return None,
+            })?;
+            let number = u32::try_from(number.as_u64()?).ok()?;
+            let (reason, approvers) = match event.kind {
+                EventType::Reminded => (
+                    NotifyReason::Reminder { number },
+                    new.waiting_on().into_iter().cloned().collect::<Vec<_>>(),
+                ),
+                _ => (
+                    NotifyReason::Escalation { number },
+                    new.stall
+                        .escalation
+                        .get(usize::try_from(number).ok()?.checked_sub(1)?)?
+                        .approvers
+                        .clone(),
+                ),
+            };
+            (!approvers.is_empty()).then(|| {
+                Job::Notify(NotifyJob {
+                    approval_id: new.id.clone(),
+                    tenant: new.tenant.clone(),
+                    approvers,
+                    per_approver: false,
+                    action: view["action"].clone(),
+                    context: view["context"].clone(),
+                    expires_at: new.expires_at,
+                    after: event.order.clone(),
+                    trace: new.trace.clone(),
+                    reason: Some(reason),
+                })
+            })
+        })
+        .collect()
 }
 
 /// The Slack message's job for one change (`position`, its stream position) of an approval of

@@ -58,6 +58,11 @@ impl Expirer {
                 }
             }
         }
+        // Reminders and escalation steps (after expiry: one due now expires instead).
+        if let Err(e) = super::stall::sweep(&self.app, &mut report).await {
+            tracing::error!(error = %e, "reminders and escalation not swept; again next period");
+            report.failures += 1;
+        }
         if !self.app.secrets().github.is_empty() {
             // Boxed: GitHub's calls make a deep future, kept off the stack of the caller's.
             match Box::pin(super::redelivery::sweep(&self.app, &self.github)).await {

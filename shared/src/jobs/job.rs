@@ -78,6 +78,39 @@ pub struct NotifyJob {
     /// The approval's trace ([`crate::observe::TraceContext::stored`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// Why, when it is not the approval's first notification: a reminder or an escalation
+    /// step, and its number (`"reason": "reminder", "number": 2` in the job's body).
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<NotifyReason>,
+}
+
+/// A notification after the first: reminder `number`, or escalation step `number`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum NotifyReason {
+    Reminder { number: u32 },
+    Escalation { number: u32 },
+}
+
+impl NotifyReason {
+    /// What the notifier's body says (`reason`) and what the job's identity and keys name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reminder { .. } => "reminder",
+            Self::Escalation { .. } => "escalation",
+        }
+    }
+
+    pub fn number(self) -> u32 {
+        match self {
+            Self::Reminder { number } | Self::Escalation { number } => number,
+        }
+    }
+
+    /// `reminder:2`: tells this notification's keys and events apart from the first's.
+    fn tag(self) -> String {
+        format!("{}:{}", self.as_str(), self.number())
+    }
 }
 
 impl NotifyJob {
@@ -86,11 +119,11 @@ impl NotifyJob {
     /// (and surrounding spaces are trimmed): the rest is percent-encoded, so
     /// `alice@example.com` stays as it is.
     pub fn key_for(&self, approver: &Approver) -> String {
-        format!(
-            "{}:notify:{}",
-            self.approval_id,
-            percent_encoding::utf8_percent_encode(approver.as_str(), HEADER_UNSAFE)
-        )
+        let approver = percent_encoding::utf8_percent_encode(approver.as_str(), HEADER_UNSAFE);
+        match self.reason {
+            None => format!("{}:notify:{approver}", self.approval_id),
+            Some(reason) => format!("{}:{}:{approver}", self.approval_id, reason.tag()),
+        }
     }
 
     /// What tells one end of this job apart in the trail's order: its attempt — and, for a job
@@ -138,7 +171,10 @@ impl NotifyJob {
                     &self.after,
                     kind,
                     (&self.tenant, &self.approval_id),
-                    &approver.identity(),
+                    &match self.reason {
+                        None => approver.identity(),
+                        Some(reason) => format!("{}/{}", reason.tag(), approver.identity()),
+                    },
                     now,
                     json!({ "channel": "notify" }),
                     data,
@@ -213,7 +249,10 @@ impl Job {
             Self::Notify(j) if j.per_approver => {
                 format!("{}#notify#{}", j.approval_id, j.approvers[0].as_str())
             }
-            Self::Notify(j) => format!("{}#notify", j.approval_id),
+            Self::Notify(j) => match j.reason {
+                None => format!("{}#notify", j.approval_id),
+                Some(reason) => format!("{}#{}", j.approval_id, reason.tag()),
+            },
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
@@ -235,6 +274,10 @@ impl Job {
     pub fn ledger(&self) -> LedgerKey {
         let guards = match self {
             Self::Notify(j) if j.per_approver => Guarded::Notification(j.approvers[0].clone()),
+            Self::Notify(NotifyJob {
+                reason: Some(reason),
+                ..
+            }) => Guarded::LaterNotifications(reason.tag()),
             Self::Notify(_) => Guarded::Notifications,
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
@@ -319,7 +362,10 @@ impl Job {
     pub fn business_key(&self) -> String {
         match self {
             // Each approver's call has its own ([`NotifyJob::key_for`]).
-            Self::Notify(j) => format!("{}:notify", j.approval_id),
+            Self::Notify(j) => match j.reason {
+                None => format!("{}:notify", j.approval_id),
+                Some(reason) => format!("{}:{}", j.approval_id, reason.tag()),
+            },
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored
             // result at a target that dedupes. (An approval from before keeps the key its

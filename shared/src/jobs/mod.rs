@@ -16,6 +16,7 @@ mod reconcile;
 mod redelivery;
 mod report;
 mod run_ends;
+mod stall;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use dispatch_policy::{callback_jobs, execute_job, github_job, jobs_for_change, slack_job};

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::job::NotifyJob;
+use super::job::{NotifyJob, NotifyReason};
 use crate::domain::{ApprovalId, Approver, EpochSeconds, TenantId};
 
 /// A notify job as a message body holds it: as [`NotifyJob`] writes it, or (queued before v5)
@@ -26,6 +26,8 @@ pub(super) struct NotifyJobBody {
     after: String,
     #[serde(default)]
     trace: Option<String>,
+    #[serde(default, flatten)]
+    reason: Option<NotifyReason>,
 }
 
 impl TryFrom<NotifyJobBody> for NotifyJob {
@@ -48,6 +50,7 @@ impl TryFrom<NotifyJobBody> for NotifyJob {
             expires_at: body.expires_at,
             after: body.after,
             trace: body.trace,
+            reason: body.reason,
         })
     }
 }

@@ -11,6 +11,9 @@ pub struct SweepReport {
     /// Run ends the clocks could not place, placed by GitHub: rounds closed (their pending
     /// approvals cancelled) as the ended attempt's.
     pub run_ends_closed: usize,
+    /// Reminders sent and escalation steps applied (each one write).
+    pub reminded: usize,
+    pub escalated: usize,
     /// Candidates whose handling failed (logged with their id): the others were handled all
     /// the same, and a failed one is a candidate again next run.
     pub failures: usize,
@@ -40,7 +43,12 @@ impl SweepReport {
         count_n(
             Metric::SweepItems,
             &[],
-            self.expired + self.requeued + self.ended + self.redelivered,
+            self.expired
+                + self.requeued
+                + self.ended
+                + self.redelivered
+                + self.reminded
+                + self.escalated,
         );
         count_n(Metric::SweepFailures, &[], self.failures);
     }

@@ -18,9 +18,15 @@ pub(crate) fn quorum_attributes(approval: &Approval) -> Vec<(String, AttributeVa
     // cut to a boolean hold a map; the same to the conditions). Every byte of the item is paid
     // on each of its writes, and on each of its indexes' (docs/COST.md).
     let while_pending = AttributeValue::Bool(true);
+    // Every escalation step's approvers get their ballot now, as members of the rules the step
+    // joins them to: the write that applies a step then only lists them (a ballot of someone
+    // not listed is never read — the votes' condition requires the listing).
+    let policy = &crate::domain::stall::joined(policy, &approval.stall.escalation);
+    let steps = approval.stall.escalation.iter().flat_map(|s| &s.approvers);
     let ballots = approval
         .approvers
         .iter()
+        .chain(steps)
         .map(|voter| {
             let mut ballot = HashMap::new();
             for (i, t) in policy.thresholds(voter).into_iter().enumerate() {

@@ -43,7 +43,7 @@ pub enum Requeue {
 
 impl Store {
     /// The approvals with something of `kind` due at or before `until`, oldest first.
-    async fn due(
+    pub(super) async fn due(
         &self,
         kind: &str,
         until: EpochSeconds,

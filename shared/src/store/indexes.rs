@@ -2,8 +2,10 @@
 //!
 //! - `status_id` (the `by_status` index, partitioned by tenant): the status, then the id, so one
 //!   tenant's approvals of one status are a range of the index, newest last.
-//! - `due_kind` / `due_at` (the sparse `due` index): a pending approval is due to expire at its
-//!   expiry (the expirer's partition); an approved one whose execution is queued or running is
+//! - `due_kind` / `due_at` (the sparse `due` index): a pending approval is due at the earliest
+//!   of its next reminder (the `reminder` partition), its next escalation step (`escalation`)
+//!   and its expiry (`expiry`), one entry, moved on by the write that sends the reminder or
+//!   applies the step (the sweeper's); an approved one whose execution is queued or running is
 //!   due to end (the reconciler's, from its last change, or from when it waits for a status
 //!   query); any other approval has neither attribute, so it is in no partition and no query
 //!   reads it.
@@ -23,11 +25,14 @@ use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::attr::{epoch, s};
 use super::expr::UpdateExpr;
+use crate::domain::stall::Next;
 use crate::domain::{Approval, ApprovalId, EpochSeconds, ExecutionStatus, Retention, Status};
 
 /// The `due` index's partitions.
 pub(crate) const DUE_EXPIRY: &str = "expiry";
 pub(crate) const DUE_EXECUTION: &str = "execution";
+pub(crate) const DUE_REMINDER: &str = "reminder";
+pub(crate) const DUE_ESCALATION: &str = "escalation";
 
 /// The TTL attribute of every table that holds an approval's items.
 pub(crate) const RETAIN_UNTIL: &str = "retain_until";
@@ -37,6 +42,10 @@ pub(crate) const RETAIN_UNTIL: &str = "retain_until";
 pub(crate) enum Due {
     /// Pending: the expirer's, at its expiry.
     Expiry(EpochSeconds),
+    /// Pending, a reminder falls due first: the sweeper's, then.
+    Reminder(EpochSeconds),
+    /// Pending, an escalation step falls due first: the sweeper's, then.
+    Escalation(EpochSeconds),
     /// Approved, its execution queued or running: the reconciler's, from then.
     Execution(EpochSeconds),
     /// Nothing: decided otherwise, cancelled, expired, or its execution has ended.
@@ -44,6 +53,18 @@ pub(crate) enum Due {
 }
 
 impl Due {
+    /// A pending approval's next due time: a reminder, a step or its expiry.
+    fn next(approval: &Approval) -> Self {
+        match approval
+            .stall
+            .next(approval.created_at, approval.expires_at)
+        {
+            (Next::Reminder(_), at) => Self::Reminder(at),
+            (Next::Escalation(_), at) => Self::Escalation(at),
+            (Next::Expiry, at) => Self::Expiry(at),
+        }
+    }
+
     /// What an approval in `status`, its execution in `execution`, has due: its expiry
     /// (`expires_at`) while pending; its execution's end (from `execution_at`) while approved
     /// and queued or running; nothing otherwise.
@@ -89,15 +110,29 @@ pub(crate) struct Indexed {
 impl Indexed {
     /// A whole approval's (its put).
     pub(crate) fn of(approval: &Approval) -> Self {
+        let due = match Due::of(
+            approval.status,
+            approval.execution.status,
+            approval.expires_at,
+            approval.execution.updated_at,
+        ) {
+            Due::Expiry(_) => Due::next(approval),
+            due => due,
+        };
         Self {
             status_id: Some(status_id(approval.status, &approval.id)),
-            due: Due::of(
-                approval.status,
-                approval.execution.status,
-                approval.expires_at,
-                approval.execution.updated_at,
-            ),
+            due,
             at: approval.execution.updated_at,
+        }
+    }
+
+    /// What a write that leaves `approval` pending (its reminders and steps as the write
+    /// leaves them) has due next: the sweeper's, when it sends a reminder or applies a step.
+    pub(crate) fn still_pending(approval: &Approval, at: EpochSeconds) -> Self {
+        Self {
+            status_id: None,
+            due: Due::next(approval),
+            at,
         }
     }
 
@@ -175,7 +210,7 @@ impl Indexed {
     fn retain_until(&self, retention: Retention) -> Option<EpochSeconds> {
         match self.due {
             Due::Nothing => retention.after_end(self.at),
-            Due::Expiry(_) | Due::Execution(_) => None,
+            Due::Expiry(_) | Due::Reminder(_) | Due::Escalation(_) | Due::Execution(_) => None,
         }
     }
 
@@ -183,6 +218,8 @@ impl Indexed {
         match self.due {
             Due::Expiry(at) => Some((DUE_EXPIRY, at)),
             Due::Execution(at) => Some((DUE_EXECUTION, at)),
+            Due::Reminder(at) => Some((DUE_REMINDER, at)),
+            Due::Escalation(at) => Some((DUE_ESCALATION, at)),
             Due::Nothing => None,
         }
     }

@@ -33,6 +33,7 @@ mod redeliveries;
 mod run_ends;
 pub mod schema;
 pub mod size;
+mod stall;
 mod tables;
 mod trail;
 mod unclear;
@@ -52,6 +53,7 @@ pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim,
 pub use listing::{ListPage, ListQuery, Listed, StatusMove};
 pub use operator::{MAX_RETRIES, OperatorRefusal};
 pub use size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};
+pub use stall::Stalled;
 pub use tables::Tables;
 pub use trail::EventPage;
 pub use unclear::UnclearRunEnd;

@@ -115,14 +115,17 @@ fn largest_vote(approver: &Approver) -> Decision {
 /// ledger.
 pub fn largest_item_bytes(approval: &Approval) -> usize {
     let created = item_bytes(&approval_to_item(approval));
-    let votes: usize = approval
-        .approvers
-        .iter()
-        .map(|a| 1 + value_bytes(&decision_to_attr(&largest_vote(a))) + a.identity().len())
-        .sum();
-    let decision = approval
-        .approvers
-        .iter()
+    // Escalation steps' approvers are listed when their step applies, and vote as the others
+    // do; the counts of reminders sent and steps applied take a few bytes each.
+    let joined = approval.stall.escalation.iter().flat_map(|s| &s.approvers);
+    let listed: usize = joined.clone().map(|a| 1 + a.as_str().len()).sum::<usize>()
+        + usize::from(!approval.stall.is_empty()) * 32;
+    let voters = || approval.approvers.iter().chain(joined.clone());
+    let votes: usize = listed
+        + voters()
+            .map(|a| 1 + value_bytes(&decision_to_attr(&largest_vote(a))) + a.identity().len())
+            .sum::<usize>();
+    let decision = voters()
         .map(|a| value_bytes(&decision_to_attr(&largest_vote(a))))
         .max()
         .unwrap_or(0);

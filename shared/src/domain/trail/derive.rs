@@ -77,6 +77,7 @@ pub fn events_for_change(
             }),
         );
     }
+    derived.stall(old);
     let old_status = old.map(|o| o.status);
     if old_status != Some(new.status) {
         match new.status {
@@ -153,6 +154,41 @@ impl Derived<'_> {
             tenant: tenant.clone(),
             approval_id: approval_id.clone(),
         });
+    }
+
+    /// The escalation steps applied and the reminder sent since `old` (each by a sweep's
+    /// write), steps first: a reminder written with them goes to their approvers too. Each at
+    /// the time it fell due.
+    fn stall(&mut self, old: Option<&Approval>) {
+        let new = self.approval;
+        let (reminded, escalated) = old.map_or((0, 0), |o| (o.stall.reminded, o.stall.escalated));
+        let sweeper = json!({ "channel": "sweeper" });
+        for (step, number) in new.stall.escalation.iter().zip(1u32..) {
+            if number <= escalated || number > new.stall.escalated {
+                continue;
+            }
+            self.push(
+                EventType::Escalated,
+                &number.to_string(),
+                new.created_at.saturating_add(step.after_seconds),
+                sweeper.clone(),
+                json!({ "step": number, "approvers": step.approvers, "rule": step.rule }),
+            );
+        }
+        let number = new.stall.reminded;
+        if number > reminded
+            && let Some(reminders) = &new.stall.reminders
+        {
+            self.push(
+                EventType::Reminded,
+                &number.to_string(),
+                reminders
+                    .due(new.created_at, number)
+                    .unwrap_or(new.created_at),
+                sweeper,
+                json!({ "number": number, "whom": new.waiting_on() }),
+            );
+        }
     }
 
     /// The execution's transitions between `old` (the approval as it was, if it was already

@@ -81,10 +81,16 @@ pub enum EventType {
     /// ... or could not be (GitHub refused it, or the attempts ran out).
     #[serde(rename = "github.answer_failed")]
     GithubAnswerFailed,
+    /// A reminder went to the approvers who had not voted.
+    #[serde(rename = "approval.reminded")]
+    Reminded,
+    /// An escalation step's approvers joined.
+    #[serde(rename = "approval.escalated")]
+    Escalated,
 }
 
 impl EventType {
-    pub const ALL: [Self; 23] = [
+    pub const ALL: [Self; 25] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -108,6 +114,8 @@ impl EventType {
         Self::Joined,
         Self::GithubAnswered,
         Self::GithubAnswerFailed,
+        Self::Reminded,
+        Self::Escalated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -135,6 +143,8 @@ impl EventType {
             Self::Joined => "approval.joined",
             Self::GithubAnswered => "github.answered",
             Self::GithubAnswerFailed => "github.answer_failed",
+            Self::Reminded => "approval.reminded",
+            Self::Escalated => "approval.escalated",
         }
     }
 

@@ -234,14 +234,20 @@ impl Downstream {
             approver,
             job.expires_at + REVIEW_LINK_GRACE_SECONDS,
         );
-        Some(json!({
+        let mut body = json!({
             "approval_id": job.approval_id,
             "approver": approver,
             "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, job.approval_id),
             "action": job.action,
             "context": job.context,
             "expires_at": rfc3339(job.expires_at),
-        }))
+        });
+        // A reminder or an escalation step says so, with its number.
+        if let (Some(reason), Some(fields)) = (job.reason, body.as_object_mut()) {
+            fields.insert("reason".to_owned(), json!(reason.as_str()));
+            fields.insert("number".to_owned(), json!(reason.number()));
+        }
+        Some(body)
     }
 
     /// One event for its tenant's subscription, signed per Standard Webhooks: the same

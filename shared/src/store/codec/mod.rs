@@ -116,6 +116,7 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(key_id) = &approval.requested_by_key_id {
         item.insert("requested_by_key_id".to_owned(), s(key_id.as_str()));
     }
+    item.extend(stall::stall_attributes(&approval.stall));
     item
 }
 
@@ -296,7 +297,7 @@ fn policy_from_attr(value: &AttributeValue) -> Result<Policy, StoreError> {
     Ok(Policy { rules })
 }
 
-fn approvers_from(
+pub(super) fn approvers_from(
     value: Option<&AttributeValue>,
     field: &'static str,
 ) -> Result<Vec<Approver>, StoreError> {
@@ -442,7 +443,14 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         _ => return Err(StoreError::corrupt("execution")),
     };
     let approvers = approvers_from(item.get("approvers"), "approvers")?;
-    let policy = item.get("policy").map(policy_from_attr).transpose()?;
+    let stall = stall::stall_from(item)?;
+    // The rules as they stand: with the approvers of every step applied so far (the write
+    // that applies one adds them to `approvers`, which the votes' condition reads).
+    let policy = item
+        .get("policy")
+        .map(policy_from_attr)
+        .transpose()?
+        .map(|p| crate::domain::stall::joined(&p, stall.applied()));
     // An approval decided before votes were recorded has no list.
     let votes = match item.get("votes") {
         None => Vec::new(),
@@ -491,6 +499,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
             }
             _ => None,
         },
+        stall,
     })
 }
 
@@ -567,6 +576,9 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
         _ => Err(StoreError::corrupt(name)),
     }
 }
+
+mod stall;
+pub(crate) use stall::{ESCALATED, REMINDED};
 
 #[cfg(test)]
 mod tests;

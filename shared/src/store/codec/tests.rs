@@ -87,6 +87,7 @@ fn an_approval_survives_the_round_trip() {
             ts: "1700000000.000100".into(),
         }),
         trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
+        stall: Default::default(),
         github: Some(GithubGate {
             installation_id: 42,
             repository: "acme/api".into(),

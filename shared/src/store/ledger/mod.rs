@@ -55,6 +55,8 @@ pub enum Guarded {
     Notifications,
     /// One approver's notification, as jobs queued before v5 kept it.
     Notification(Approver),
+    /// A reminder's or an escalation step's notifications (`reminder:2`): one item each.
+    LaterNotifications(String),
     Execution,
     /// The event id it delivers.
     Callback(String),
@@ -71,6 +73,7 @@ impl LedgerKey {
         match &self.guards {
             Guarded::Notifications => format!("{id}#notify"),
             Guarded::Notification(approver) => format!("{id}#notify#{}", approver.as_str()),
+            Guarded::LaterNotifications(tag) => format!("{id}#{tag}"),
             Guarded::Execution => format!("{id}#execute"),
             Guarded::Callback(event_id) => format!("{id}#callback#{event_id}"),
             Guarded::SlackMessage => format!("{id}#slack"),
@@ -81,7 +84,9 @@ impl LedgerKey {
     /// The job's kind, as the ledger item records it.
     pub fn kind(&self) -> &'static str {
         match self.guards {
-            Guarded::Notifications | Guarded::Notification(_) => "notify",
+            Guarded::Notifications | Guarded::Notification(_) | Guarded::LaterNotifications(_) => {
+                "notify"
+            }
             Guarded::Execution => "execute",
             Guarded::Callback(_) => "callback",
             Guarded::SlackMessage => "slack",
