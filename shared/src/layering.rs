@@ -146,6 +146,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("claims", 6),
     ("api_keys", 6),
     ("due", 6),
+    ("stall", 6),
     ("trail", 6),
     ("positions", 6),
     ("held_reads", 6),
