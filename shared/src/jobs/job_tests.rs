@@ -553,3 +553,73 @@ fn github_is_told_every_end_but_a_runs_own_once() {
         Job::Github(job)
     );
 }
+
+/// A reminder's and a step's notifications: made from the sweep's change, each its own job,
+/// ledger item, keys and events (never the first notification's), and the reason and number
+/// in the body as the notifier reads them.
+#[test]
+fn a_reminder_and_a_step_notify_whom_they_concern_under_their_own_ledger_item_and_keys() {
+    use crate::domain::stall::{EscalationStep, Reminders};
+    use crate::domain::trail::events_for_change;
+    use crate::jobs::dispatch_policy::stall_jobs;
+    let mut old = pending(100_000);
+    old.stall.reminders = Some(Reminders {
+        after_seconds: 60,
+        every_seconds: 300,
+        max: 3,
+    });
+    old.stall.escalation = vec![EscalationStep {
+        after_seconds: 60,
+        approvers: vec![Approver::parse("lead").unwrap()],
+        rule: None,
+    }];
+    old.votes = decided(Outcome::Approved).decision.into_iter().collect();
+    let mut new = old.clone();
+    new.stall.reminded = 1;
+    new.stall.escalated = 1;
+    new.approvers.push(Approver::parse("lead").unwrap());
+    let events = events_for_change(Some(&old), Some(&new), "p");
+    let kinds: Vec<EventType> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventType::Escalated, EventType::Reminded]);
+    let jobs = stall_jobs(Some(&new), &events);
+    let ids: Vec<String> = jobs.iter().map(Job::id).collect();
+    assert_eq!(
+        ids,
+        [
+            format!("{}#escalation:1", new.id),
+            format!("{}#reminder:1", new.id)
+        ]
+    );
+    let Job::Notify(reminder) = &jobs[1] else {
+        panic!("not a notify job")
+    };
+    let whom: Vec<&str> = reminder.approvers.iter().map(Approver::as_str).collect();
+    assert_eq!(whom, ["bob", "lead"], "alice voted; the lead joined");
+    assert_eq!(jobs[1].ledger().pk(), format!("{}#reminder:1", new.id));
+    assert_eq!(
+        reminder.key_for(&reminder.approvers[0]),
+        format!("{}:reminder:1:bob", new.id)
+    );
+    let sent = reminder.events(&[(&reminder.approvers[0], Ok(()))], 1, 7);
+    let first = jobs_for_change(None, Some(&old), "p");
+    let Job::Notify(first) = &first[0] else {
+        panic!("not a notify job")
+    };
+    let first_sent = first.events(&[(&first.approvers[1], Ok(()))], 1, 7);
+    assert_ne!(
+        sent[0].id, first_sent[0].id,
+        "bob's reminder is not his first"
+    );
+
+    let body = serde_json::to_value(&jobs[1]).unwrap();
+    assert_eq!(
+        (&body["reason"], &body["number"]),
+        (&json!("reminder"), &json!(1))
+    );
+    let back: Job = serde_json::from_value(body).unwrap();
+    assert_eq!(back, jobs[1]);
+    let first_body = serde_json::to_value(Job::Notify(first.clone())).unwrap();
+    assert!(first_body.get("reason").is_none());
+    let back: Job = serde_json::from_value(first_body).unwrap();
+    assert_eq!(back, Job::Notify(first.clone()));
+}

@@ -182,3 +182,98 @@ fn the_next_due_is_the_earliest_of_reminder_step_and_expiry() {
         (Next::Expiry, 600)
     );
 }
+
+#[test]
+fn a_late_sweep_sends_the_latest_reminder_due_but_never_one_past_a_step_due_before_it() {
+    let stall = Stall {
+        reminders: Some(Reminders {
+            after_seconds: 60,
+            every_seconds: 300,
+            max: 5,
+        }),
+        reminded: 0,
+        escalation: vec![EscalationStep {
+            after_seconds: 700,
+            approvers: people(&["lead@example.com"]),
+            rule: None,
+        }],
+        escalated: 0,
+    };
+    // Reminders at 60, 360, 660, 960, 1260; the step at 700; expiry at 5_000.
+    assert_eq!(stall.due_at(0, 5_000, 59), None);
+    assert_eq!(stall.due_at(0, 5_000, 400), Some(Next::Reminder(2)));
+    assert_eq!(
+        stall.due_at(0, 5_000, 1_000),
+        Some(Next::Reminder(3)),
+        "660 is due, 960 comes after the step at 700"
+    );
+    let reminded = Stall {
+        reminded: 3,
+        ..stall.clone()
+    };
+    assert_eq!(reminded.due_at(0, 5_000, 1_000), Some(Next::Escalation(1)));
+    let escalated = Stall {
+        escalated: 1,
+        ..reminded
+    };
+    assert_eq!(escalated.due_at(0, 5_000, 1_000), Some(Next::Reminder(4)));
+    assert_eq!(
+        escalated.due_at(0, 900, 899),
+        None,
+        "nothing left before the expiry"
+    );
+    assert_eq!(
+        stall.due_at(0, 300, 300),
+        None,
+        "the expiry's, not the sweep's"
+    );
+}
+
+#[test]
+fn a_step_joins_the_rule_it_names_or_every_rule_once() {
+    let policy = Policy {
+        rules: vec![
+            super::super::Rule {
+                name: "eng".into(),
+                approvers: people(&["alice@example.com"]),
+                min_approvals: 1,
+            },
+            super::super::Rule {
+                name: "sec".into(),
+                approvers: people(&["bob@example.com"]),
+                min_approvals: 1,
+            },
+        ],
+    };
+    let steps = vec![
+        EscalationStep {
+            after_seconds: 60,
+            approvers: people(&["lead@example.com"]),
+            rule: Some("sec".into()),
+        },
+        EscalationStep {
+            after_seconds: 120,
+            approvers: people(&["vp@example.com"]),
+            rule: None,
+        },
+    ];
+    let joined = joined(&policy, &steps);
+    let names = |i: usize| -> Vec<&str> {
+        joined.rules[i]
+            .approvers
+            .iter()
+            .map(Approver::as_str)
+            .collect()
+    };
+    assert_eq!(names(0), ["alice@example.com", "vp@example.com"]);
+    assert_eq!(
+        names(1),
+        ["bob@example.com", "lead@example.com", "vp@example.com"]
+    );
+    assert_eq!(
+        super::joined(&joined, &steps),
+        joined,
+        "joining again adds no one"
+    );
+    assert_eq!(joined.rules[1].min_approvals, 1, "min_approvals unchanged");
+}

@@ -5,6 +5,7 @@
 
 mod schemas;
 mod sign_in;
+mod stall;
 
 use serde_json::{Map, Value, json};
 

@@ -8,6 +8,14 @@ use crate::domain::{CreateRequest, DecideRequest, Policy};
 use crate::http::problem::ApiError;
 
 pub(super) fn schemas() -> Value {
+    let mut all = core();
+    if let (Some(all), Value::Object(stall)) = (all.as_object_mut(), super::stall::schemas()) {
+        all.extend(stall);
+    }
+    all
+}
+
+fn core() -> Value {
     let comment =
         json!({"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS});
     let approver = json!({"$ref": "#/components/schemas/Approver"});
@@ -42,7 +50,9 @@ pub(super) fn schemas() -> Value {
                     "maximum": CreateRequest::MAX_EXPIRES_IN,
                     "default": CreateRequest::DEFAULT_EXPIRES_IN
                 },
-                "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"}))
+                "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"})),
+                "reminders": nullable(json!({"$ref": "#/components/schemas/RemindersInput"})),
+                "escalation": nullable(json!({"$ref": "#/components/schemas/EscalationInput"}))
             },
             "description": format!("`payload` and `context` together take at most {} bytes once written out; numbers must be exact (integers within ±2^53).", CreateRequest::MAX_WRITTEN_BYTES),
             "examples": [{"action": {"type": "deploy", "payload": {"service": "api", "build": 1042}}, "approvers": ["alice@example.com", "bob@example.com"]}]
@@ -222,7 +232,9 @@ pub(super) fn schemas() -> Value {
                     "type": "object", "additionalProperties": false, "required": ["channel", "ts"],
                     "description": "Where its Slack message is, once posted (tenants with `SLACK`).",
                     "properties": {"channel": {"type": "string"}, "ts": {"type": "string"}}
-                }
+                },
+                "reminders": {"$ref": "#/components/schemas/RemindersView"},
+                "escalation": {"$ref": "#/components/schemas/EscalationView"}
             }
         },
         "ApprovalPage": {
