@@ -547,3 +547,52 @@ async fn a_sweeper_killed_after_its_claim_and_before_its_ask_is_followed_next_pe
     assert_eq!(github.redeliveries(), [41]);
     scenario.teardown();
 }
+
+/// A sweep that dies right after the write that sends a reminder, and a dispatcher that dies
+/// after queueing its notifications: each approver still gets that reminder once, and the
+/// sweeps after it send nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reminder_survives_a_crash_between_its_write_and_its_send_and_goes_out_once() {
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[("SWEEP_INTERVAL_SECONDS", "3600")]).await;
+    let body = countersign_tests::CreateBody::new("deploy", &[ALICE, BOB])
+        .with(
+            "reminders",
+            json!({"after_seconds": 60, "every_seconds": 300, "max": 1}),
+        )
+        .to_string();
+    let id = t.create_ok(KEY_A, "remind-crash", &body).await;
+    eventually("the first notifications", || async {
+        t.downstream().calls(&format!("{id}:notify:{BOB}")) == 1
+    })
+    .await;
+    fail::cfg("stall::after_write", "1*panic").unwrap();
+    fail::cfg("dispatch::after_send", "1*panic").unwrap();
+    t.clock.advance(61);
+    let sweep = || {
+        let expirer = countersign::jobs::Expirer::new(t.function(countersign::Function::Sweeper));
+        async move { expirer.run().await }
+    };
+    let crashed = tokio::spawn(sweep()).await;
+    assert!(
+        crashed.unwrap_err().is_panic(),
+        "the sweep died after its write"
+    );
+    let again = futures::future::join_all((0..5).map(|_| sweep())).await;
+    let reminded: usize = again.iter().map(|r| r.as_ref().unwrap().reminded).sum();
+    assert_eq!(reminded, 0, "written once: no sweep sends it again");
+    let keys = [ALICE, BOB].map(|a| format!("{id}:reminder:1:{a}"));
+    eventually("both are reminded", || async {
+        keys.iter().all(|k| t.downstream().calls(k) >= 1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for key in &keys {
+        assert_eq!(
+            (t.downstream().calls(key), t.downstream().effects(key)),
+            (1, 1),
+            "{key}: the crashed dispatch's retry is stopped by the ledger"
+        );
+    }
+    scenario.teardown();
+}

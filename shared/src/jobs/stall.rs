@@ -43,6 +43,9 @@ pub(super) async fn sweep(app: &App, report: &mut SweepReport) -> Result<(), Sto
             };
             match (written, due) {
                 (Ok(Some(new)), Some(next)) => {
+                    // A crash here loses nothing: the write is the record, its change on the
+                    // stream makes the notifications.
+                    fail::fail_point!("stall::after_write");
                     match next {
                         Next::Reminder(_) => report.reminded += 1,
                         _ => report.escalated += 1,
