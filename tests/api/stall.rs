@@ -327,3 +327,68 @@ async fn bad_reminders_and_escalation_are_refused_naming_the_field_and_nothing_i
     let listed = t.get_path(KEY_A, "/approvals?status=pending").await.json();
     assert_eq!(listed["approvals"], json!([]), "nothing written");
 }
+
+/// In Slack, the channel that first told them: a step redraws the message with the lead among
+/// the approvers and replies in its thread mentioning them; a reminder replies mentioning whoever
+/// has not voted. Each reply once, under five sweeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slack_replies_in_the_thread_mentioning_whom_a_step_or_a_reminder_concerns() {
+    use countersign_tests::slack::{U_BOB, U_CAROL};
+    let (t, slack) = TestApp::start_slack(&[("SWEEP_INTERVAL_SECONDS", "3600")]).await;
+    let body = CreateBody::new("deploy", &[ALICE, BOB])
+        .context(json!({"summary": "Deploy api"}))
+        .policy(json!({"rules": [{"name": "pair", "approvers": [ALICE, BOB], "min_approvals": 2}]}))
+        .expires_in(86_400)
+        .with(
+            "reminders",
+            json!({"after_seconds": 900, "every_seconds": 3600, "max": 1}),
+        )
+        .with(
+            "escalation",
+            json!([{"after_seconds": 600, "approvers": [CAROL]}]),
+        )
+        .to_string();
+    let id = t.create_ok(KEY_A, "slack-stall", &body).await;
+    let message = slack
+        .wait_for_message(&id, std::time::Duration::from_secs(30), |m| m.has_buttons())
+        .await;
+    t.approve(&id, ALICE).await;
+    let replies = || {
+        slack
+            .calls("chat.postMessage")
+            .into_iter()
+            .filter(|c| c.body["thread_ts"] == message.ts.as_str())
+            .map(|c| c.body["text"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+
+    t.clock.advance(601);
+    assert_eq!(five_sweeps(&t).await, (0, 1));
+    eventually("the step's reply", || async { replies().len() == 1 }).await;
+    assert_eq!(
+        replies()[0],
+        format!("Escalated (step 1): <@{U_CAROL}> can now decide.")
+    );
+    slack
+        .wait_for_message(&id, std::time::Duration::from_secs(30), |m| {
+            m.shown().contains(CAROL)
+        })
+        .await;
+
+    t.clock.advance(300);
+    assert_eq!(five_sweeps(&t).await, (1, 0));
+    eventually("the reminder's reply", || async { replies().len() == 2 }).await;
+    assert_eq!(
+        replies()[1],
+        format!("Reminder 1: still waiting on <@{U_BOB}>, <@{U_CAROL}>.")
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(replies().len(), 2, "each once");
+    let events = t.trail(KEY_A, &id, 100).await;
+    let sent = events_of_type(&events, "notification.sent");
+    assert!(
+        sent.iter()
+            .any(|e| e["data"]["reason"] == "reminder" && e["actor"]["channel"] == "slack_reply"),
+        "{events:#?}"
+    );
+}

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::dispatch_policy::{callback_jobs, github_job, jobs_for_change, slack_job, stall_jobs};
+use super::dispatch_policy::{
+    callback_jobs, github_job, jobs_for_change, slack_job, slack_replies, stall_jobs,
+};
 use super::job::Job;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Retention, Status};
@@ -218,6 +220,7 @@ impl Dispatcher {
                         jobs.extend(callback_jobs(new, &derived, subscription));
                         if secrets.slack.contains_key(&new.tenant) {
                             jobs.extend(slack_job(old.as_ref(), Some(new), &position));
+                            jobs.extend(slack_replies(new, &derived));
                         }
                     }
                     events.extend(derived);

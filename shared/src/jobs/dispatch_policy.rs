@@ -5,10 +5,11 @@ use serde_json::{Value, json};
 
 use super::job::{
     CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, NotifyReason, SlackJob,
+    SlackReplyJob,
 };
 use crate::config::Subscription;
 use crate::domain::trail::{EventType, TrailEvent};
-use crate::domain::{Approval, Status, rfc3339};
+use crate::domain::{Approval, Approver, Status, rfc3339};
 use crate::slack::MessageState;
 
 /// The jobs one committed change of an approval makes: a new approval → one notify job for its
@@ -55,50 +56,78 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
     jobs
 }
 
-/// The notifications a sweep's write makes (from the change's `derived` events): an escalation
-/// step's to its approvers, a reminder's to every listed approver who has not voted — each
-/// once, its own job identity (`{id}#reminder:2`) and keys, sorted after its event.
+/// What a sweep's write asks to be told (from the change's `derived` events): an escalation
+/// step's approvers, or a reminder's — every listed approver who has not voted.
+fn stall_notices<'a>(
+    new: &'a Approval,
+    derived: &'a [TrailEvent],
+) -> impl Iterator<Item = (&'a TrailEvent, NotifyReason, Vec<Approver>)> {
+    derived.iter().filter_map(move |event| {
+        let field = match event.kind {
+            EventType::Reminded => "number",
+            EventType::Escalated => "step",
+            _ => return None,
+        };
+        let number = u32::try_from(event.data.get(field)?.as_u64()?).ok()?;
+        let (reason, approvers) = match event.kind {
+            EventType::Reminded => (
+                NotifyReason::Reminder { number },
+                new.waiting_on().into_iter().cloned().collect::<Vec<_>>(),
+            ),
+            _ => (
+                NotifyReason::Escalation { number },
+                new.stall
+                    .escalation
+                    .get(usize::try_from(number).ok()?.checked_sub(1)?)?
+                    .approvers
+                    .clone(),
+            ),
+        };
+        (!approvers.is_empty()).then_some((event, reason, approvers))
+    })
+}
+
+/// The notifier's notifications a sweep's write makes: each once, its own job identity
+/// (`{id}#reminder:2`) and keys, sorted after its event.
 pub fn stall_jobs(new: Option<&Approval>, derived: &[TrailEvent]) -> Vec<Job> {
     let Some(new) = new else {
         return Vec::new();
     };
     let view = json!(new.view(new.created_at));
-    derived
-        .iter()
-        .filter_map(|event| {
-            let number = event.data.get(match event.kind {
-                EventType::Reminded => "number",
-                EventType::Escalated => "step",
-                _ => return None,
-            })?;
-            let number = u32::try_from(number.as_u64()?).ok()?;
-            let (reason, approvers) = match event.kind {
-                EventType::Reminded => (
-                    NotifyReason::Reminder { number },
-                    new.waiting_on().into_iter().cloned().collect::<Vec<_>>(),
-                ),
-                _ => (
-                    NotifyReason::Escalation { number },
-                    new.stall
-                        .escalation
-                        .get(usize::try_from(number).ok()?.checked_sub(1)?)?
-                        .approvers
-                        .clone(),
-                ),
-            };
-            (!approvers.is_empty()).then(|| {
-                Job::Notify(NotifyJob {
-                    approval_id: new.id.clone(),
-                    tenant: new.tenant.clone(),
-                    approvers,
-                    per_approver: false,
-                    action: view["action"].clone(),
-                    context: view["context"].clone(),
-                    expires_at: new.expires_at,
-                    after: event.order.clone(),
-                    trace: new.trace.clone(),
-                    reason: Some(reason),
-                })
+    stall_notices(new, derived)
+        .map(|(event, reason, approvers)| {
+            Job::Notify(NotifyJob {
+                approval_id: new.id.clone(),
+                tenant: new.tenant.clone(),
+                approvers,
+                per_approver: false,
+                action: view["action"].clone(),
+                context: view["context"].clone(),
+                expires_at: new.expires_at,
+                after: event.order.clone(),
+                trace: new.trace.clone(),
+                reason: Some(reason),
+            })
+        })
+        .collect()
+}
+
+/// ... and their replies in the approval's Slack thread (a tenant with Slack, its message
+/// posted): the channel that first told them.
+pub fn slack_replies(new: &Approval, derived: &[TrailEvent]) -> Vec<Job> {
+    let Some(thread) = &new.slack else {
+        return Vec::new();
+    };
+    stall_notices(new, derived)
+        .map(|(event, reason, approvers)| {
+            Job::SlackReply(SlackReplyJob {
+                approval_id: new.id.clone(),
+                tenant: new.tenant.clone(),
+                thread: thread.clone(),
+                reason,
+                approvers,
+                after: event.order.clone(),
+                trace: new.trace.clone(),
             })
         })
         .collect()

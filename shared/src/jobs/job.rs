@@ -25,6 +25,8 @@ pub enum Job {
     Execute(ExecuteJob),
     Callback(CallbackJob),
     Slack(SlackJob),
+    /// A reminder's or an escalation step's reply in the approval's Slack thread.
+    SlackReply(SlackReplyJob),
     /// A GitHub deployment's rejection (rejected, expired, cancelled by a person); its approval
     /// is told as the execution of the approved one ([`ExecuteJob::github`]).
     Github(GithubJob),
@@ -108,8 +110,40 @@ impl NotifyReason {
     }
 
     /// `reminder:2`: tells this notification's keys and events apart from the first's.
-    fn tag(self) -> String {
+    pub(crate) fn tag(self) -> String {
         format!("{}:{}", self.as_str(), self.number())
+    }
+}
+
+/// A reply in the thread of the approval's Slack message, mentioning whom a reminder or an
+/// escalation step concerns (by their Slack user where `SLACK`'s `users` maps one). Slack takes
+/// no key, so it is posted at most once: a reply whose outcome is unknown is not posted again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlackReplyJob {
+    pub approval_id: ApprovalId,
+    pub tenant: TenantId,
+    pub thread: crate::domain::SlackMessage,
+    pub reason: NotifyReason,
+    pub approvers: Vec<Approver>,
+    /// The trail order of the reminder's or step's event: the reply's sorts after it.
+    pub after: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+}
+
+impl SlackReplyJob {
+    /// What the reply says, `mention` naming each approver (their Slack user, if known).
+    pub fn text(&self, mention: impl Fn(&Approver) -> String) -> String {
+        let whom: Vec<String> = self.approvers.iter().map(mention).collect();
+        match self.reason {
+            NotifyReason::Reminder { number } => {
+                format!("Reminder {number}: still waiting on {}.", whom.join(", "))
+            }
+            NotifyReason::Escalation { number } => format!(
+                "Escalated (step {number}): {} can now decide.",
+                whom.join(", ")
+            ),
+        }
     }
 }
 
@@ -256,6 +290,7 @@ impl Job {
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
+            Self::SlackReply(j) => format!("{}#slack-{}", j.approval_id, j.reason.tag()),
             Self::Github(j) => format!("{}#github", j.approval_id),
         }
     }
@@ -265,7 +300,7 @@ impl Job {
         match self {
             Self::Execute(j) => j.github.as_ref(),
             Self::Github(j) => Some(&j.call),
-            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) => None,
+            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) | Self::SlackReply(_) => None,
         }
     }
 
@@ -282,6 +317,7 @@ impl Job {
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
             Self::Slack(_) => Guarded::SlackMessage,
+            Self::SlackReply(j) => Guarded::LaterNotifications(format!("slack-{}", j.reason.tag())),
             Self::Github(_) => Guarded::GithubAnswer,
         };
         LedgerKey {
@@ -317,6 +353,22 @@ impl Job {
                 String::new(),
                 json!({ "state": state(&j.call), "environment": j.call.environment,
                         "comment": j.call.comment }),
+            ),
+            (Self::SlackReply(j), Completion::Succeeded) => (
+                &j.after,
+                EventType::NotificationSent,
+                format!("slack/{}", j.reason.tag()),
+                json!({ "approvers": j.approvers, "reason": j.reason.as_str(), "number": j.reason.number() }),
+            ),
+            (
+                Self::SlackReply(j),
+                Completion::Failed(error) | Completion::NeedsReconciliation(error),
+            ) => (
+                &j.after,
+                EventType::NotificationFailed,
+                format!("slack/{}", j.reason.tag()),
+                json!({ "approvers": j.approvers, "reason": j.reason.as_str(), "number": j.reason.number(),
+                        "error": error }),
             ),
             (Self::Github(j), Completion::Failed(error)) => (
                 &j.after,
@@ -354,7 +406,11 @@ impl Job {
                 EventType::CallbackDelivered,
                 &j.event_id,
             )),
-            Self::Notify(_) | Self::Execute(_) | Self::Slack(_) | Self::Github(_) => None,
+            Self::Notify(_)
+            | Self::Execute(_)
+            | Self::Slack(_)
+            | Self::SlackReply(_)
+            | Self::Github(_) => None,
         }
     }
 
@@ -383,6 +439,7 @@ impl Job {
             Self::Callback(j) => j.event_id.clone(),
             // Slack takes no key: the message's ledger item keeps it to one.
             Self::Slack(j) => j.message.approval_id.to_string(),
+            Self::SlackReply(j) => format!("{}:slack-{}", j.approval_id, j.reason.tag()),
             // GitHub takes none either: the round's fence keeps an answer to its own round.
             Self::Github(j) => format!("{}:github", j.approval_id),
         }
@@ -394,6 +451,7 @@ impl Job {
             Self::Execute(_) => "execute",
             Self::Callback(_) => "callback",
             Self::Slack(_) => "slack",
+            Self::SlackReply(_) => "slack_reply",
             Self::Github(_) => "github",
         }
     }
@@ -404,6 +462,7 @@ impl Job {
             Self::Execute(j) => &j.approval_id,
             Self::Callback(j) => &j.approval_id,
             Self::Slack(j) => &j.message.approval_id,
+            Self::SlackReply(j) => &j.approval_id,
             Self::Github(j) => &j.approval_id,
         }
     }
@@ -414,6 +473,7 @@ impl Job {
             Self::Execute(j) => &j.tenant,
             Self::Callback(j) => &j.tenant,
             Self::Slack(j) => &j.message.tenant,
+            Self::SlackReply(j) => &j.tenant,
             Self::Github(j) => &j.tenant,
         }
     }
@@ -426,6 +486,7 @@ impl Job {
             Self::Execute(j) => j.trace.as_deref(),
             Self::Callback(j) => j.trace.as_deref(),
             Self::Slack(j) => j.trace.as_deref(),
+            Self::SlackReply(j) => j.trace.as_deref(),
             Self::Github(j) => j.trace.as_deref(),
         };
         stored
@@ -442,6 +503,7 @@ impl Job {
             Self::Execute(j) if j.trace.is_none() => j.trace = trace,
             Self::Callback(j) if j.trace.is_none() => j.trace = trace,
             Self::Slack(j) if j.trace.is_none() => j.trace = trace,
+            Self::SlackReply(j) if j.trace.is_none() => j.trace = trace,
             Self::Github(j) if j.trace.is_none() => j.trace = trace,
             _ => {}
         }
@@ -450,7 +512,11 @@ impl Job {
 
     pub fn generation(&self) -> u32 {
         match self {
-            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) | Self::Github(_) => 0,
+            Self::Notify(_)
+            | Self::Callback(_)
+            | Self::Slack(_)
+            | Self::SlackReply(_)
+            | Self::Github(_) => 0,
             Self::Execute(j) => j.generation,
         }
     }

@@ -111,6 +111,19 @@ impl SlackApi {
         }
     }
 
+    /// Replies `text` in the thread of `message` (a plain reply: the channel is not told).
+    pub async fn reply(&self, app: &SlackApp, message: &SlackMessage, text: &str) -> Sent {
+        let request = SlackApiChatPostMessageRequest::new(
+            message.channel.clone().into(),
+            SlackMessageContent::new().with_text(text.to_owned()),
+        )
+        .with_thread_ts(message.ts.clone().into());
+        match self.call(app, "chat.postMessage", &request).await {
+            Ok(_) => Sent::Done(message.clone()),
+            Err(sent) => sent,
+        }
+    }
+
     /// Looks for the approval's message (by its metadata) in the channel since `since`.
     /// `may_call`: whether there is time for another page.
     pub async fn find_posted(

@@ -53,6 +53,18 @@ impl SlackApp {
     pub fn approver(&self, slack_user: &str) -> Option<&Approver> {
         self.users.get(slack_user)
     }
+
+    /// How a reply names `approver`: `<@U…>` (a mention Slack notifies) when `users` maps a
+    /// Slack user to them, else their name, escaped.
+    pub fn mention(&self, approver: &Approver) -> String {
+        self.users
+            .iter()
+            .find(|(_, a)| a.same_identity(approver))
+            .map_or_else(
+                || super::message::escape(approver.as_str()),
+                |(user, _)| format!("<@{user}>"),
+            )
+    }
 }
 
 #[derive(Deserialize)]

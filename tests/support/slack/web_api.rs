@@ -26,7 +26,12 @@ fn valid_message(body: &Value) -> Result<(), String> {
         }
     };
     text(&body["text"], 40_000, "text")?;
-    let blocks = body["blocks"].as_array().ok_or("no blocks")?;
+    // As Slack: `text` alone is a message (a thread reply); without it, blocks are required.
+    let blocks = match body["blocks"].as_array() {
+        Some(blocks) => blocks,
+        None if chars(&body["text"]) > 0 => return Ok(()),
+        None => return Err("no blocks and no text".to_owned()),
+    };
     if blocks.len() > 50 {
         return Err("more than 50 blocks".to_owned());
     }

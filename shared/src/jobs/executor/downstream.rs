@@ -66,6 +66,16 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
+            // Slack's Web API, for a tenant with a bot token; it takes no key: at most once.
+            Job::SlackReply(j) => Self {
+                url: secrets
+                    .slack
+                    .get(&j.tenant)
+                    .filter(|app| app.bot_token.is_some())
+                    .map(|app| app.api_base_url.clone()),
+                idempotent: false,
+                status: None,
+            },
             // GitHub's answer goes to the event's callback URL on the tenant's `api_url`
             // (checked before it is sent). A second send is refused by GitHub itself (422), and
             // the round's fence keeps it from a newer round, so it may be sent again.
@@ -159,16 +169,20 @@ impl Downstream {
             Job::Notify(_) => {
                 return CallOutcome::Refused("a notify job calls each approver".into());
             }
-            Job::Slack(_) => return CallOutcome::Refused("a Slack job has no target URL".into()),
+            Job::Slack(_) | Job::SlackReply(_) => {
+                return CallOutcome::Refused("a Slack job has no target URL".into());
+            }
             Job::Github(_) => {
                 return CallOutcome::Refused("a GitHub answer has no target URL".into());
             }
         };
         let request = match job {
             Job::Callback(_) => request,
-            Job::Execute(_) | Job::Notify(_) | Job::Slack(_) | Job::Github(_) => {
-                request.header("Idempotency-Key", job.business_key())
-            }
+            Job::Execute(_)
+            | Job::Notify(_)
+            | Job::Slack(_)
+            | Job::SlackReply(_)
+            | Job::Github(_) => request.header("Idempotency-Key", job.business_key()),
         };
         call(request, job, idempotent, budget).await
     }

@@ -67,12 +67,13 @@ impl Executor {
                 if let Job::Execute(j) = &r.job {
                     observe::count(Metric::ExecutionAttempt, &[j.action_type.as_str()]);
                 }
-                match r.job.github_call() {
-                    Some(call) => {
+                match (r.job.github_call(), &r.job) {
+                    (Some(call), _) => {
                         let answered = self.downstream.answer_github(&r.job, call, budget).await;
                         self.github_outcome(r, answered, &mut github_wait).await?
                     }
-                    None => {
+                    (None, Job::SlackReply(reply)) => self.reply_in_slack(reply, budget).await,
+                    (None, _) => {
                         self.downstream
                             .send(&r.job, url, r.target.idempotent, budget)
                             .await
@@ -82,9 +83,11 @@ impl Executor {
             (None, _) => {
                 let kind = match &r.job {
                     Job::Execute(j) => j.action_type.as_str(),
-                    Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {
-                        r.job.kind()
-                    }
+                    Job::Notify(_)
+                    | Job::Callback(_)
+                    | Job::Slack(_)
+                    | Job::SlackReply(_)
+                    | Job::Github(_) => r.job.kind(),
                 };
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
@@ -95,7 +98,11 @@ impl Executor {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }
             }
-            Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::Github(_) => {}
+            Job::Notify(_)
+            | Job::Callback(_)
+            | Job::Slack(_)
+            | Job::SlackReply(_)
+            | Job::Github(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it

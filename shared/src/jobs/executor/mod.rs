@@ -419,7 +419,7 @@ impl Executor {
                 Job::Github(_) => {
                     count_outcome(end.completion);
                 }
-                Job::Notify(_) | Job::Callback(_) | Job::Slack(_) => {}
+                Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::SlackReply(_) => {}
             }
         }
         Ok(written)

@@ -209,6 +209,32 @@ impl Executor {
         }
     }
 
+    /// Posts a reminder's or a step's reply in the approval's Slack thread, within `budget`.
+    pub(super) async fn reply_in_slack(
+        &self,
+        job: &crate::jobs::job::SlackReplyJob,
+        budget: Duration,
+    ) -> super::policy::CallOutcome {
+        use super::policy::CallOutcome;
+        let secrets = self.app.secrets();
+        let Some(app) = secrets.slack.get(&job.tenant) else {
+            return CallOutcome::Refused("the tenant has no Slack app any more".to_owned());
+        };
+        let text = job.text(|approver| app.mention(approver));
+        let sent = tokio::time::timeout(budget, self.slack_api.reply(app, &job.thread, &text))
+            .await
+            .unwrap_or_else(|_| Sent::Unknown("no answer within the timeout".to_owned()));
+        match sent {
+            Sent::Done(_) => CallOutcome::Succeeded,
+            Sent::RateLimited(seconds) => {
+                CallOutcome::Retryable(format!("Slack rate-limited the reply ({seconds} s)"))
+            }
+            Sent::NotSent(error) => CallOutcome::Retryable(error),
+            Sent::Refused(error) => CallOutcome::Refused(error),
+            Sent::Unknown(error) => CallOutcome::Unknown(error),
+        }
+    }
+
     /// How long a call to Slack whose answer never came may still land: as long as the call
     /// could last.
     fn settle_ms(&self) -> i64 {
