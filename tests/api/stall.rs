@@ -231,6 +231,26 @@ async fn a_step_adds_a_lead_once_whose_vote_completes_the_quorum_and_it_runs_onc
     assert_eq!(view["policy"]["rules"][0]["min_approvals"], 2, "unchanged");
     assert_eq!(view["escalation"][0]["applied"], true);
     assert_eq!(view["escalation"][1]["applied"], false);
+    // Listed under her own facet: her listing (and inbox) has it.
+    eventually("carol's listing has it", || async {
+        let page = t
+            .get_path(
+                KEY_A,
+                &format!("/approvals?approver={CAROL}&status=pending"),
+            )
+            .await
+            .json();
+        page["approvals"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["id"] == id.as_str()))
+    })
+    .await;
+
+    let page = t.send(t.http.get(t.review_link(&id, CAROL))).await.text();
+    assert!(
+        page.contains(&format!("{CAROL} (you)")) && page.contains("(added by escalation step 1)"),
+        "{page}"
+    );
 
     let decided = t.approve(&id, CAROL).await;
     assert_eq!(decided["status"], "approved", "{decided}");

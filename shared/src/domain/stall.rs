@@ -345,6 +345,16 @@ impl Stall {
 }
 
 impl super::Approval {
+    /// The escalation step that added `approver`, if one applied did.
+    pub fn joined_at_step(&self, approver: &Approver) -> Option<u32> {
+        self.stall
+            .applied()
+            .iter()
+            .zip(1u32..)
+            .find(|(step, _)| step.approvers.iter().any(|a| a.same_identity(approver)))
+            .map(|(_, number)| number)
+    }
+
     /// The approvers listed now (with the steps applied) whose place has no vote: whom a
     /// reminder goes to.
     pub fn waiting_on(&self) -> Vec<&Approver> {

@@ -288,6 +288,7 @@ fn render(
                         Some(vote) => { "Your vote: " strong { (if vote.outcome == Outcome::Approved { "approved" } else { "rejected" }) } " " (when(vote.decided_at)) }
                         None => { "You have not voted." }
                     }
+                    @if let Some(step) = approval.joined_at_step(&session.identity) { " You were added by escalation step " (step) "." }
                 }
             }
         }

@@ -234,9 +234,12 @@ impl Dispatcher {
                     // approval ends after its expiry without changing status (an execution, a
                     // claim's report, an operator's resolve): the items are put again, so the
                     // approval is listed for as long as it is kept.
+                    // An escalation step's approvers are listed under their own facet too.
                     let from = old.as_ref().map(|o| o.status);
+                    let joined = old.as_ref().map_or(0, |o| o.stall.escalated);
                     if let Some(new) = new
                         && (from != Some(new.status)
+                            || new.stall.escalated > joined
                             || ends_after_its_expiry(change, &new, self.app.config.retention))
                     {
                         indexed.push((from, new));

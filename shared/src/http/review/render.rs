@@ -74,7 +74,10 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
         }
         div.card {
             h2 { "Approvers" }
-            ul { @for approver in &approval.approvers { li { (approver.as_str()) @if you.is_some_and(|you| approver.same_identity(you)) { " (you)" } } } }
+            ul { @for approver in &approval.approvers { li {
+                (approver.as_str()) @if you.is_some_and(|you| approver.same_identity(you)) { " (you)" }
+                @if let Some(step) = approval.joined_at_step(approver) { span.muted { " (added by escalation step " (step) ")" } }
+            } } }
         }
         @if let Some(policy) = &approval.policy {
             div.card #policy {
