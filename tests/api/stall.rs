@@ -412,3 +412,54 @@ async fn slack_replies_in_the_thread_mentioning_whom_a_step_or_a_reminder_concer
         "{events:#?}"
     );
 }
+
+/// Round trips: a sweep reads what is due (one query per partition, the approvals in one
+/// batch) and touches each approval with one conditional write; with nothing due, only the
+/// queries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sweep_is_one_conditional_write_per_approval_it_moves_on() {
+    let t = TestApp::start().await;
+    let reminded = CreateBody::new("deploy", &[ALICE, BOB])
+        .with(
+            "reminders",
+            json!({"after_seconds": 60, "every_seconds": 300, "max": 2}),
+        )
+        .to_string();
+    let escalated = CreateBody::new("deploy", &[ALICE])
+        .with(
+            "escalation",
+            json!([{"after_seconds": 60, "approvers": [CAROL]}]),
+        )
+        .to_string();
+    for (n, body) in [&reminded, &reminded, &escalated].into_iter().enumerate() {
+        t.create_ok(KEY_A, &format!("trips-{n}"), body).await;
+    }
+    let sweep = || async {
+        Expirer::new(t.function(Function::Sweeper))
+            .run()
+            .await
+            .expect("the sweep succeeds")
+    };
+    t.calls.take();
+    sweep().await;
+    assert_eq!(
+        t.calls.take(),
+        ["Query", "Query", "Query"],
+        "nothing due: the expiry, escalation and reminder partitions"
+    );
+    t.clock.advance(61);
+    let report = sweep().await;
+    assert_eq!((report.reminded, report.escalated), (2, 1));
+    assert_eq!(
+        t.calls.take(),
+        [
+            "Query",
+            "Query",
+            "Query",
+            "BatchGetItem",
+            "UpdateItem",
+            "UpdateItem",
+            "UpdateItem"
+        ]
+    );
+}
