@@ -29,6 +29,8 @@ mod client;
 mod rounds;
 #[path = "long_lived/sign_in_round.rs"]
 mod sign_in_round;
+#[path = "long_lived/stall_round.rs"]
+mod stall_round;
 
 use client::{create, decide, get, send, wait_until_executed};
 use rounds::{approval_only_round, github_round, secret_for_agents};
@@ -202,6 +204,9 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
             github.split_env()[1].clone(),
             // A revoked table key stops within a second.
             ("KEY_CACHE_SECONDS", "1".to_owned()),
+            // The last round moves the runner's clock, and its sweeps follow within 2 s.
+            ("LOCAL_CLOCK", "advanceable".to_owned()),
+            ("SWEEP_INTERVAL_SECONDS", "2".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
@@ -431,6 +436,12 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
         "then {signed_in} 2-of-2 approvals decided on the same runner by two signed-in approvers, \
          each clicking twice at once, with sessionless and cross-site posts mixed in: each \
          executed once"
+    );
+    let (reminded, escalated) = stall_round::stall_round(&runner, &downstream).await;
+    println!(
+        "then {reminded} approvals reminded twice and {escalated} escalated to a lead on the same \
+         runner, its clock moved forward: each reminder to whoever had not voted, each step's \
+         notification, each execution once"
     );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);

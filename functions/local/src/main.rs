@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+mod clock;
 mod demo;
 
 use countersign::runner::{Clients, Deployment, Functions, LocalRoles, Pollers, ensure_queues};
@@ -118,6 +119,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     countersign::telemetry::init()?;
     let _failpoints = countersign::failpoints();
     let port = port()?;
+    let advanceable = clock::advanceable()?;
     let demo = is_demo();
     // The deployer's credentials (the environment's): tables, queues, the event source
     // mapping's bookkeeping. Each function calls as its own role (below).
@@ -175,17 +177,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {addr} (PORT): {e}"))?;
     print_banner(port, demo, &deployer, &functions);
-    axum::serve(
-        listener,
+    let mut router =
         countersign::http::local_router(|f| functions.app(f).clone()).merge(demo::router(
             demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
                 .flatten(),
-        )),
-    )
-    .with_graceful_shutdown(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+        ));
+    if advanceable {
+        // Every function's app shares this clock's offset (clones of one clock).
+        println!(
+            "LOCAL_CLOCK=advanceable: POST /_local/clock {{\"advance_seconds\": n}} moves this runner's clock"
+        );
+        router = router.merge(clock::router(deployer.clock.clone()));
+    }
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
     Ok(())
 }
 
