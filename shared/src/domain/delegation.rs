@@ -56,6 +56,10 @@ impl Delegation {
     /// The longest window.
     pub const MAX_SECONDS: i64 = 90 * 86_400;
     pub const MAX_REASON_CHARS: usize = 500;
+    /// The longest delegate, in UTF-8 bytes (as spelled and as its identity): a vote in someone's
+    /// place records the delegate beside the vote and in the approval's voters, so its size is
+    /// bounded where the approval's growth is budgeted (store::size).
+    pub const MAX_DELEGATE_BYTES: usize = 128;
 
     /// Parses a `PUT /delegations/{delegator}` body at `now`: `delegate` (not the delegator),
     /// `from` (RFC 3339, default now), `until` (RFC 3339, in the future, after `from`, at most
@@ -80,6 +84,13 @@ impl Delegation {
         {
             Some(Ok(delegate)) if delegate.same_identity(delegator) => {
                 errors.push(FieldError::new("delegate", "must be someone else"));
+                None
+            }
+            Some(Ok(delegate))
+                if delegate.as_str().len() > Self::MAX_DELEGATE_BYTES
+                    || delegate.identity().len() > Self::MAX_DELEGATE_BYTES =>
+            {
+                errors.push(FieldError::new("delegate", "must be at most 128 bytes"));
                 None
             }
             Some(Ok(delegate)) => Some(delegate),

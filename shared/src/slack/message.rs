@@ -394,6 +394,7 @@ mod tests {
             webhook_event_id: None,
             key_id: None,
             signed_in: None,
+            by: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);
