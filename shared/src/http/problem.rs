@@ -13,6 +13,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("no such approval")]
     NotFound,
+    #[error("this person has no delegation set, or it has ended")]
+    NoDelegation,
     #[error("no such route")]
     NoRoute,
     #[error("no such webhook source")]
@@ -113,7 +115,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -190,7 +194,9 @@ impl ApiError {
         match self {
             Self::Unauthorized => "unauthorized",
             Self::InvalidSignature => "invalid_signature",
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => "not_found",
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                "not_found"
+            }
             Self::MethodNotAllowed => "method_not_allowed",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -224,7 +230,9 @@ impl ApiError {
         match self {
             Self::Unauthorized => "Unauthorized",
             Self::InvalidSignature => "Invalid signature",
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => "Not found",
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                "Not found"
+            }
             Self::MethodNotAllowed => "Method not allowed",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::PayloadTooLarge { .. } => "Payload too large",
@@ -321,6 +329,7 @@ mod tests {
         vec![
             ApiError::Unauthorized,
             ApiError::NotFound,
+            ApiError::NoDelegation,
             ApiError::NoRoute,
             ApiError::UnknownSource,
             ApiError::InvalidSignature,
@@ -386,6 +395,7 @@ mod tests {
             match e {
                 ApiError::Unauthorized
                 | ApiError::NotFound
+                | ApiError::NoDelegation
                 | ApiError::NoRoute
                 | ApiError::UnknownSource
                 | ApiError::InvalidSignature
