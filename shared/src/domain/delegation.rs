@@ -108,14 +108,8 @@ impl Delegation {
                 None => Ok(None),
                 Some(value) => value
                     .as_str()
-                    .and_then(|raw| {
-                        time::OffsetDateTime::parse(
-                            raw,
-                            &time::format_description::well_known::Rfc3339,
-                        )
-                        .ok()
-                    })
-                    .map(|at| Some(at.unix_timestamp()))
+                    .and_then(Self::parse_time)
+                    .map(Some)
                     .ok_or_else(|| FieldError::new(name, "must be an RFC 3339 time")),
             }
         };
@@ -173,6 +167,13 @@ impl Delegation {
             }),
             _ => Err(errors),
         }
+    }
+
+    /// An RFC 3339 time as `from` and `until` are written (the CLI's `--for` counts from one).
+    pub fn parse_time(raw: &str) -> Option<EpochSeconds> {
+        time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
+            .ok()
+            .map(|at| at.unix_timestamp())
     }
 
     /// Whether it lets `voter` vote in its delegator's place at `now`.
