@@ -427,8 +427,9 @@ async fn a_chain_of_delegations_passes_nothing_on() {
     assert_eq!(reply.json()["decision"]["by"], CAROL);
 }
 
-/// A vote as oneself stays one round trip; a vote in someone's place adds the delegation's
-/// read, and a refused one is that read alone.
+/// A vote as oneself costs what it did (one round trip, two for the vote that completes a
+/// quorum); a vote in someone's place one more, the delegation's read, and a refused one is
+/// that read alone.
 #[tokio::test]
 async fn a_vote_in_someones_place_costs_one_read_more() {
     let t = start().await;
@@ -452,6 +453,19 @@ async fn a_vote_in_someones_place_costs_one_read_more() {
     let own = vote(&t, CAROL_KEY, &id, CAROL, "reject").await;
     assert_eq!(own.json()["status"], "rejected", "{}", own.text());
     assert_eq!(t.calls.take(), ["UpdateItem"], "as herself");
+
+    // The vote that completes the quorum: the counted write refused, the completing write —
+    // as for a vote as oneself — after the delegation's read.
+    let id = t.create_ok(CI_KEY, "rt-completing", &two_of_three(2)).await;
+    assert_eq!(vote(&t, CAROL_KEY, &id, CAROL, "approve").await.status, 200);
+    t.calls.take();
+    let done = vote(&t, BOB_KEY, &id, ALICE, "approve").await;
+    assert_eq!(done.json()["status"], "approved", "{}", done.text());
+    assert_eq!(
+        t.calls.take(),
+        ["GetItem", "UpdateItem", "UpdateItem"],
+        "completing, in alice's place"
+    );
 }
 
 /// 50 votes at once on a 2-of-3 (alice, bob, carol) by the listed people and their delegates —
