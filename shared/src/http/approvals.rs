@@ -235,8 +235,9 @@ pub async fn decide(
             Some(delegation) if delegation.lets(&caller.principal, now) => {
                 request.by = Some(delegation.delegate);
             }
-            // Not delegated to this voter, or not now: as naming anyone else always was.
-            _ => return Err(ApiError::Forbidden),
+            // Not delegated to this voter, or not now: 403 `forbidden`, as naming anyone else
+            // always was.
+            _ => return Err(ApiError::NotDelegated),
         }
     }
     let decision = Decision {

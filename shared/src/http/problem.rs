@@ -64,6 +64,10 @@ pub enum ApiError {
     NotAnApprover,
     #[error("this API key's roles do not allow this")]
     Forbidden,
+    #[error(
+        "the approver named has no delegation to this key's principal in force now: an approver key votes as itself, or in the place of a person who delegated to it"
+    )]
+    NotDelegated,
     #[error("the approval's requester may not decide it")]
     SelfApprovalForbidden,
     #[error("the approval could only be approved with its requester's own vote")]
@@ -136,9 +140,10 @@ impl ApiError {
             | Self::NotClaimed { .. }
             | Self::AlreadyReported { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
-            Self::NotAnApprover | Self::Forbidden | Self::SelfApprovalForbidden => {
-                StatusCode::FORBIDDEN
-            }
+            Self::NotAnApprover
+            | Self::Forbidden
+            | Self::NotDelegated
+            | Self::SelfApprovalForbidden => StatusCode::FORBIDDEN,
             Self::PolicyUnsatisfiable { .. } => StatusCode::BAD_REQUEST,
             Self::AlreadyVoted { .. } => StatusCode::CONFLICT,
             Self::TooManyWaits { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -215,7 +220,7 @@ impl ApiError {
             Self::AlreadyReported { .. } => "already_reported",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
-            Self::Forbidden => "forbidden",
+            Self::Forbidden | Self::NotDelegated => "forbidden",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
             Self::AlreadyVoted { .. } => "already_voted",
@@ -251,7 +256,7 @@ impl ApiError {
             Self::AlreadyReported { .. } => "Already reported",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
-            Self::Forbidden => "Forbidden",
+            Self::Forbidden | Self::NotDelegated => "Forbidden",
             Self::SelfApprovalForbidden => "Self-approval forbidden",
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
             Self::AlreadyVoted { .. } => "Already voted",
@@ -368,6 +373,7 @@ mod tests {
             ApiError::ApprovalExpired,
             ApiError::NotAnApprover,
             ApiError::Forbidden,
+            ApiError::NotDelegated,
             ApiError::SelfApprovalForbidden,
             ApiError::PolicyUnsatisfiable { errors: Vec::new() },
             ApiError::AlreadyVoted { approval },
@@ -418,6 +424,7 @@ mod tests {
                 | ApiError::ApprovalExpired
                 | ApiError::NotAnApprover
                 | ApiError::Forbidden
+                | ApiError::NotDelegated
                 | ApiError::SelfApprovalForbidden
                 | ApiError::PolicyUnsatisfiable { .. }
                 | ApiError::AlreadyVoted { .. }
