@@ -58,6 +58,8 @@ pub struct Vote {
     pub at: String,
     pub channel: String,
     pub comment: Option<String>,
+    /// The delegate who cast it in `approver`'s place.
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

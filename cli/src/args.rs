@@ -76,10 +76,58 @@ pub enum Command {
     /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated) and
     /// COUNTERSIGN_AGENT_WAIT (seconds, 1-55, default 50)
     Mcp,
+    /// Let someone vote in a person's place for a while: set, show or end the person's
+    /// delegation (with the person's own approver key, or an operator's)
+    #[command(subcommand)]
+    Delegate(DelegateCommand),
     /// Create, list, revoke and roll the service's API keys (the keys table, over your AWS
     /// credentials: the SDK's default chain; AWS_ENDPOINT_URL locally). Exit 1 on a refusal
     #[command(subcommand)]
     Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DelegateCommand {
+    /// Set (replace) PERSON's delegation: --to votes in their place until --until (or for
+    /// --for), from --from (default now); at most 90 days
+    Set(DelegateSetArgs),
+    /// Show PERSON's delegation (until it ends)
+    Show(PersonArg),
+    /// End PERSON's delegation now
+    End(PersonArg),
+}
+
+#[derive(Debug, Args)]
+pub struct PersonArg {
+    /// Whose place: the person's identity, e.g. alice@example.com
+    pub person: String,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("end").required(true).args(["until", "for_"])))]
+pub struct DelegateSetArgs {
+    /// Whose place: the person's identity, e.g. alice@example.com
+    pub person: String,
+
+    /// Who may vote in their place
+    #[arg(long, value_name = "DELEGATE")]
+    pub to: String,
+
+    /// When it starts (RFC 3339) [default: now]
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+
+    /// When it ends (RFC 3339)
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+
+    /// How long it lasts from --from (or now), e.g. 14d
+    #[arg(long = "for", value_name = "DURATION", value_parser = duration::parse)]
+    pub for_: Option<Duration>,
+
+    /// Why (shown with the delegation)
+    #[arg(long)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -286,7 +334,8 @@ pub struct VoteArgs {
     #[arg(long)]
     pub comment: Option<String>,
 
-    /// Vote on behalf of this approver (a `decider` key only; an approver's key votes as itself)
+    /// Vote on behalf of this approver (a `decider` key; or an approver's key, in the place of
+    /// a person whose delegation to it is in force)
     #[arg(long = "as", value_name = "APPROVER")]
     pub on_behalf_of: Option<String>,
 }

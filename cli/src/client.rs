@@ -153,6 +153,14 @@ impl Api {
             .bytes()
             .await
             .map_err(|e| CallError::Transient(describe(&e), None))?;
+        // A success without a body (204: a delegation ended) answers nothing to read.
+        if status.is_success() && bytes.is_empty() {
+            return Ok(Reply {
+                status,
+                replayed,
+                body: Value::Null,
+            });
+        }
         let json = serde_json::from_slice::<Value>(&bytes);
         if status.is_success() {
             return json

@@ -5,6 +5,7 @@ pub mod approval;
 pub mod args;
 pub mod client;
 mod commands;
+mod delegate;
 pub mod duration;
 pub mod error;
 mod gate;
@@ -72,6 +73,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Vote(args) => commands::vote(&api, out, args).await,
         Command::Events(args) => commands::events(&api, out, args).await,
         Command::Cancel(args) => commands::cancel(&api, out, args).await,
+        Command::Delegate(command) => delegate::run(&api, out, command).await,
         Command::Keys(_) => unreachable!("handled above"),
         Command::Mcp => {
             let agent = mcp::AgentConfig::from_lookup(|name| std::env::var(name).ok())?;

@@ -38,8 +38,11 @@ pub fn approval(a: &Approval) -> String {
         field(
             "vote:",
             format!(
-                "{} {} at {} ({}){}",
+                "{}{} {} at {} ({}){}",
                 vote.approver,
+                vote.by
+                    .as_deref()
+                    .map_or_else(String::new, |by| format!(", in their place by {by},")),
                 vote.vote,
                 vote.at,
                 vote.channel,

@@ -17,8 +17,8 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
 
 The context carries the DynamoDB condition keys a write can be restricted by:
 `dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
-in its update, condition and projection expressions) and `dynamodb:ReturnValues` (NONE unless
-given), as "Using IAM policy conditions for fine-grained access control" defines them.
+in its update, condition and projection expressions), `dynamodb:LeadingKeys` (the partition key's
+value, of a request that names one item) and `dynamodb:ReturnValues` (NONE unless given), as "Using IAM policy conditions for fine-grained access control" defines them.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ def _write_context(body: dict[str, Any], default_return: str = "NONE") -> Contex
         attributes |= _expression_names(body.get(field), names)
     attributes |= set((body.get("AttributeUpdates") or {}).keys()) | set((body.get("Expected") or {}).keys())
     context: Context = {"dynamodb:attributes": sorted(attributes)}
+    # dynamodb:LeadingKeys, the partition key's value: every table here is keyed by `pk`.
+    key = (body.get("Key") or body.get("Item") or {}).get("pk")
+    if isinstance(key, dict) and "S" in key:
+        context["dynamodb:leadingkeys"] = [key["S"]]
     context["dynamodb:returnvalues"] = [body.get("ReturnValues") or default_return]
     if "Select" in body:
         context["dynamodb:select"] = [body["Select"]]

@@ -192,6 +192,18 @@ class Conditions(unittest.TestCase):
         self.assertEqual(need.context["dynamodb:attributes"], ["a", "c", "d", "e", "f", "g", "pk"])
         self.assertEqual(need.context["dynamodb:returnvalues"], ["NONE"])
 
+    def test_leading_keys_are_the_partition_key_s_value(self) -> None:
+        """"1: Grant permissions that limit access to items with a specific partition key
+        value" (dynamodb:LeadingKeys): a put or delete of another key is refused."""
+        arn = "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        statements = [allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], [arn],
+                            {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["delegation#*"]}})]
+        for operation, field in (("PutItem", "Item"), ("DeleteItem", "Key")):
+            for key, expected in (("delegation#acme#alice", True), ("ABCDEFGHIJKLMNOP", False)):
+                (need,) = dynamodb_needs(operation, {"TableName": "T", field: {"pk": {"S": key}}}, "us-east-1", "123456789012")
+                self.assertEqual(need.context["dynamodb:leadingkeys"], [key])
+                self.assertEqual(allowed(statements, f"dynamodb:{operation}", arn, need.context), expected, (operation, key))
+
 
 class TemplateRoles(unittest.TestCase):
     """The roles of infra/template.yaml, resolved as CloudFormation resolves them."""

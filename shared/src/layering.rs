@@ -145,6 +145,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("operator", 6),
     ("claims", 6),
     ("api_keys", 6),
+    ("delegations", 6),
     ("due", 6),
     ("stall", 6),
     ("trail", 6),

@@ -11,6 +11,7 @@ mod alarms;
 mod claims;
 mod create;
 mod decide;
+mod delegation;
 mod faults;
 mod github;
 mod github_review;

@@ -302,6 +302,9 @@ fn every_route_of_the_api_is_declared() {
         "POST /approvals/{id}/execution/resolve",
         "POST /approvals/{id}/execution/claim",
         "POST /approvals/{id}/execution/report",
+        "PUT /delegations/{identity}",
+        "GET /delegations/{identity}",
+        "DELETE /delegations/{identity}",
         "POST /webhooks/{source}",
         "POST /slack/interactions/{tenant}",
         "POST /github/events/{tenant}",
@@ -344,7 +347,8 @@ fn router_routes() -> BTreeSet<String> {
     let source = std::fs::read_to_string(path).expect("shared/src/http/mod.rs");
     let mut routes = BTreeSet::new();
     for (start, _) in source.match_indices(".route(") {
-        let arguments = &source[start + ".route(".len()..];
+        // rustfmt puts a long route's arguments on lines of their own.
+        let arguments = source[start + ".route(".len()..].trim_start();
         let path = arguments
             .strip_prefix('"')
             .and_then(|rest| rest.split_once('"'))

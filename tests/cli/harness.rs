@@ -1,7 +1,8 @@
 //! Running the real `countersign` binary against a test stack: the stack with the suite's keys,
 //! the command configured as a pipeline would configure it, run off the test's runtime, its
 //! output read, and the gate (`request --wait`) started in the background beside the approval
-//! it made. Shared by every suite of this binary (`main.rs`, `reads.rs`, `keys.rs`, `mcp.rs`).
+//! it made. Shared by every suite of this binary (`main.rs`, `reads.rs`, `keys.rs`, `mcp.rs`,
+//! `delegate.rs`).
 
 use std::time::{Duration, Instant};
 

@@ -9,8 +9,10 @@
 //!
 //! Here the gate: its exit codes, its re-runs and what it rides out, and how it waits. The
 //! harness that runs the binary is in `harness.rs`; the read commands in `reads.rs`, the
-//! administrator's `keys` commands in `keys.rs`, `countersign mcp` in `mcp.rs`.
+//! administrator's `keys` commands in `keys.rs`, `countersign mcp` in `mcp.rs`, `delegate` in
+//! `delegate.rs`.
 
+mod delegate;
 mod flaky_front;
 mod harness;
 mod keys;

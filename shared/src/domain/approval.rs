@@ -142,6 +142,8 @@ pub struct Decision {
     pub key_id: Option<KeyId>,
     /// Who the identity provider vouched for, when the vote was cast after sign-in.
     pub signed_in: Option<SignIn>,
+    /// The delegate who cast it in `approver`'s place (`None`: the approver's own vote).
+    pub by: Option<Approver>,
 }
 
 /// A person as their OpenID Provider vouched for them at sign-in: the issuer, their subject
@@ -386,6 +388,14 @@ impl Approval {
             .find(|v| v.approver.identity() == identity)
     }
 
+    /// The one vote `voter` cast, for themselves or in someone's place (by identity).
+    pub fn vote_cast_by(&self, voter: &Approver) -> Option<&Decision> {
+        let identity = voter.identity();
+        self.recorded_votes()
+            .iter()
+            .find(|v| v.by.as_ref().unwrap_or(&v.approver).identity() == identity)
+    }
+
     /// Whether a vote by `voter` would complete this pending approval's quorum (never without a
     /// policy: there, the first write applies any approve, which completes it).
     pub fn completed_by(&self, voter: &Approver, outcome: Outcome) -> bool {
@@ -459,6 +469,7 @@ impl Approval {
                     channel: v.channel,
                     comment: v.comment.as_deref(),
                     webhook_event_id: v.webhook_event_id.as_deref(),
+                    by: v.by.as_ref(),
                 })
                 .collect(),
             decision: self.decision.as_ref().map(|d| DecisionView {
@@ -468,6 +479,7 @@ impl Approval {
                 channel: d.channel,
                 comment: d.comment.as_deref(),
                 webhook_event_id: d.webhook_event_id.as_deref(),
+                by: d.by.as_ref(),
             }),
             cancellation: self.cancellation.as_ref().map(|c| CancellationView {
                 by: &c.by,
@@ -556,6 +568,9 @@ struct VoteView<'a> {
     channel: Channel,
     comment: Option<&'a str>,
     webhook_event_id: Option<&'a str>,
+    /// Only on a vote cast in the approver's place: the delegate who cast it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a Approver>,
 }
 
 #[derive(Debug, Serialize)]
@@ -573,6 +588,8 @@ struct DecisionView<'a> {
     channel: Channel,
     comment: Option<&'a str>,
     webhook_event_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'a Approver>,
 }
 
 #[derive(Debug, Serialize)]

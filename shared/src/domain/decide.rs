@@ -13,6 +13,8 @@ pub struct DecideRequest {
     /// Who sent it, when that is not the approver: the principal of the key a trusted backend
     /// decides with. The requester never decides its own approval, under any name.
     pub sent_by: Option<Approver>,
+    /// The delegate casting it in `approver`'s place (`None`: the approver's own vote).
+    pub by: Option<Approver>,
 }
 
 impl DecideRequest {
@@ -62,6 +64,7 @@ impl DecideRequest {
                 approver,
                 comment,
                 sent_by: None,
+                by: None,
             }),
             _ => Err(errors),
         }
@@ -152,10 +155,26 @@ pub fn classify_refusal(
     {
         return DecideRefusal::SelfApproval;
     }
+    // A delegate who asked decides nothing either, in anyone's place.
+    if request.by.as_ref().is_some_and(|by| old.is_requester(by)) {
+        return DecideRefusal::SelfApproval;
+    }
     let status = old.status_at(now);
-    if let Some(vote) = old.vote_of(&request.approver) {
+    // Who casts it: the delegate in someone's place, or the approver themselves.
+    let voter = request.by.as_ref().unwrap_or(&request.approver);
+    // The place's vote, or the voter's one vote cast for someone else: a place is filled once
+    // and a person votes once. Only the same person's same vote on the same place repeats.
+    let place = old.vote_of(&request.approver);
+    if let Some(vote) = place.or_else(|| old.vote_cast_by(voter)) {
+        let same_voter = vote
+            .by
+            .as_ref()
+            .unwrap_or(&vote.approver)
+            .same_identity(voter);
         return match status {
-            _ if vote.outcome == request.outcome => DecideRefusal::Repeat(Box::new(old)),
+            _ if place.is_some() && same_voter && vote.outcome == request.outcome => {
+                DecideRefusal::Repeat(Box::new(old))
+            }
             Status::Pending => DecideRefusal::AlreadyVoted(Box::new(old)),
             Status::Expired => DecideRefusal::Expired,
             Status::Approved | Status::Rejected | Status::Cancelled => {
@@ -191,6 +210,7 @@ mod tests {
             approver: Approver::parse(approver).unwrap(),
             comment: None,
             sent_by: None,
+            by: None,
         }
     }
 
@@ -206,6 +226,7 @@ mod tests {
             webhook_event_id: None,
             key_id: None,
             signed_in: None,
+            by: None,
         });
         approval
     }
@@ -320,6 +341,47 @@ mod tests {
         assert_eq!(
             classify_refusal(Some(approval), &sent, 50),
             DecideRefusal::NotAnApprover
+        );
+    }
+
+    /// A place is filled once and a person votes once: a delegate's vote and the delegator's
+    /// own are one place, and the delegate's own vote and theirs for someone are one person.
+    #[test]
+    fn a_vote_in_someones_place_and_the_people_it_involves_are_told_apart() {
+        let as_delegate = |outcome, place: &str, by: &str| DecideRequest {
+            by: Some(Approver::parse(by).unwrap()),
+            ..request(outcome, place)
+        };
+        let mut voted = pending(100);
+        voted.votes.push(Decision {
+            by: Some(Approver::parse("bob").unwrap()),
+            ..decided(Outcome::Approved, "alice").decision.unwrap()
+        });
+        let classify = |req: &DecideRequest| classify_refusal(Some(voted.clone()), req, 50);
+        assert!(matches!(
+            classify(&as_delegate(Outcome::Approved, "alice", "Bob")),
+            DecideRefusal::Repeat(_)
+        ));
+        for (req, why) in [
+            (request(Outcome::Approved, "alice"), "the delegator after"),
+            (request(Outcome::Approved, "bob"), "the delegate as himself"),
+            (as_delegate(Outcome::Rejected, "alice", "bob"), "otherwise"),
+            (as_delegate(Outcome::Approved, "alice", "carol"), "another"),
+        ] {
+            assert!(
+                matches!(classify(&req), DecideRefusal::AlreadyVoted(_)),
+                "{why}"
+            );
+        }
+        let mut asked = pending(100);
+        asked.requested_by = Some(Approver::parse("carol").unwrap());
+        assert_eq!(
+            classify_refusal(
+                Some(asked),
+                &as_delegate(Outcome::Approved, "alice", "carol"),
+                50
+            ),
+            DecideRefusal::SelfApproval
         );
     }
 

@@ -56,6 +56,10 @@ impl Delegation {
     /// The longest window.
     pub const MAX_SECONDS: i64 = 90 * 86_400;
     pub const MAX_REASON_CHARS: usize = 500;
+    /// The longest delegate, in UTF-8 bytes (as spelled and as its identity): a vote in someone's
+    /// place records the delegate beside the vote and in the approval's voters, so its size is
+    /// bounded where the approval's growth is budgeted (store::size).
+    pub const MAX_DELEGATE_BYTES: usize = 128;
 
     /// Parses a `PUT /delegations/{delegator}` body at `now`: `delegate` (not the delegator),
     /// `from` (RFC 3339, default now), `until` (RFC 3339, in the future, after `from`, at most
@@ -82,6 +86,13 @@ impl Delegation {
                 errors.push(FieldError::new("delegate", "must be someone else"));
                 None
             }
+            Some(Ok(delegate))
+                if delegate.as_str().len() > Self::MAX_DELEGATE_BYTES
+                    || delegate.identity().len() > Self::MAX_DELEGATE_BYTES =>
+            {
+                errors.push(FieldError::new("delegate", "must be at most 128 bytes"));
+                None
+            }
             Some(Ok(delegate)) => Some(delegate),
             Some(Err(error)) => {
                 errors.push(FieldError::new("delegate", error.0));
@@ -97,14 +108,8 @@ impl Delegation {
                 None => Ok(None),
                 Some(value) => value
                     .as_str()
-                    .and_then(|raw| {
-                        time::OffsetDateTime::parse(
-                            raw,
-                            &time::format_description::well_known::Rfc3339,
-                        )
-                        .ok()
-                    })
-                    .map(|at| Some(at.unix_timestamp()))
+                    .and_then(Self::parse_time)
+                    .map(Some)
                     .ok_or_else(|| FieldError::new(name, "must be an RFC 3339 time")),
             }
         };
@@ -162,6 +167,13 @@ impl Delegation {
             }),
             _ => Err(errors),
         }
+    }
+
+    /// An RFC 3339 time as `from` and `until` are written (the CLI's `--for` counts from one).
+    pub fn parse_time(raw: &str) -> Option<EpochSeconds> {
+        time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
+            .ok()
+            .map(|at| at.unix_timestamp())
     }
 
     /// Whether it lets `voter` vote in its delegator's place at `now`.

@@ -115,6 +115,7 @@ pub fn round_approval(
         webhook_event_id: Some(delivery.to_owned()),
         key_id: None,
         signed_in: None,
+        by: None,
     });
     Ok(Approval {
         tenant: tenant.clone(),

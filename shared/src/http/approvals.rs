@@ -17,9 +17,9 @@ use crate::App;
 use crate::auth::Role;
 use crate::domain::stall::{Stall, parse_escalation};
 use crate::domain::{
-    Approval, ApprovalId, Cancellation, Channel, CreateRefusal, CreateRequest, DecideRefusal,
-    DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status, classify_refusal,
-    fingerprint, inexact_numbers,
+    Approval, ApprovalId, Approver, Cancellation, Channel, CreateRefusal, CreateRequest,
+    DecideRefusal, DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status,
+    classify_refusal, fingerprint, inexact_numbers,
 };
 use crate::observe::{self, Metric, TraceContext};
 use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError, size};
@@ -217,8 +217,10 @@ pub async fn decide(
     }
     let bytes = read_body(body, &headers, DECIDE_BODY_LIMIT).await?;
     let mut value = parse_json(&bytes)?;
+    // Whether the vote names someone else, in whose place it may be cast as their delegate.
+    let mut in_place = false;
     if !caller.has(Role::Decider) {
-        // An approver decides as itself only: the body names it, or nobody.
+        // An approver decides as itself (the body names it, or nobody), or as a delegate.
         match value.get("approver") {
             None | Some(serde_json::Value::Null) => {
                 if let Some(fields) = value.as_object_mut() {
@@ -226,7 +228,11 @@ pub async fn decide(
                 }
             }
             Some(serde_json::Value::String(named)) if named != caller.principal.as_str() => {
-                return Err(ApiError::Forbidden);
+                match Approver::parse(named) {
+                    Ok(named) if !named.same_identity(&caller.principal) => in_place = true,
+                    // Itself spelled otherwise, or nobody: as before delegation.
+                    _ => return Err(ApiError::Forbidden),
+                }
             }
             // Itself, or not a string (which the parse below reports).
             Some(_) => {}
@@ -238,6 +244,20 @@ pub async fn decide(
     let id = approval_id(id)?;
 
     let now = app.clock.now();
+    if in_place {
+        // The one read a vote in someone's place adds (a vote as oneself reads nothing): the
+        // named person's own delegation, and no other — one hop, so a delegate's delegate
+        // stands in for nobody. The rest (listed, not the requester, one vote per person and
+        // per place) is the vote's write's condition.
+        match app.store.delegation(&tenant, &request.approver).await? {
+            Some(delegation) if delegation.lets(&caller.principal, now) => {
+                request.by = Some(delegation.delegate);
+            }
+            // Not delegated to this voter, or not now: 403 `forbidden`, as naming anyone else
+            // always was.
+            _ => return Err(ApiError::NotDelegated),
+        }
+    }
     let decision = Decision {
         outcome: request.outcome,
         approver: request.approver.clone(),
@@ -247,6 +267,7 @@ pub async fn decide(
         webhook_event_id: None,
         key_id: caller.key_id.clone(),
         signed_in: None,
+        by: request.by.clone(),
     };
     match app
         .store

@@ -198,7 +198,10 @@ fn progress(approval: &Approval) -> Vec<(String, u32, u32, Vec<String>)> {
                 } else {
                     "rejected"
                 };
-                format!("{} {vote}", v.approver.as_str())
+                match &v.by {
+                    Some(by) => format!("{} {vote} (by {})", v.approver.as_str(), by.as_str()),
+                    None => format!("{} {vote}", v.approver.as_str()),
+                }
             })
             .collect()
     };

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod claims;
+mod delegations;
 mod extract;
 mod github;
 mod html;
@@ -26,10 +27,11 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use serde_json::json;
 
 pub use approvals::{CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+pub use delegations::DELEGATION_BODY_LIMIT;
 pub use openapi::document as openapi_document;
 pub use problem::{ApiError, ProblemCode};
 
@@ -45,7 +47,7 @@ pub const REQUEST_ID: &str = "x-request-id";
 #[derive(Debug, Clone)]
 pub struct RequestId(pub String);
 
-/// The API Lambda's routes: create, list, the trail, cancel, and the operator's.
+/// The API Lambda's routes: create, list, the trail, cancel, the operator's, and delegations.
 pub fn api_router(app: Arc<App>) -> Router {
     finish(api_routes(), app, Function::Api)
 }
@@ -105,7 +107,13 @@ fn api_routes() -> Router<Arc<App>> {
         .route("/approvals/{id}/execution/retry", post(operator::retry))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))
         .route("/approvals/{id}/execution/claim", post(claims::claim))
-        .route("/approvals/{id}/execution/report", post(claims::report));
+        .route("/approvals/{id}/execution/report", post(claims::report))
+        .route(
+            "/delegations/{identity}",
+            put(delegations::put)
+                .get(delegations::get)
+                .delete(delegations::end),
+        );
     of_function(routes, Function::Api)
 }
 

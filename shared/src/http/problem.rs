@@ -13,6 +13,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("no such approval")]
     NotFound,
+    #[error("this person has no delegation set, or it has ended")]
+    NoDelegation,
     #[error("no such route")]
     NoRoute,
     #[error("no such webhook source")]
@@ -62,6 +64,10 @@ pub enum ApiError {
     NotAnApprover,
     #[error("this API key's roles do not allow this")]
     Forbidden,
+    #[error(
+        "the approver named has no delegation to this key's principal in force now: an approver key votes as itself, or in the place of a person who delegated to it"
+    )]
+    NotDelegated,
     #[error("the approval's requester may not decide it")]
     SelfApprovalForbidden,
     #[error("the approval could only be approved with its requester's own vote")]
@@ -113,7 +119,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                StatusCode::NOT_FOUND
+            }
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -132,9 +140,10 @@ impl ApiError {
             | Self::NotClaimed { .. }
             | Self::AlreadyReported { .. } => StatusCode::CONFLICT,
             Self::ApprovalExpired => StatusCode::GONE,
-            Self::NotAnApprover | Self::Forbidden | Self::SelfApprovalForbidden => {
-                StatusCode::FORBIDDEN
-            }
+            Self::NotAnApprover
+            | Self::Forbidden
+            | Self::NotDelegated
+            | Self::SelfApprovalForbidden => StatusCode::FORBIDDEN,
             Self::PolicyUnsatisfiable { .. } => StatusCode::BAD_REQUEST,
             Self::AlreadyVoted { .. } => StatusCode::CONFLICT,
             Self::TooManyWaits { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -190,7 +199,9 @@ impl ApiError {
         match self {
             Self::Unauthorized => "unauthorized",
             Self::InvalidSignature => "invalid_signature",
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => "not_found",
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                "not_found"
+            }
             Self::MethodNotAllowed => "method_not_allowed",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::PayloadTooLarge { .. } => "payload_too_large",
@@ -209,7 +220,7 @@ impl ApiError {
             Self::AlreadyReported { .. } => "already_reported",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
-            Self::Forbidden => "forbidden",
+            Self::Forbidden | Self::NotDelegated => "forbidden",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
             Self::AlreadyVoted { .. } => "already_voted",
@@ -224,7 +235,9 @@ impl ApiError {
         match self {
             Self::Unauthorized => "Unauthorized",
             Self::InvalidSignature => "Invalid signature",
-            Self::NotFound | Self::NoRoute | Self::UnknownSource => "Not found",
+            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
+                "Not found"
+            }
             Self::MethodNotAllowed => "Method not allowed",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::PayloadTooLarge { .. } => "Payload too large",
@@ -243,7 +256,7 @@ impl ApiError {
             Self::AlreadyReported { .. } => "Already reported",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
-            Self::Forbidden => "Forbidden",
+            Self::Forbidden | Self::NotDelegated => "Forbidden",
             Self::SelfApprovalForbidden => "Self-approval forbidden",
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
             Self::AlreadyVoted { .. } => "Already voted",
@@ -321,6 +334,7 @@ mod tests {
         vec![
             ApiError::Unauthorized,
             ApiError::NotFound,
+            ApiError::NoDelegation,
             ApiError::NoRoute,
             ApiError::UnknownSource,
             ApiError::InvalidSignature,
@@ -359,6 +373,7 @@ mod tests {
             ApiError::ApprovalExpired,
             ApiError::NotAnApprover,
             ApiError::Forbidden,
+            ApiError::NotDelegated,
             ApiError::SelfApprovalForbidden,
             ApiError::PolicyUnsatisfiable { errors: Vec::new() },
             ApiError::AlreadyVoted { approval },
@@ -386,6 +401,7 @@ mod tests {
             match e {
                 ApiError::Unauthorized
                 | ApiError::NotFound
+                | ApiError::NoDelegation
                 | ApiError::NoRoute
                 | ApiError::UnknownSource
                 | ApiError::InvalidSignature
@@ -408,6 +424,7 @@ mod tests {
                 | ApiError::ApprovalExpired
                 | ApiError::NotAnApprover
                 | ApiError::Forbidden
+                | ApiError::NotDelegated
                 | ApiError::SelfApprovalForbidden
                 | ApiError::PolicyUnsatisfiable { .. }
                 | ApiError::AlreadyVoted { .. }

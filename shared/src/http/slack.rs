@@ -150,6 +150,7 @@ async fn vote(
         webhook_event_id: None,
         key_id: None,
         signed_in: None,
+        by: None,
     };
     let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
         DecideOutcome::Won(_) => {
@@ -163,6 +164,7 @@ async fn vote(
         approver: approver.clone(),
         comment: None,
         sent_by: None,
+        by: None,
     };
     let verb = |outcome: Outcome| match outcome {
         Outcome::Approved => "approve",

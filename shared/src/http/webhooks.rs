@@ -146,6 +146,7 @@ async fn deliver(
                         webhook_event_id: Some(event_id.to_owned()),
                         key_id: None,
                         signed_in: None,
+                        by: None,
                     };
                     app.store
                         .ingest_decision(&source.tenant, &id, &record, &decision, now)

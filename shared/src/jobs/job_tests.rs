@@ -20,6 +20,7 @@ fn decided(outcome: Outcome) -> Approval {
         webhook_event_id: None,
         key_id: None,
         signed_in: None,
+        by: None,
     });
     approval
 }
@@ -370,6 +371,7 @@ mod sqs_bodies {
                 webhook_event_id: None,
                 key_id: None,
                 signed_in: None,
+                by: None,
             };
             approved.votes = vec![vote.clone()];
             approved.decision = Some(vote);

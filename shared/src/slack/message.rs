@@ -125,7 +125,11 @@ impl MessageState {
                 .recorded_votes()
                 .iter()
                 .map(|v| VoteLine {
-                    approver: v.approver.as_str().to_owned(),
+                    // A vote in someone's place names its delegate too.
+                    approver: match &v.by {
+                        Some(by) => format!("{} (by {})", v.approver.as_str(), by.as_str()),
+                        None => v.approver.as_str().to_owned(),
+                    },
                     approved: v.outcome == Outcome::Approved,
                     channel: v.channel.as_str().to_owned(),
                 })
@@ -394,6 +398,7 @@ mod tests {
             webhook_event_id: None,
             key_id: None,
             signed_in: None,
+            by: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);
@@ -413,6 +418,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("execution: *not_started*"), "{text}");
+        // A vote in someone's place names both.
+        approval.votes[0].by = Some(Approver::parse("b<o>b").unwrap());
+        let text = rendered(&MessageState::of(&approval)).to_string();
+        assert!(
+            text.contains("*ali&lt;ce&gt; (by b&lt;o&gt;b)* approved"),
+            "{text}"
+        );
         assert_eq!(
             state.text(),
             "Approved: Say &lt;@U1&gt; hi (execution not_started)"

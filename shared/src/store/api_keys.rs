@@ -1,4 +1,5 @@
-//! The keys table (docs/KEYS.md): one item per table API key, keyed by its key id.
+//! The keys table (docs/KEYS.md): one item per table API key, keyed by its key id (and the
+//! delegations, store/delegations.rs, under keys no key id can take).
 //! Requests read it with one `GetItem`; administration (`countersign keys …`) changes it with
 //! one conditional write or one transaction each, so no race makes a second key of one id or
 //! brings a revoked key back.
@@ -14,6 +15,7 @@ use super::attr::{Item, epoch, get_b, get_n, get_s, n, opt_s, s};
 use super::client::{Store, Transaction, condition_failed_item};
 use super::conditions::ONLY_IF_NEW;
 use super::error::StoreError;
+use super::keys::DELEGATION_PREFIX;
 use crate::domain::{Approver, EpochSeconds, KeyId, KeyRecord, TenantId};
 
 /// only_if_new_key: `keys create` never overwrites a key; of any number of concurrent creates
@@ -269,7 +271,12 @@ impl Store {
                 .send()
                 .await
                 .map_err(|e| StoreError::from_sdk("Scan", e))?;
-            for item in page.items() {
+            // The table also holds delegations (store/delegations.rs): not keys.
+            for item in page
+                .items()
+                .iter()
+                .filter(|item| !get_s(item, "pk").is_ok_and(|pk| pk.starts_with(DELEGATION_PREFIX)))
+            {
                 keys.push(key_from_item(item)?);
             }
             start = page.last_evaluated_key().cloned();

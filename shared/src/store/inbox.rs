@@ -178,6 +178,7 @@ impl Store {
             approver: decision.approver.clone(),
             comment: None,
             sent_by: None,
+            by: None,
         };
         let outcome = WebhookOutcome::from_refusal(&classify_refusal(old, &request, now)).ok_or(
             StoreError::Corrupt("the decision condition refused a decidable approval"),

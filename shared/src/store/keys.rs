@@ -4,7 +4,7 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::domain::{ApprovalId, IdempotencyKey, TenantId};
+use crate::domain::{ApprovalId, Approver, IdempotencyKey, TenantId};
 
 /// The approvals table's key.
 pub(crate) fn approval_key(tenant: &TenantId, id: &ApprovalId) -> AttributeValue {
@@ -25,6 +25,19 @@ pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> Attrib
 /// The events table's partition: one approval's trail.
 pub(crate) fn trail_key(tenant: &TenantId, id: &ApprovalId) -> String {
     format!("{tenant}#{id}")
+}
+
+/// What every delegation's key in the keys table starts with: no key id has a `#` (key ids are
+/// base32), so a delegation is never read as a key nor a key as a delegation.
+pub(crate) const DELEGATION_PREFIX: &str = "delegation#";
+
+/// A person's delegation, in the keys table: one per person per tenant, by their identity (so
+/// every spelling of them names the one item).
+pub(crate) fn delegation_key(tenant: &TenantId, delegator: &Approver) -> AttributeValue {
+    AttributeValue::S(format!(
+        "{DELEGATION_PREFIX}{tenant}#{}",
+        delegator.identity()
+    ))
 }
 
 /// The webhook inbox's key: one item per source and event id.

@@ -6,7 +6,8 @@
 //! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
 //! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
 //! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`,
-//! `held_reads`) → `inbox`, `listing`, `size` → `github` (GitHub's rounds) → `ledger`.
+//! `held_reads`, `delegations`) → `inbox`, `listing`, `size` → `github` (GitHub's rounds) →
+//! `ledger`.
 
 mod api_keys;
 mod approvals;
@@ -17,6 +18,7 @@ mod claims;
 mod client;
 mod codec;
 mod conditions;
+mod delegations;
 mod due;
 mod error;
 mod expr;

@@ -13,7 +13,7 @@ use super::codec::{
 };
 use crate::domain::{
     Approval, Approver, Cancellation, Channel, Completion, DecideRequest, Decision, EpochSeconds,
-    KeyId, Outcome, SignIn, StatusCheck,
+    KeyId, Outcome, SignIn, StatusCheck, delegation::Delegation,
 };
 
 /// DynamoDB's item size limit (400 KB, counted as 1,024-byte KB).
@@ -78,9 +78,11 @@ fn widest(chars: usize) -> String {
     "\u{10FFFF}".repeat(chars)
 }
 
-/// The largest vote `approver` can cast: the longest comment, through a webhook with its
-/// longest event id, or after sign-in with the longest issuer and subject, whichever is larger.
-fn largest_vote(approver: &Approver) -> Decision {
+/// The largest vote `approver`'s place can take, and what it adds to the approval's voters: the
+/// longest comment, through a webhook with its longest event id, after sign-in with the longest
+/// issuer and subject, or in their place by a delegate of the longest name (who joins the
+/// voters too), whichever is larger.
+fn largest_vote(approver: &Approver) -> (Decision, usize) {
     let webhook = Decision {
         outcome: Outcome::Rejected,
         approver: approver.clone(),
@@ -90,6 +92,7 @@ fn largest_vote(approver: &Approver) -> Decision {
         webhook_event_id: Some("x".repeat(MAX_WEBHOOK_ID_BYTES)),
         key_id: KeyId::parse("abcdefghijklmnop"),
         signed_in: None,
+        by: None,
     };
     let signed_in = Decision {
         webhook_event_id: None,
@@ -101,12 +104,21 @@ fn largest_vote(approver: &Approver) -> Decision {
         }),
         ..webhook.clone()
     };
-    let bytes = |vote: &Decision| value_bytes(&decision_to_attr(vote));
-    if bytes(&signed_in) > bytes(&webhook) {
-        signed_in
-    } else {
-        webhook
-    }
+    let delegated = Decision {
+        channel: Channel::Api,
+        webhook_event_id: None,
+        by: Approver::from_stored(&"x".repeat(Delegation::MAX_DELEGATE_BYTES)).ok(),
+        ..webhook.clone()
+    };
+    let own = approver.identity().len();
+    [
+        (webhook, own),
+        (signed_in, own),
+        (delegated, own + Delegation::MAX_DELEGATE_BYTES),
+    ]
+    .into_iter()
+    .max_by_key(|(vote, voters)| value_bytes(&decision_to_attr(vote)) + voters)
+    .unwrap_or_else(|| unreachable!("three candidates"))
 }
 
 /// The most bytes the approval's item can reach once everything that grows on it has grown to
@@ -123,10 +135,13 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
     let voters = || approval.approvers.iter().chain(joined.clone());
     let votes: usize = listed
         + voters()
-            .map(|a| 1 + value_bytes(&decision_to_attr(&largest_vote(a))) + a.identity().len())
+            .map(|a| {
+                let (vote, voters) = largest_vote(a);
+                1 + value_bytes(&decision_to_attr(&vote)) + voters
+            })
             .sum::<usize>();
     let decision = voters()
-        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a))))
+        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a).0)))
         .max()
         .unwrap_or(0);
     // A cancel is the requester's or any operator's: a principal of the longest name.

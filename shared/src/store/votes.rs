@@ -15,6 +15,8 @@
 //!   applies.
 //! - `NOT contains(#voters, :approver_id)` — one vote per person even when the same person's
 //!   votes race on several channels: a second vote is never counted twice nor changed.
+//! - `NOT contains(#voters, :by_id)` (a vote in someone's place) — the delegate has cast no vote,
+//!   for themselves or anyone; the write adds both identities to `voters`.
 //! - `approvals_i < t_i` for some `i` (counted write) — a vote racing others that raised the
 //!   counts since is refused rather than leave the approval pending with its quorum met.
 //! - `approvals_i >= t_i` for every `i` (completing write) — the counts it read still hold.
@@ -42,6 +44,12 @@ use crate::domain::{
 
 /// ... and the voter has not voted yet.
 const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
+
+/// ... and, for a vote cast in someone's place, neither has its delegate, for themselves or for
+/// anyone else. Both identities join `voters` in the same write, so of a delegator's own vote,
+/// their delegate's for them and the delegate's own (or for another delegator), racing, one
+/// counts: no delegation lets one person count twice, nor fills one place twice.
+const ONLY_IF_DELEGATES_FIRST_VOTE: &str = "NOT contains(#voters, :by_id)";
 
 /// Records the vote (a list in the order applied) and its voter (a set, for the condition).
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
@@ -89,12 +97,24 @@ impl VoteWrite {
             (":no_votes".to_owned(), AttributeValue::L(Vec::new())),
             (
                 ":voter_set".to_owned(),
-                AttributeValue::Ss(vec![vote.approver.identity()]),
+                AttributeValue::Ss(
+                    std::iter::once(&vote.approver)
+                        .chain(&vote.by)
+                        .map(Approver::identity)
+                        .collect(),
+                ),
             ),
             (":pending".to_owned(), s(Status::Pending.as_str())),
             (":now".to_owned(), epoch(now)),
             (":approver".to_owned(), s(vote.approver.as_str())),
             (":approver_id".to_owned(), s(vote.approver.identity())),
+            (
+                ":by_id".to_owned(),
+                s(vote
+                    .by
+                    .as_ref()
+                    .map_or_else(String::new, Approver::identity)),
+            ),
             (
                 ":sender_id".to_owned(),
                 s(sent_by.unwrap_or(&vote.approver).identity()),
@@ -243,6 +263,7 @@ pub(crate) fn next(
         approver: vote.approver.clone(),
         comment: None,
         sent_by: sent_by.cloned(),
+        by: vote.by.clone(),
     };
     let kind = match classify_refusal(old.cloned(), &request, now) {
         DecideRefusal::Completes(old) => {
@@ -268,7 +289,12 @@ fn write(
     sent_by: Option<&Approver>,
     (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
-    let decidable = format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}");
+    let decidable = match vote.by {
+        None => format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}"),
+        Some(_) => format!(
+            "{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE} AND {ONLY_IF_DELEGATES_FIRST_VOTE}"
+        ),
+    };
     let decides = UpdateExpr::default()
         .set("#status = :outcome")
         .set("#decision = :decision");
@@ -352,6 +378,7 @@ mod tests {
             webhook_event_id: None,
             key_id: None,
             signed_in: None,
+            by: None,
         }
     }
 
@@ -403,6 +430,33 @@ mod tests {
         assert!(
             counted.update.contains("#approvals_2 =") && !counted.update.contains("#approvals_3")
         );
+        // In someone's place: the delegate's own first vote too, both joining the voters.
+        let delegated = Decision {
+            by: Some(Approver::parse("Bob@Example.com").unwrap()),
+            ..vote(Outcome::Approved)
+        };
+        let counted = first(
+            &ApprovalId::generate_for(3),
+            &delegated,
+            delegated.by.as_ref(),
+            (5, Retention::days(1)),
+        );
+        assert!(counted.condition.contains("NOT contains(#voters, :by_id)"));
+        assert_eq!(
+            counted.values[":voter_set"],
+            AttributeValue::Ss(vec!["alice@example.com".into(), "bob@example.com".into()])
+        );
+        assert_eq!(
+            counted.names["#voter"], "alice@example.com",
+            "the place's ballot"
+        );
+        let own = first(
+            &ApprovalId::generate_for(3),
+            &vote(Outcome::Approved),
+            None,
+            (5, Retention::days(1)),
+        );
+        assert!(!own.condition.contains(":by_id") && !own.values.contains_key(":by_id"));
         let legacy = ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ").unwrap();
         assert_eq!(
             first(

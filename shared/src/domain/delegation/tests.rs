@@ -75,6 +75,21 @@ fn a_delegation_is_a_window_of_at_most_90_days_to_someone_else() {
         field(json!({"delegate": "bob@example.com", "until": at(NOW + DAY), "reason": "a\nb"})),
         ["reason"]
     );
+    let long = format!("{}@example.com", "b".repeat(117));
+    assert_eq!(
+        field(json!({"delegate": long, "until": at(NOW + DAY)})),
+        ["delegate"],
+        "a delegate of 129 bytes"
+    );
+    let longest = format!("{}@example.com", "b".repeat(116));
+    assert!(
+        Delegation::parse(
+            &alice,
+            &json!({"delegate": longest, "until": at(NOW + DAY)}),
+            NOW
+        )
+        .is_ok()
+    );
 }
 
 fn delegation(from: &str, to: &str, window: (EpochSeconds, EpochSeconds)) -> Delegation {

@@ -374,6 +374,10 @@ fn vote_actor(vote: &Decision) -> Value {
         actor["key_id"] = json!(key_id.as_str());
     }
     // Which person: the provider's issuer and their subject there, and when they signed in.
+    // A vote in someone's place names both: whose place (`approver`) and who cast it (`by`).
+    if let Some(by) = &vote.by {
+        actor["by"] = json!(by);
+    }
     if let Some(signed_in) = &vote.signed_in {
         actor["iss"] = json!(signed_in.issuer);
         actor["sub"] = json!(signed_in.sub);

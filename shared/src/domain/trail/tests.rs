@@ -14,6 +14,7 @@ fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
         webhook_event_id: None,
         key_id: None,
         signed_in: None,
+        by: None,
     }
 }
 
@@ -135,6 +136,20 @@ fn a_vote_cast_after_sign_in_names_the_person_the_provider_vouched_for() {
         json!({"approver": "alice@example.com", "channel": "review_page",
                "iss": "https://idp.example.com", "sub": "00u1abcd",
                "auth_time": "1970-01-01T00:00:05Z"})
+    );
+}
+
+#[test]
+fn a_vote_in_someones_place_names_the_place_and_the_delegate() {
+    let created = pending(1_000);
+    let mut voted = created.clone();
+    let mut delegated = vote("alice@example.com", Outcome::Approved, 12);
+    delegated.by = Some(Approver::parse("bob@example.com").unwrap());
+    voted.votes.push(delegated);
+    let events = events_for_change(Some(&created), Some(&voted), "p");
+    assert_eq!(
+        events[0].actor,
+        json!({"approver": "alice@example.com", "by": "bob@example.com", "channel": "api"})
     );
 }
 

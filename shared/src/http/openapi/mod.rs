@@ -3,6 +3,7 @@
 //! enumeration taken from the code that answers it: problem codes and their statuses from
 //! `ApiError`, event types from `EventType`, limits from the parsers' constants.
 
+mod delegations;
 mod schemas;
 mod sign_in;
 mod stall;
@@ -44,6 +45,7 @@ pub fn document() -> Value {
             {"name": "executions", "description": "The operator's hand on an execution."},
             {"name": "webhooks", "description": "Decisions from a signed webhook (Standard Webhooks)."},
             sign_in::tag(),
+            delegations::tag(),
             {"name": "service", "description": "Health and this document."}
         ],
         "paths": paths(),
@@ -80,7 +82,7 @@ pub fn document() -> Value {
                     "description": "Standard Webhooks: `v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">` with the source's secret, the timestamp within 5 minutes."
                 }
             },
-            "schemas": schemas(),
+            "schemas": merged(schemas(), delegations::schemas()),
             "parameters": parameters(),
             "headers": headers(),
         }
@@ -88,11 +90,16 @@ pub fn document() -> Value {
 }
 
 fn paths() -> Value {
-    let mut paths = api_paths();
-    if let (Some(all), Value::Object(sign_in)) = (paths.as_object_mut(), sign_in::paths()) {
-        all.extend(sign_in);
+    let paths = merged(api_paths(), sign_in::paths());
+    merged(paths, delegations::paths())
+}
+
+/// `more`'s entries beside `all`'s.
+fn merged(mut all: Value, more: Value) -> Value {
+    if let (Some(all), Value::Object(more)) = (all.as_object_mut(), more) {
+        all.extend(more);
     }
-    paths
+    all
 }
 
 fn api_paths() -> Value {

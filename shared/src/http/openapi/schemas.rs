@@ -82,7 +82,7 @@ fn core() -> Value {
             "required": ["decision"],
             "properties": {
                 "decision": {"type": "string", "enum": ["approve", "reject"]},
-                "approver": {"oneOf": [approver, {"type": "null"}], "description": "Required for a decider key; an approver key votes as itself (naming anyone else is 403)."},
+                "approver": {"oneOf": [approver, {"type": "null"}], "description": "Required for a decider key; an approver key votes as itself, or in the place of a person whose delegation to it is in force (naming anyone else is 403 `forbidden`)."},
                 "comment": comment
             }
         },
@@ -155,7 +155,8 @@ fn core() -> Value {
                 "at": timestamp(),
                 "channel": channel,
                 "comment": {"type": ["string", "null"]},
-                "webhook_event_id": {"type": ["string", "null"]}
+                "webhook_event_id": {"type": ["string", "null"]},
+                "by": {"type": "string", "description": "Only on a vote cast in `approver`'s place: the delegate who cast it."}
             }
         },
         "Approval": {
@@ -203,7 +204,8 @@ fn core() -> Value {
                         "decided_at": timestamp(),
                         "channel": channel,
                         "comment": {"type": ["string", "null"]},
-                        "webhook_event_id": {"type": ["string", "null"]}
+                        "webhook_event_id": {"type": ["string", "null"]},
+                        "by": {"type": "string", "description": "Only when the deciding vote was cast in `approver`'s place: the delegate."}
                     }
                 })),
                 "cancellation": {

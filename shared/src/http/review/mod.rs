@@ -246,6 +246,7 @@ pub async fn decide_form(
         approver: approver.clone(),
         comment,
         sent_by: None,
+        by: None,
     };
     let decision = Decision {
         outcome,
@@ -256,6 +257,7 @@ pub async fn decide_form(
         webhook_event_id: None,
         key_id: None,
         signed_in,
+        by: None,
     };
     match app
         .store

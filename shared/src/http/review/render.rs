@@ -94,7 +94,7 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
                 h2 { "Votes" }
                 ul {
                     @for vote in approval.recorded_votes() {
-                        li { strong { (vote.approver.as_str()) } " " (if vote.outcome == Outcome::Approved { "approved" } else { "rejected" }) span.muted { " · " (when(vote.decided_at)) " · via " (channel_name(vote.channel)) } @if let Some(comment) = &vote.comment { " — “" (comment) "”" } }
+                        li { strong { (vote.approver.as_str()) } @if let Some(by) = &vote.by { " (by " (by.as_str()) ")" } " " (if vote.outcome == Outcome::Approved { "approved" } else { "rejected" }) span.muted { " · " (when(vote.decided_at)) " · via " (channel_name(vote.channel)) } @if let Some(comment) = &vote.comment { " — “" (comment) "”" } }
                     }
                 }
             }

@@ -258,6 +258,10 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
             map.insert("auth_time".to_owned(), n(at));
         }
     }
+    // Absent on one's own vote, so a vote stored before delegation reads the same.
+    if let Some(by) = &decision.by {
+        map.insert("by".to_owned(), s(by.as_str()));
+    }
     AttributeValue::M(map)
 }
 
@@ -526,6 +530,10 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
             }),
             _ => None,
         },
+        by: opt_s(map, "by")
+            .map(|by| Approver::from_stored(&by))
+            .transpose()
+            .map_err(|_| StoreError::corrupt("decision.by"))?,
     })
 }
 

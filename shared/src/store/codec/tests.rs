@@ -45,6 +45,7 @@ fn an_approval_survives_the_round_trip() {
                 sub: "00u1bob".into(),
                 auth_time: Some(1_700_000_000),
             }),
+            by: Some(Approver::parse("Carol").unwrap()),
         }],
         decision: Some(Decision {
             outcome: Outcome::Approved,
@@ -55,6 +56,7 @@ fn an_approval_survives_the_round_trip() {
             webhook_event_id: Some("msg_1".into()),
             key_id: None,
             signed_in: None,
+            by: None,
         }),
         cancellation: Some(Cancellation {
             by: Approver::parse("ci@acme").unwrap(),
