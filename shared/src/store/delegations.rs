@@ -85,6 +85,31 @@ impl Store {
             .transpose()
     }
 
+    /// The delegations of each of `delegators` (one strongly consistent `BatchGetItem`), in
+    /// force or not: whom a notification also goes to, and which places a delegate may fill.
+    pub async fn delegations_of(
+        &self,
+        tenant: &TenantId,
+        delegators: &[&Approver],
+    ) -> Result<Vec<Delegation>, StoreError> {
+        if delegators.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = delegators
+            .iter()
+            .filter_map(|d| delegation_key(tenant, d).as_s().ok().cloned())
+            .collect();
+        let found = self.get_many(&self.tables.api_keys, keys).await?;
+        delegators
+            .iter()
+            .filter_map(|d| {
+                let key = delegation_key(tenant, d);
+                let item = found.get(key.as_s().ok()?)?;
+                Some(delegation_from_item(d, item))
+            })
+            .collect()
+    }
+
     /// Ends `delegator`'s delegation now (one `DeleteItem`; nothing to end is no error).
     pub async fn end_delegation(
         &self,
