@@ -252,6 +252,8 @@ impl Dispatcher {
             }
         }
         let now = self.app.clock.now();
+        let delegates = super::delegates::copies(&self.app, &jobs, now).await?;
+        jobs.extend(delegates);
         self.app
             .store
             .put_events(&events, now, |e| {

@@ -34,6 +34,7 @@ pub fn jobs_for_change(old: Option<&Approval>, new: Option<&Approval>, created: 
             after: created.to_owned(),
             trace: new.trace.clone(),
             reason: None,
+            in_place_of: None,
         }));
     }
     let newly_approved =
@@ -107,6 +108,7 @@ pub fn stall_jobs(new: Option<&Approval>, derived: &[TrailEvent]) -> Vec<Job> {
                 after: event.order.clone(),
                 trace: new.trace.clone(),
                 reason: Some(reason),
+                in_place_of: None,
             })
         })
         .collect()

@@ -84,6 +84,10 @@ pub struct NotifyJob {
     /// step, and its number (`"reason": "reminder", "number": 2` in the job's body).
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub reason: Option<NotifyReason>,
+    /// A delegate's copy of a listed approver's notification: the person whose place the
+    /// delegate may fill (the job's one approver is the delegate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_place_of: Option<Approver>,
 }
 
 /// A notification after the first: reminder `number`, or escalation step `number`.
@@ -148,15 +152,32 @@ impl SlackReplyJob {
 }
 
 impl NotifyJob {
+    /// What tells this job's keys, ledger item and events apart from the approval's first
+    /// notification (`None` for that one): `reminder:2`, `notify-for:alice@…`, ….
+    fn tag(&self) -> Option<String> {
+        let reason = self.reason.map(NotifyReason::tag);
+        match (&reason, &self.in_place_of) {
+            (_, None) => reason,
+            (None, Some(place)) => Some(format!("notify-for:{}", place.identity())),
+            (Some(reason), Some(place)) => Some(format!("{reason}-for:{}", place.identity())),
+        }
+    }
+
     /// The `Idempotency-Key` of `approver`'s notification: the same on every attempt. An
     /// approver's name may hold any character but controls; a header value only visible ASCII
     /// (and surrounding spaces are trimmed): the rest is percent-encoded, so
     /// `alice@example.com` stays as it is.
     pub fn key_for(&self, approver: &Approver) -> String {
-        let approver = percent_encoding::utf8_percent_encode(approver.as_str(), HEADER_UNSAFE);
-        match self.reason {
-            None => format!("{}:notify:{approver}", self.approval_id),
-            Some(reason) => format!("{}:{}:{approver}", self.approval_id, reason.tag()),
+        let encode = |a: &Approver| {
+            percent_encoding::utf8_percent_encode(a.as_str(), HEADER_UNSAFE).to_string()
+        };
+        let key = match self.reason {
+            None => format!("{}:notify:{}", self.approval_id, encode(approver)),
+            Some(reason) => format!("{}:{}:{}", self.approval_id, reason.tag(), encode(approver)),
+        };
+        match &self.in_place_of {
+            None => key,
+            Some(place) => format!("{key}:for:{}", encode(place)),
         }
     }
 
@@ -205,9 +226,9 @@ impl NotifyJob {
                     &self.after,
                     kind,
                     (&self.tenant, &self.approval_id),
-                    &match self.reason {
+                    &match self.tag() {
                         None => approver.identity(),
-                        Some(reason) => format!("{}/{}", reason.tag(), approver.identity()),
+                        Some(tag) => format!("{tag}/{}", approver.identity()),
                     },
                     now,
                     json!({ "channel": "notify" }),
@@ -283,9 +304,9 @@ impl Job {
             Self::Notify(j) if j.per_approver => {
                 format!("{}#notify#{}", j.approval_id, j.approvers[0].as_str())
             }
-            Self::Notify(j) => match j.reason {
+            Self::Notify(j) => match j.tag() {
                 None => format!("{}#notify", j.approval_id),
-                Some(reason) => format!("{}#{}", j.approval_id, reason.tag()),
+                Some(tag) => format!("{}#{tag}", j.approval_id),
             },
             Self::Execute(j) => format!("{}#execute#{}", j.approval_id, j.generation),
             Self::Callback(j) => format!("{}#callback#{}", j.approval_id, j.event_id),
@@ -309,11 +330,10 @@ impl Job {
     pub fn ledger(&self) -> LedgerKey {
         let guards = match self {
             Self::Notify(j) if j.per_approver => Guarded::Notification(j.approvers[0].clone()),
-            Self::Notify(NotifyJob {
-                reason: Some(reason),
-                ..
-            }) => Guarded::LaterNotifications(reason.tag()),
-            Self::Notify(_) => Guarded::Notifications,
+            Self::Notify(j) => match j.tag() {
+                None => Guarded::Notifications,
+                Some(tag) => Guarded::LaterNotifications(tag),
+            },
             Self::Execute(_) => Guarded::Execution,
             Self::Callback(j) => Guarded::Callback(j.event_id.clone()),
             Self::Slack(_) => Guarded::SlackMessage,
@@ -418,9 +438,9 @@ impl Job {
     pub fn business_key(&self) -> String {
         match self {
             // Each approver's call has its own ([`NotifyJob::key_for`]).
-            Self::Notify(j) => match j.reason {
+            Self::Notify(j) => match j.tag() {
                 None => format!("{}:notify", j.approval_id),
-                Some(reason) => format!("{}:{}", j.approval_id, reason.tag()),
+                Some(tag) => format!("{}:{tag}", j.approval_id),
             },
             // With the approval id: a create key may be used again once its record expired,
             // for another approval, whose execution must never meet the first one's stored

@@ -28,6 +28,8 @@ pub(super) struct NotifyJobBody {
     trace: Option<String>,
     #[serde(default, flatten)]
     reason: Option<NotifyReason>,
+    #[serde(default)]
+    in_place_of: Option<Approver>,
 }
 
 impl TryFrom<NotifyJobBody> for NotifyJob {
@@ -51,6 +53,7 @@ impl TryFrom<NotifyJobBody> for NotifyJob {
             after: body.after,
             trace: body.trace,
             reason: body.reason,
+            in_place_of: body.in_place_of,
         })
     }
 }

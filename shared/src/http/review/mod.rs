@@ -83,18 +83,41 @@ fn path_id(raw: Result<Path<String>, PathRejection>) -> Result<ApprovalId, ()> {
     ApprovalId::parse(&raw).map_err(|_| ())
 }
 
-fn query_token(query: Option<&str>) -> Option<String> {
+fn query_field(query: Option<&str>, field: &str) -> Option<String> {
     url::form_urlencoded::parse(query?.as_bytes())
-        .find(|(name, _)| name == "token")
+        .find(|(name, _)| name == field)
         .map(|(_, value)| value.into_owned())
 }
 
-/// The review page's own path (what a sign-in comes back to).
-fn review_path(app: &App, id: &ApprovalId, token: &str) -> String {
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("token", token)
-        .finish();
-    format!("{}/approvals/{id}/review?{query}", sign_in::base_path(app))
+/// The place `person` fills as `place`'s delegate, if `place` is named, and has delegated to
+/// them now: the one read (its delegation) a vote in someone's place takes. `Err`: the store.
+async fn standing(
+    app: &App,
+    tenant: &crate::domain::TenantId,
+    place: Option<&str>,
+    person: &Approver,
+) -> Result<Option<Approver>, crate::store::StoreError> {
+    let Some(place) = place.and_then(|p| Approver::parse(p).ok()) else {
+        return Ok(None);
+    };
+    let delegation = app.store.delegation(tenant, &place).await?;
+    Ok(delegation
+        .filter(|d| d.lets(person, app.clock.now()))
+        .map(|d| d.delegator))
+}
+
+/// The review page's own path (what a sign-in comes back to), in a delegate's `place`.
+fn review_path(app: &App, id: &ApprovalId, token: &str, place: Option<&str>) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("token", token);
+    if let Some(place) = place {
+        query.append_pair("place", place);
+    }
+    format!(
+        "{}/approvals/{id}/review?{}",
+        sign_in::base_path(app),
+        query.finish()
+    )
 }
 
 /// Who decides through a signing-in tenant's page: the session's person, if they are signed
@@ -121,13 +144,23 @@ pub async fn show(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let token = query_token(query.as_deref());
+    let token = query_field(query.as_deref(), "token");
+    let named_place = query_field(query.as_deref(), "place");
     let Some((id, grant)) = authorise(&app, path_id(id), token.as_deref()) else {
         return forbidden();
     };
     let approval = match app.store.get_approval(&grant.tenant, &id).await {
-        // The link must be one minted for a listed approver, whoever then signs in.
-        Ok(Some(approval)) if approval.is_approver(&grant.approver) => approval,
+        // The link must be one minted for a listed approver, whoever then signs in — or a
+        // delegate's, naming the listed place.
+        Ok(Some(approval))
+            if approval.is_approver(&grant.approver)
+                || named_place
+                    .as_deref()
+                    .and_then(|p| Approver::parse(p).ok())
+                    .is_some_and(|p| approval.is_approver(&p)) =>
+        {
+            approval
+        }
         Ok(_) => return forbidden(),
         Err(err) => {
             tracing::error!(error = %err, "review page: store");
@@ -136,17 +169,41 @@ pub async fn show(
     };
     let token = token.unwrap_or_default();
     let oidc = sign_in::oidc_of(&app, &grant.tenant);
+    // Who looks: the link's person, or the signed-in one; and the place they fill as a
+    // delegate, when the link names one that has delegated to them.
+    let person = match &oidc {
+        None => Some(grant.approver.clone()),
+        Some(oidc) => signer(&app, oidc, &headers, &grant.tenant).map(|s| s.session.identity),
+    };
+    let place = match &person {
+        Some(person) => match standing(&app, &grant.tenant, named_place.as_deref(), person).await {
+            Ok(place) => place.filter(|p| approval.is_approver(p)),
+            Err(err) => {
+                tracing::error!(error = %err, "review page: store");
+                return unavailable();
+            }
+        },
+        None => None,
+    };
+    if place.is_none()
+        && person.as_ref().is_some_and(|p| !approval.is_approver(p))
+        && oidc.is_none()
+    {
+        return forbidden();
+    }
     let viewer = match &oidc {
         None => Viewer::Link {
             approver: grant.approver,
         },
         Some(oidc) => {
-            let here = review_path(&app, &id, &token);
+            let here = review_path(&app, &id, &token, named_place.as_deref());
             match signer(&app, oidc, &headers, &grant.tenant) {
                 None => Viewer::Anonymous {
                     sign_in: sign_in::login_path(&app, &grant.tenant, &here, false),
                 },
-                Some(signer) if !approval.is_approver(&signer.session.identity) => {
+                Some(signer)
+                    if place.is_none() && !approval.is_approver(&signer.session.identity) =>
+                {
                     return not_listed(&signer.session.identity);
                 }
                 Some(signer) => Viewer::SignedIn {
@@ -171,7 +228,7 @@ pub async fn show(
     page_for(
         StatusCode::OK,
         &format!("Review {}", approval.action_type),
-        render(&approval, status, &viewer, &token),
+        render(&approval, status, &viewer, &token, place.as_ref()),
         form_action.as_deref(),
     )
 }
@@ -197,9 +254,9 @@ pub async fn decide_form(
     let Some((id, grant)) = authorise(app, path_id(id), Some(&token)) else {
         return forbidden();
     };
-    let review = review_path(app, &id, &token);
+    let review = review_path(app, &id, &token, field("place").as_deref());
     // Who votes: the link's approver, or the signed-in person.
-    let (approver, signed_in): (Approver, Option<SignIn>) =
+    let (mut approver, signed_in): (Approver, Option<SignIn>) =
         match sign_in::oidc_of(app, &grant.tenant) {
             None => (grant.approver.clone(), None),
             Some(oidc) => {
@@ -229,6 +286,25 @@ pub async fn decide_form(
                 (signer.session.identity, Some(sign_in))
             }
         };
+    // A delegate's form names the place they fill; its delegation is read again now.
+    let by = match field("place") {
+        None => None,
+        Some(named) => match standing(app, &grant.tenant, Some(&named), &approver).await {
+            Ok(Some(place)) => Some(std::mem::replace(&mut approver, place)),
+            Ok(None) => {
+                return notice(
+                    StatusCode::FORBIDDEN,
+                    "Not recorded",
+                    "Not yours to decide in that place",
+                    "That person has not delegated to you, or not now. Nothing was recorded.",
+                );
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "review form: store");
+                return unavailable();
+            }
+        },
+    };
     let mut errors: Vec<FieldError> = Vec::new();
     let outcome = decision.as_deref().and_then(DecideRequest::parse_outcome);
     let comment = comment.and_then(|c| DecideRequest::check_comment(&c, &mut errors));
@@ -245,8 +321,8 @@ pub async fn decide_form(
         outcome,
         approver: approver.clone(),
         comment,
-        sent_by: None,
-        by: None,
+        sent_by: by.clone(),
+        by: by.clone(),
     };
     let decision = Decision {
         outcome,
@@ -257,11 +333,12 @@ pub async fn decide_form(
         webhook_event_id: None,
         key_id: None,
         signed_in,
-        by: None,
+        by: by.clone(),
     };
+    // A delegate's vote is sent by the delegate: the requester may not stand in either.
     match app
         .store
-        .decide(&grant.tenant, &id, &decision, None, now)
+        .decide(&grant.tenant, &id, &decision, by.as_ref(), now)
         .await
     {
         Ok(DecideOutcome::Won(_)) => super::count_vote(Channel::ReviewPage, None),
@@ -287,8 +364,11 @@ pub async fn decide_form(
         }
     }
     // Relative to /approvals/{id}/decision, whatever path prefix (an API stage) is in front.
-    let query = url::form_urlencoded::Serializer::new(String::new())
-        .append_pair("token", &token)
-        .finish();
-    see_other(&format!("review?{query}"))
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("token", &token);
+    if by.is_some() {
+        // Back to the page in the place just filled (the vote's approver).
+        query.append_pair("place", approver.as_str());
+    }
+    see_other(&format!("review?{}", query.finish()))
 }

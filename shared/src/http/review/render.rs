@@ -41,7 +41,15 @@ fn json_text(value: &Value) -> String {
     }
 }
 
-pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token: &str) -> Markup {
+/// `place`: the listed person in whose place the viewer, their delegate, decides (checked by
+/// the caller against the delegation).
+pub(super) fn render(
+    approval: &Approval,
+    status: Status,
+    viewer: &Viewer,
+    token: &str,
+    place: Option<&Approver>,
+) -> Markup {
     let summary = approval.context.get("summary").and_then(Value::as_str);
     let context: Map<String, Value> = approval
         .context
@@ -106,7 +114,13 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
                     p { "You requested this approval: someone else decides it." }
                 }
             }
-            (Status::Pending, _) if you.is_some_and(|you| approval.vote_of(you).is_some()) => {
+            (Status::Pending, _) if place.is_some_and(|place| approval.vote_of(place).is_some()) => {
+                div.card #outcome {
+                    h2 { "Their vote" }
+                    p { "The place of " (place.map_or("", Approver::as_str)) " is filled. The request is still pending until the rules above are met." }
+                }
+            }
+            (Status::Pending, _) if place.is_none() && you.is_some_and(|you| approval.vote_of(you).is_some()) => {
                 div.card #outcome {
                     h2 { "Your vote" }
                     p { "Your vote is recorded. The request is still pending until the rules above are met." }
@@ -125,12 +139,12 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
                             div.actions { a.button #sign-in href=(again) { "Sign in again to decide" } }
                         }
                         Viewer::SignedIn { identity, csrf, .. } => {
-                            p.muted { "As " (identity.as_str()) ". This request expires " (when(approval.expires_at)) "." }
-                            (decision_form(token, Some(csrf)))
+                            p.muted { "As " (identity.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
+                            (decision_form(token, Some(csrf), place))
                         }
                         Viewer::Link { approver } => {
-                            p.muted { "As " (approver.as_str()) ". This request expires " (when(approval.expires_at)) "." }
-                            (decision_form(token, None))
+                            p.muted { "As " (approver.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
+                            (decision_form(token, None, place))
                         }
                     }
                 }
@@ -172,11 +186,12 @@ pub(super) fn render(approval: &Approval, status: Status, viewer: &Viewer, token
 
 /// The Approve and Reject buttons: the review link's token names the approval; a signed-in
 /// approver's form also carries the session's CSRF token.
-fn decision_form(token: &str, csrf: Option<&str>) -> Markup {
+fn decision_form(token: &str, csrf: Option<&str>, place: Option<&Approver>) -> Markup {
     html! {
         form method="post" action="decision" {
             input type="hidden" name="token" value=(token);
             @if let Some(csrf) = csrf { input type="hidden" name="csrf" value=(csrf); }
+            @if let Some(place) = place { input type="hidden" name="place" value=(place.as_str()); }
             label for="comment" { "Comment (optional)" }
             textarea id="comment" name="comment" maxlength="2000" {}
             div.actions {
@@ -185,6 +200,13 @@ fn decision_form(token: &str, csrf: Option<&str>) -> Markup {
             }
         }
     }
+}
+
+/// ", in alice@example.com's place" for a delegate.
+fn in_place(place: Option<&Approver>) -> String {
+    place.map_or_else(String::new, |p| {
+        format!(", in the place of {} (their delegate)", p.as_str())
+    })
 }
 
 /// What became of an approved action, in words.

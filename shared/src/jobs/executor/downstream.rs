@@ -248,18 +248,29 @@ impl Downstream {
             approver,
             job.expires_at + REVIEW_LINK_GRACE_SECONDS,
         );
+        // A delegate's link opens the page in the place they may fill.
+        let place = job.in_place_of.as_ref().map_or_else(String::new, |place| {
+            let pair = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("place", place.as_str())
+                .finish();
+            format!("&{pair}")
+        });
         let mut body = json!({
             "approval_id": job.approval_id,
             "approver": approver,
-            "review_url": format!("{}/approvals/{}/review?token={token}", self.public_base_url, job.approval_id),
+            "review_url": format!("{}/approvals/{}/review?token={token}{place}", self.public_base_url, job.approval_id),
             "action": job.action,
             "context": job.context,
             "expires_at": rfc3339(job.expires_at),
         });
-        // A reminder or an escalation step says so, with its number.
+        // A reminder or an escalation step says so, with its number; a delegate's copy names
+        // whose place it is.
         if let (Some(reason), Some(fields)) = (job.reason, body.as_object_mut()) {
             fields.insert("reason".to_owned(), json!(reason.as_str()));
             fields.insert("number".to_owned(), json!(reason.number()));
+        }
+        if let (Some(place), Some(fields)) = (&job.in_place_of, body.as_object_mut()) {
+            fields.insert("in_place_of".to_owned(), json!(place));
         }
         Some(body)
     }

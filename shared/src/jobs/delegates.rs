@@ -1,0 +1,59 @@
+//! A delegate is told what the person they stand in for is told, while the delegation is in
+//! force: for each notify job the dispatcher makes, one read of its approvers' delegations
+//! (one `BatchGetItem` per tenant in the batch), and a copy of the job for each delegate not
+//! listed already — its own job, ledger item and keys (`…:for:{place}`), its review link opening
+//! the page in that place.
+
+use std::collections::BTreeMap;
+
+use super::job::{Job, NotifyJob};
+use crate::App;
+use crate::domain::{Approver, EpochSeconds, TenantId};
+use crate::store::StoreError;
+
+/// The delegates' copies of `jobs`' notifications at `now`.
+pub(super) async fn copies(
+    app: &App,
+    jobs: &[Job],
+    now: EpochSeconds,
+) -> Result<Vec<Job>, StoreError> {
+    let notify: Vec<&NotifyJob> = jobs
+        .iter()
+        .filter_map(|job| match job {
+            Job::Notify(j) if j.in_place_of.is_none() && !j.per_approver => Some(j),
+            _ => None,
+        })
+        .collect();
+    let mut people: BTreeMap<&TenantId, Vec<&Approver>> = BTreeMap::new();
+    for job in &notify {
+        let listed = people.entry(&job.tenant).or_default();
+        for approver in &job.approvers {
+            if !listed.iter().any(|a| a.same_identity(approver)) {
+                listed.push(approver);
+            }
+        }
+    }
+    let mut copies = Vec::new();
+    for (tenant, listed) in people {
+        let delegations = app.store.delegations_of(tenant, &listed).await?;
+        for delegation in delegations.iter().filter(|d| d.lets(&d.delegate, now)) {
+            for job in notify.iter().filter(|j| {
+                j.tenant == *tenant
+                    && j.approvers
+                        .iter()
+                        .any(|a| a.same_identity(&delegation.delegator))
+                    && !j
+                        .approvers
+                        .iter()
+                        .any(|a| a.same_identity(&delegation.delegate))
+            }) {
+                copies.push(Job::Notify(NotifyJob {
+                    approvers: vec![delegation.delegate.clone()],
+                    in_place_of: Some(delegation.delegator.clone()),
+                    ..(*job).clone()
+                }));
+            }
+        }
+    }
+    Ok(copies)
+}
