@@ -180,7 +180,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     let mut env = isolated_env(&prefix).await;
     env.extend(
         [
-            ("API_KEYS", test_api_keys()),
+            // ... and bob's own approver key: he votes in carol's place as her delegate.
+            ("API_KEYS", stall_round::with_bobs_key(&test_api_keys())),
             (
                 "ACTION_TARGETS",
                 json!({"deploy": {"url": format!("{target}/ok"), "idempotent": true},
@@ -437,10 +438,11 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
          each clicking twice at once, with sessionless and cross-site posts mixed in: each \
          executed once"
     );
-    let (reminded, escalated) = stall_round::stall_round(&runner, &downstream).await;
+    let (reminded, escalated, delegated) = stall_round::stall_round(&runner, &downstream).await;
     println!(
-        "then {reminded} approvals reminded twice and {escalated} escalated to a lead on the same \
-         runner, its clock moved forward: each reminder to whoever had not voted, each step's \
+        "then {reminded} approvals reminded twice, {escalated} escalated to a lead and \
+         {delegated} decided by a delegate in the delegator's place on the same runner, its clock \
+         moved forward: each reminder to whoever had not voted (and their delegate), each step's \
          notification, each execution once"
     );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);

@@ -105,7 +105,12 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
     let (a, b) = futures::join!(t.send_any(post()), t.send_any(post()));
     // Each 303 to the page in alice's place (followed), which shows her place filled.
     assert_eq!((a.status, b.status), (200, 200));
-    assert!(a.text().contains(&format!("The place of {ALICE} is filled")), "{}", a.text());
+    assert!(
+        a.text()
+            .contains(&format!("The place of {ALICE} is filled")),
+        "{}",
+        a.text()
+    );
     let approval = t.get(CI_KEY, &id).await.json();
     let votes = approval["votes"].as_array().expect("votes");
     assert_eq!(votes.len(), 1, "{approval}");

@@ -1,18 +1,30 @@
 //! The long-lived runner's last round (`long_lived.rs`): approvals that don't stall, on the
 //! same process and tables, its clock moved forward through the runner's own route
 //! (`LOCAL_CLOCK=advanceable`), never waited for. Some approvals are reminded twice, some
-//! escalated to a lead whose vote (sent twice at once) completes the quorum; every reminder
-//! reaches only whoever has not voted, once, and every approval is executed once.
+//! escalated to a lead whose vote (sent twice at once) completes the quorum, some decided by a
+//! delegate (bob, standing in for carol) who is told what carol is told and votes in her place
+//! twice at once; every reminder reaches only whoever has not voted (and their delegate), once,
+//! and every approval is executed once.
 
 use std::time::{Duration, Instant};
 
 use countersign_tests::jobs::Downstream;
 use countersign_tests::local_runner::LocalRunner;
-use countersign_tests::{ALICE, BOB, CAROL, DECIDER_A, KEY_A, execute_key};
+use countersign_tests::{ALICE, BOB, BOB_KEY, CAROL, DECIDER_A, KEY_A, execute_key};
 use futures::StreamExt;
 use serde_json::json;
 
 use crate::client::{create, decide, send, wait_until_executed};
+
+/// `API_KEYS` (a JSON list) with bob's own approver key added.
+pub(crate) fn with_bobs_key(keys: &str) -> String {
+    let mut keys: Vec<serde_json::Value> = serde_json::from_str(keys).expect("API_KEYS");
+    keys.push(
+        json!({"tenant": countersign_tests::TENANT_A, "principal": BOB,
+                     "roles": ["approver"], "key": BOB_KEY}),
+    );
+    serde_json::Value::Array(keys).to_string()
+}
 
 /// Moves the runner's clock forward by `seconds`.
 async fn advance(runner: &LocalRunner, seconds: i64) {
@@ -35,10 +47,14 @@ async fn until(runner: &LocalRunner, what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Returns (approvals reminded, approvals escalated), each executed once.
-pub(crate) async fn stall_round(runner: &LocalRunner, downstream: &Downstream) -> (usize, usize) {
+/// Returns (approvals reminded, escalated, decided by a delegate), each executed once.
+pub(crate) async fn stall_round(
+    runner: &LocalRunner,
+    downstream: &Downstream,
+) -> (usize, usize, usize) {
     const REMINDED: usize = 10;
     const ESCALATED: usize = 6;
+    let delegated = delegated_round(runner, downstream).await;
     let pair = json!({"rules": [{"name": "pair", "approvers": [ALICE, BOB], "min_approvals": 2}]});
     let made: Vec<(String, String, bool)> = futures::stream::iter(0..REMINDED + ESCALATED)
         .map(|i| {
@@ -144,5 +160,101 @@ pub(crate) async fn stall_round(runner: &LocalRunner, downstream: &Downstream) -
             "{id}: the step's notification, once"
         );
     }
-    (reminded.len(), escalated.len())
+    (reminded.len(), escalated.len(), delegated)
+}
+
+/// Carol is away: an operator lets bob stand in for her for a week. Approvals of alice AND
+/// carol: bob is told what carol is told (the notification and the reminder, a copy each, once)
+/// and votes in her place, twice at once — one vote, recorded as carol's cast by bob.
+async fn delegated_round(runner: &LocalRunner, downstream: &Downstream) -> usize {
+    const DELEGATED: usize = 6;
+    let now = send(
+        runner
+            .http
+            .post(runner.url("/_local/clock"))
+            .json(&json!({"advance_seconds": 1})),
+    )
+    .await
+    .json()["now"]
+        .as_i64()
+        .expect("the runner's time");
+    let week = countersign::domain::rfc3339(now + 7 * 86_400);
+    let set = send(
+        runner
+            .http
+            .put(runner.url(&format!("/delegations/{CAROL}")))
+            .bearer_auth(KEY_A)
+            .json(&json!({"delegate": BOB, "until": week, "reason": "carol is away"})),
+    )
+    .await;
+    assert_eq!(set.status, 200, "{}", String::from_utf8_lossy(&set.body));
+    let pair =
+        json!({"rules": [{"name": "pair", "approvers": [ALICE, CAROL], "min_approvals": 2}]});
+    let mut ids = Vec::new();
+    for i in 0..DELEGATED {
+        let body = json!({
+            "action": {"type": "deploy", "payload": {"delegated": i}},
+            "approvers": [ALICE, CAROL],
+            "policy": pair,
+            "reminders": {"after_seconds": 60, "every_seconds": 300, "max": 1},
+        });
+        let key = format!("delegated-{i}");
+        let created = send(create(runner, KEY_A, &key, &body.to_string())).await;
+        assert_eq!(created.status, 201);
+        let id = created.json()["id"].as_str().expect("id").to_owned();
+        assert_eq!(
+            send(decide(runner, DECIDER_A, &id, ALICE)).await.status,
+            200
+        );
+        ids.push((key, id));
+    }
+    let copy = |id: &str, what: &str| format!("{id}:{what}:{BOB}:for:{CAROL}");
+    until(runner, "bob's copies of carol's notifications", || {
+        ids.iter()
+            .all(|(_, id)| downstream.calls(&copy(id, "notify")) >= 1)
+    })
+    .await;
+    advance(runner, 61).await;
+    until(runner, "bob's copies of carol's reminders", || {
+        ids.iter()
+            .all(|(_, id)| downstream.calls(&copy(id, "reminder:1")) >= 1)
+    })
+    .await;
+    for (_, id) in &ids {
+        let vote = || {
+            runner
+                .http
+                .post(runner.url(&format!("/approvals/{id}/decision")))
+                .bearer_auth(BOB_KEY)
+                .json(&json!({"decision": "approve", "approver": CAROL}))
+        };
+        let (a, b) = futures::join!(send(vote()), send(vote()));
+        assert_eq!((a.status, b.status), (200, 200), "{id}");
+        assert!(
+            a.replayed != b.replayed,
+            "{id}: exactly one of the two counted"
+        );
+        let votes = a.json()["votes"].clone();
+        assert!(
+            votes
+                .as_array()
+                .is_some_and(|v| v.iter().any(|v| v["approver"] == CAROL && v["by"] == BOB)),
+            "{votes}"
+        );
+    }
+    let just_ids: Vec<String> = ids.iter().map(|(_, id)| id.clone()).collect();
+    let done = wait_until_executed(runner, KEY_A, &just_ids, Duration::from_secs(60)).await;
+    for approval in &done {
+        assert_eq!(approval["execution"]["status"], "succeeded", "{approval}");
+    }
+    for (key, id) in &ids {
+        let execute = execute_key(key, id);
+        assert_eq!(
+            (downstream.calls(&execute), downstream.effects(&execute)),
+            (1, 1)
+        );
+        assert_eq!(downstream.calls(&copy(id, "notify")), 1, "{id}");
+        assert_eq!(downstream.calls(&copy(id, "reminder:1")), 1, "{id}");
+    }
+    DELEGATED
 }
