@@ -120,6 +120,33 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
     );
     assert_eq!(approval["policy"]["rules"][0]["approvals"], 1);
 
+    // Separation of duties is the write's own condition, whatever the channel: a vote in bob's
+    // place cast by the requester is refused even when no sender is named.
+    let now = t.clock.now();
+    let by_requester = countersign::domain::Decision {
+        outcome: countersign::domain::Outcome::Approved,
+        approver: countersign::domain::Approver::parse(BOB).unwrap(),
+        decided_at: now,
+        channel: countersign::domain::Channel::ReviewPage,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: None,
+        by: Some(countersign::domain::Approver::parse(CI).unwrap()),
+    };
+    let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
+    let approval_id = countersign::domain::ApprovalId::parse(&id).unwrap();
+    let refused = t
+        .app
+        .store
+        .decide(&tenant, &approval_id, &by_requester, None, now)
+        .await
+        .expect("the store answers");
+    assert!(
+        matches!(refused, countersign::store::DecideOutcome::Refused(_)),
+        "the requester stood in for bob"
+    );
+
     // Carol was delegated nothing: her link naming alice's place shows and decides nothing.
     let carol = t.review_token("tenant-a", &id, CAROL);
     let page = t

@@ -51,6 +51,11 @@ const ONLY_IF_FIRST_VOTE: &str = "NOT contains(#voters, :approver_id)";
 /// counts: no delegation lets one person count twice, nor fills one place twice.
 const ONLY_IF_DELEGATES_FIRST_VOTE: &str = "NOT contains(#voters, :by_id)";
 
+/// ... and its delegate did not request the approval: separation of duties in the write itself,
+/// whichever channel cast the vote and whatever key sent it (one with no sender too).
+const ONLY_IF_DELEGATE_NOT_REQUESTER: &str = "(attribute_not_exists(#requested_by_id) OR #requested_by_id <> :by_id) \
+     AND NOT contains(#gh.#rq, :by_id)";
+
 /// Records the vote (a list in the order applied) and its voter (a set, for the condition).
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
 const ADD_VOTER: &str = "#voters :voter_set";
@@ -289,10 +294,17 @@ fn write(
     sent_by: Option<&Approver>,
     (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
-    let decidable = match vote.by {
-        None => format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}"),
-        Some(_) => format!(
-            "{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE} AND {ONLY_IF_DELEGATES_FIRST_VOTE}"
+    let (decidable, not_requester) = match vote.by {
+        None => (
+            format!("{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE}"),
+            String::new(),
+        ),
+        Some(_) => (
+            format!(
+                "{ONLY_IF_DECIDABLE} AND {ONLY_IF_FIRST_VOTE} AND {ONLY_IF_DELEGATES_FIRST_VOTE} \
+                 AND {ONLY_IF_DELEGATE_NOT_REQUESTER}"
+            ),
+            format!(" AND {ONLY_IF_DELEGATE_NOT_REQUESTER}"),
         ),
     };
     let decides = UpdateExpr::default()
@@ -316,7 +328,7 @@ fn write(
                 .set("#execution.#status = :execution")
                 .set("#execution.#updated_at = :now");
             let condition = format!(
-                "{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending) AND {approves}"
+                "{ONLY_IF_DECIDABLE} AND attribute_not_exists(#while_pending) AND {approves}{not_requester}"
             );
             VoteWrite::new(shape, update, condition, vote_of, retention)
         }
