@@ -134,8 +134,11 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
         signed_in: None,
         by: Some(countersign::domain::Approver::parse(CI).unwrap()),
     };
+    // On a fresh approval, where the vote would be counted without completing anything (a
+    // completing vote is also refused by the store's reading of the refusal).
+    let fresh = t.create_ok(CI_KEY, "places-2", &body).await;
     let tenant = countersign::domain::TenantId::parse("tenant-a").unwrap();
-    let approval_id = countersign::domain::ApprovalId::parse(&id).unwrap();
+    let approval_id = countersign::domain::ApprovalId::parse(&fresh).unwrap();
     let refused = t
         .app
         .store
