@@ -18,7 +18,7 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
 The context carries the DynamoDB condition keys a write can be restricted by:
 `dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
 in its update, condition and projection expressions), `dynamodb:LeadingKeys` (the partition key's
-value, of a request that names one item) and `dynamodb:ReturnValues` (NONE unless given), as "Using IAM policy conditions for fine-grained access control" defines them.
+value, of a request that names one item; of a BatchGetItem, every key's it reads from the table) and `dynamodb:ReturnValues` (NONE unless given), as "Using IAM policy conditions for fine-grained access control" defines them.
 """
 
 from __future__ import annotations
@@ -99,7 +99,16 @@ _TRANSACT_ACTIONS = {
 def dynamodb(operation: str, body: dict[str, Any], region: str, account: str) -> list[Need]:
     arn = lambda name: _table_arn(name, region, account)  # noqa: E731
     action = f"dynamodb:{operation}"
-    if operation in ("BatchGetItem", "BatchWriteItem"):
+    if operation == "BatchGetItem":
+        # dynamodb:LeadingKeys of a batch: the partition key of every key it reads from the
+        # table, so that a ForAllValues condition holds only when each of them matches.
+        return [
+            Need(action, arn(table), {"dynamodb:leadingkeys": [
+                key["pk"]["S"] for key in (request.get("Keys") or []) if "S" in (key.get("pk") or {})
+            ]})
+            for table, request in (body.get("RequestItems") or {}).items()
+        ]
+    if operation == "BatchWriteItem":
         return [Need(action, arn(table), {}) for table in (body.get("RequestItems") or {})]
     if operation in ("TransactWriteItems", "TransactGetItems"):
         needs = []

@@ -204,6 +204,20 @@ class Conditions(unittest.TestCase):
                 self.assertEqual(need.context["dynamodb:leadingkeys"], [key])
                 self.assertEqual(allowed(statements, f"dynamodb:{operation}", arn, need.context), expected, (operation, key))
 
+    def test_a_batch_get_s_leading_keys_are_every_key_s(self) -> None:
+        """"ForAllValues:StringLike" on dynamodb:LeadingKeys holds for a BatchGetItem only when
+        every key it reads matches: one key outside the prefix refuses the whole batch."""
+        arn = "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        statements = [allow(["dynamodb:BatchGetItem"], [arn],
+                            {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["delegation#*"]}})]
+        for keys, expected in ((["delegation#acme#alice", "delegation#acme#bob"], True),
+                               (["delegation#acme#alice", "ABCDEFGHIJKLMNOP"], False)):
+            (need,) = dynamodb_needs("BatchGetItem", {"RequestItems": {"T": {
+                "Keys": [{"pk": {"S": key}} for key in keys], "ConsistentRead": True}}},
+                "us-east-1", "123456789012")
+            self.assertEqual(need.context["dynamodb:leadingkeys"], keys)
+            self.assertEqual(allowed(statements, "dynamodb:BatchGetItem", arn, need.context), expected, keys)
+
 
 class TemplateRoles(unittest.TestCase):
     """The roles of infra/template.yaml, resolved as CloudFormation resolves them."""

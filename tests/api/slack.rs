@@ -4,7 +4,7 @@
 //! that follows the approval to its end, never drawn back to an older state.
 //!
 //! Here what its tests share (the deploy they create, waiting for a post or a call); the tests
-//! in `slack/posts.rs`, `slack/clicks.rs` and `slack/redraws.rs`.
+//! in `slack/posts.rs`, `slack/clicks.rs`, `slack/delegates.rs` and `slack/redraws.rs`.
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::helpers::WAIT;
 
 mod clicks;
+mod delegates;
 mod posts;
 mod redraws;
 

@@ -1,6 +1,6 @@
-//! Delegation (issue 48's groundwork; no route or store reads it yet): a person lets another
-//! vote in their place for a window. Pure: what `PUT /delegations/{identity}` may say, and
-//! which place a vote naming someone fills — never one that lets a person count twice.
+//! Delegation (issue 48): a person lets another vote in their place for a window. Pure: what
+//! `PUT /delegations/{identity}` may say, which place a vote naming someone fills, and which a
+//! click in Slack (naming nobody) fills — never one that lets a person count twice.
 //!
 //! The rules a vote in someone's place keeps (the store will make them the conditions of the
 //! vote's one write): the named person has delegated to the voter, in force now; one hop (a
@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::{Approver, EpochSeconds, FieldError};
+use super::{Approval, Approver, EpochSeconds, FieldError};
 
 /// `{identity}` lets `delegate` vote in their place from `from` until `until`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +220,38 @@ pub fn place(
         return Err(PlaceRefusal::AlreadyVoted);
     }
     Ok(place)
+}
+
+/// The places of `approval` a vote in someone's place could still fill, in its approvers'
+/// order: each listed person who has cast no vote (their one vote, for themselves or anyone,
+/// is their delegate's too) and whose place nobody filled. Never the requester's, which no
+/// vote fills.
+pub fn open_places(approval: &Approval) -> Vec<&Approver> {
+    approval
+        .approvers
+        .iter()
+        .filter(|a| {
+            approval.vote_of(a).is_none()
+                && approval.vote_cast_by(a).is_none()
+                && !approval.is_requester(a)
+        })
+        .collect()
+}
+
+/// The delegation, of those `delegations` read for the places `open`, by which `voter` fills the
+/// first of them (in `open`'s order) at `now`: where a vote that names nobody (a click in
+/// Slack) is cast.
+pub fn first_place<'a>(
+    open: &[&Approver],
+    delegations: &'a [Delegation],
+    voter: &Approver,
+    now: EpochSeconds,
+) -> Option<&'a Delegation> {
+    open.iter().find_map(|place| {
+        delegations
+            .iter()
+            .find(|d| d.delegator.same_identity(place) && d.lets(voter, now))
+    })
 }
 
 #[cfg(test)]

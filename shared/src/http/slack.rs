@@ -16,11 +16,13 @@ use axum::response::{IntoResponse, Response};
 use super::ApiError;
 use super::extract::read_body;
 use crate::App;
+use crate::domain::delegation::{first_place, open_places};
 use crate::domain::{
-    ApprovalId, Channel, DecideRefusal, DecideRequest, Decision, Outcome, TenantId,
-    classify_refusal,
+    Approval, ApprovalId, Approver, Channel, DecideRefusal, DecideRequest, Decision, EpochSeconds,
+    Outcome, TenantId, classify_refusal,
 };
 use crate::slack::api::SlackApi;
+use crate::slack::message::escape;
 use crate::slack::signature::{SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER, verify};
 use crate::slack::{Click, SlackApp, parse_click};
 use crate::store::{DecideOutcome, StoreError};
@@ -113,76 +115,202 @@ pub async fn interactions(
         span.record("approval_id", id.as_str());
     }
     let retried = headers.contains_key(RETRY_HEADER);
-    if let Some(reason) = vote(&app, &tenant, slack, &click, retried).await? {
-        tracing::info!(tenant = %tenant, slack_user = click.user, reason, "Slack click refused");
-        tell(slack, &click, &reason).await;
+    match vote(&app, &tenant, slack, &click, retried).await? {
+        Some(Told::Refused(reason)) => {
+            tracing::info!(tenant = %tenant, slack_user = click.user, reason, "Slack click refused");
+            tell(slack, &click, &reason).await;
+        }
+        Some(Told::InPlace(said)) => tell(slack, &click, &said).await,
+        None => {}
     }
     Ok(StatusCode::OK.into_response())
 }
 
-/// Records the click's vote; the reason it was refused, if it was (`None` also for a repeat
-/// Slack delivered again, which was counted the first time).
+/// What the clicking user is told, if anything.
+#[derive(Debug)]
+enum Told {
+    /// Nothing was recorded, and why.
+    Refused(String),
+    /// The vote was cast in someone's place: whose (the message shows it as theirs).
+    InPlace(String),
+}
+
+/// Records the click's vote; what the clicking user is told, if anything (nothing for a vote
+/// cast as themselves, which the message shows, nor for a repeat Slack delivered again, which
+/// was counted the first time).
 async fn vote(
     app: &App,
     tenant: &TenantId,
     slack: &SlackApp,
     click: &Click,
     retried: bool,
-) -> Result<Option<String>, ApiError> {
-    const NOTHING: &str = "Nothing was recorded.";
+) -> Result<Option<Told>, ApiError> {
     let Some(approver) = slack.approver(&click.user) else {
         super::count_vote(Channel::Slack, Some(&DecideRefusal::NotAnApprover));
-        return Ok(Some(format!(
+        return Ok(Some(Told::Refused(format!(
             "Your Slack account is not mapped to a Countersign approver, so it decides nothing. {NOTHING}"
-        )));
+        ))));
     };
     let Ok(id) = ApprovalId::parse(&click.approval_id) else {
         super::count_vote(Channel::Slack, Some(&DecideRefusal::NotFound));
-        return Ok(Some(format!("This button names no approval. {NOTHING}")));
+        return Ok(Some(Told::Refused(format!(
+            "This button names no approval. {NOTHING}"
+        ))));
     };
     let now = app.clock.now();
-    let decision = Decision {
-        outcome: click.outcome,
-        approver: approver.clone(),
-        decided_at: now,
-        channel: Channel::Slack,
-        comment: None,
-        webhook_event_id: None,
-        key_id: None,
-        signed_in: None,
-        by: None,
-    };
-    let old = match app.store.decide(tenant, &id, &decision, None, now).await? {
-        DecideOutcome::Won(_) => {
-            super::count_vote(Channel::Slack, None);
-            return Ok(None);
-        }
-        DecideOutcome::Refused(old) => old.map(|a| *a),
-    };
-    let request = DecideRequest {
+    let mut request = DecideRequest {
         outcome: click.outcome,
         approver: approver.clone(),
         comment: None,
         sent_by: None,
         by: None,
     };
-    let verb = |outcome: Outcome| match outcome {
+    // As themselves first, as before delegation: a listed approver's click costs what it did.
+    let Some(old) = cast(app, tenant, &id, &request, now).await? else {
+        super::count_vote(Channel::Slack, None);
+        return Ok(None);
+    };
+    let mut refusal = classify_refusal(old.clone(), &request, now);
+    // Not listed, and no vote cast: perhaps a delegate. The refused write returned the
+    // approval, so the one read this adds is the delegations of its open places.
+    if let (DecideRefusal::NotAnApprover, Some(approval)) = (&refusal, &old) {
+        let open = open_places(approval);
+        let delegations = app.store.delegations_of(tenant, &open).await?;
+        if let Some(delegation) = first_place(&open, &delegations, approver, now) {
+            request.approver = delegation.delegator.clone();
+            request.by = Some(delegation.delegate.clone());
+            // The clicker sends it: the decision's condition refuses a sender who asked for
+            // the approval, as it refuses the key of a delegate who did.
+            request.sent_by = Some(approver.clone());
+            match cast(app, tenant, &id, &request, now).await? {
+                None => {
+                    super::count_vote(Channel::Slack, None);
+                    return Ok(Some(Told::InPlace(format!(
+                        "{} in {}'s place.",
+                        past(click.outcome),
+                        escape(request.approver.as_str())
+                    ))));
+                }
+                Some(old) => refusal = classify_refusal(old, &request, now),
+            }
+        }
+    }
+    // A click names nobody: one by someone not listed, the same as the vote they cast in
+    // someone's place, repeats it (as a listed approver's second click repeats theirs), and
+    // Slack's retry of it is not answered.
+    if let DecideRefusal::AlreadyVoted(approval) = &refusal
+        && !approval.is_approver(approver)
+        && approval
+            .vote_cast_by(approver)
+            .is_some_and(|v| v.by.is_some() && v.outcome == click.outcome)
+    {
+        refusal = DecideRefusal::Repeat(approval.clone());
+    }
+    super::count_vote(Channel::Slack, Some(&refusal));
+    let said = refusal_text(
+        refusal,
+        (approver, &request.approver),
+        click.outcome,
+        retried,
+    )?;
+    Ok(said.map(Told::Refused))
+}
+
+const NOTHING: &str = "Nothing was recorded.";
+
+/// The store's one conditional write of `request`'s vote from Slack: `None` once it is
+/// counted, else the approval as the refused write found it (`None` inside: no such approval).
+async fn cast(
+    app: &App,
+    tenant: &TenantId,
+    id: &ApprovalId,
+    request: &DecideRequest,
+    now: EpochSeconds,
+) -> Result<Option<Option<Approval>>, ApiError> {
+    let decision = Decision {
+        outcome: request.outcome,
+        approver: request.approver.clone(),
+        decided_at: now,
+        channel: Channel::Slack,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: None,
+        by: request.by.clone(),
+    };
+    let sent_by = request.sent_by.as_ref();
+    Ok(
+        match app
+            .store
+            .decide(tenant, id, &decision, sent_by, now)
+            .await?
+        {
+            DecideOutcome::Won(_) => None,
+            DecideOutcome::Refused(old) => Some(old.map(|a| *a)),
+        },
+    )
+}
+
+fn verb(outcome: Outcome) -> &'static str {
+    match outcome {
         Outcome::Approved => "approve",
         Outcome::Rejected => "reject",
-    };
-    let who = approver.as_str();
-    let refusal = classify_refusal(old, &request, now);
-    super::count_vote(Channel::Slack, Some(&refusal));
+    }
+}
+
+fn past(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Approved => "Approved",
+        Outcome::Rejected => "Rejected",
+    }
+}
+
+/// How a vote `voter` cast is named: as themselves, or in whose place.
+fn cast_as(voter: &Approver, vote: Option<&Decision>) -> String {
+    match vote {
+        Some(v) if v.by.is_some() => format!("in {}'s place", escape(v.approver.as_str())),
+        _ => format!("as {}", escape(voter.as_str())),
+    }
+}
+
+/// What the clicking `voter` is told of `refusal` of their vote in `place` (their own, or one
+/// they stand in for); `None`: nothing, for Slack's retry of a click that counted.
+fn refusal_text(
+    refusal: DecideRefusal,
+    (voter, place): (&Approver, &Approver),
+    outcome: Outcome,
+    retried: bool,
+) -> Result<Option<String>, ApiError> {
+    let who = escape(voter.as_str());
     Ok(Some(match refusal {
         DecideRefusal::Repeat(_) if retried => return Ok(None),
-        DecideRefusal::Repeat(_) => format!(
-            "Your vote ({}) is already recorded, as {who}; it counts once.",
-            verb(click.outcome)
+        DecideRefusal::Repeat(approval) => format!(
+            "Your vote ({}) is already recorded, {}; it counts once.",
+            verb(outcome),
+            cast_as(voter, approval.vote_cast_by(voter))
         ),
-        DecideRefusal::AlreadyVoted(approval) => format!(
-            "You already voted on this request ({}), as {who}: one vote per person. {NOTHING}",
-            approval.vote_of(approver).map_or("?", |v| verb(v.outcome))
-        ),
+        DecideRefusal::AlreadyVoted(approval) => {
+            match (approval.vote_cast_by(voter), approval.vote_of(place)) {
+                (Some(vote), _) => format!(
+                    "You already voted on this request ({}), {}: one vote per person. {NOTHING}",
+                    verb(vote.outcome),
+                    cast_as(voter, Some(vote))
+                ),
+                // The place was filled by someone else: its owner or their delegate.
+                (None, Some(vote)) => format!(
+                    "{} place on this request is already filled ({} by {}). {NOTHING}",
+                    match place.same_identity(voter) {
+                        true => "Your".to_owned(),
+                        false => format!("{}'s", escape(place.as_str())),
+                    },
+                    verb(vote.outcome),
+                    escape(vote.by.as_ref().unwrap_or(&vote.approver).as_str())
+                ),
+                (None, None) => {
+                    format!("You already voted on this request: one vote per person. {NOTHING}")
+                }
+            }
+        }
         DecideRefusal::AlreadyDecided(approval) => format!(
             "This request is already {}. {NOTHING}",
             approval.status.as_str()

@@ -201,6 +201,57 @@ fn a_delegate_fills_the_delegator_s_place_once_and_never_counts_twice() {
     );
 }
 
+/// A vote on `approval`: `place` filled by `by` (themselves when `None`).
+fn voted(approval: &mut crate::domain::Approval, place: &str, by: Option<&str>) {
+    approval.votes.push(crate::domain::Decision {
+        outcome: crate::domain::Outcome::Approved,
+        approver: who(place),
+        decided_at: NOW,
+        channel: crate::domain::Channel::Api,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: None,
+        by: by.map(who),
+    });
+}
+
+#[test]
+fn a_click_fills_the_first_open_place_its_clicker_stands_in_for() {
+    let mut approval = crate::domain::approval::tests::pending(NOW + DAY);
+    approval.approvers = ["alice", "bob", "carol", "dave", "erin"].map(who).to_vec();
+    approval.requested_by = Some(who("erin"));
+    // alice voted; carol voted in dave's place: neither alice's, dave's nor carol's own place
+    // is open (carol's one vote is cast), nor the requester's.
+    voted(&mut approval, "alice", None);
+    voted(&mut approval, "dave", Some("carol"));
+    let open = open_places(&approval);
+    assert_eq!(open, [&who("bob")]);
+
+    approval.votes.clear();
+    let open = open_places(&approval);
+    assert_eq!(open.len(), 4, "all but the requester's: {open:?}");
+    let delegations = [
+        delegation("carol", "frank", (NOW - DAY, NOW + DAY)),
+        delegation("bob", "frank", (NOW - DAY, NOW + DAY)),
+        delegation("alice", "frank", (NOW + 1, NOW + DAY)),
+        delegation("dave", "grace", (NOW - DAY, NOW + DAY)),
+    ];
+    // The approvers' order, not the delegations': bob before carol; alice's not yet in force.
+    let first = first_place(&open, &delegations, &who("frank"), NOW);
+    assert_eq!(first.map(|d| &d.delegator), Some(&who("bob")));
+    assert_eq!(
+        first_place(&open, &delegations, &who("grace"), NOW).map(|d| &d.delegator),
+        Some(&who("dave"))
+    );
+    assert_eq!(first_place(&open, &delegations, &who("heidi"), NOW), None);
+    // A place no longer open is not filled, whoever delegated it.
+    voted(&mut approval, "bob", None);
+    let open = open_places(&approval);
+    let first = first_place(&open, &delegations, &who("frank"), NOW);
+    assert_eq!(first.map(|d| &d.delegator), Some(&who("carol")));
+}
+
 proptest! {
     /// Any delegations and any order of attempts: every vote counted is by a distinct person for
     /// a distinct listed place, in their own place or by a delegation in force from its owner;
