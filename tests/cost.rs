@@ -8,7 +8,8 @@
 //! `model` (a life's counts, and what they cost), `scenarios` (what is played on the stack),
 //! `storage` (what a life leaves in the tables, and for how long), `deployment` (what the
 //! template creates at its defaults), `bill` (a default deployment's month), `history` (the
-//! target, and scenario (b) at each cut), and `render` and `render_bill` (the file).
+//! target, and scenario (b) at each cut), `stall` (a reminder and an escalation step, counted
+//! from the sweep that sends them), and `render` and `render_bill` (the file).
 
 #[path = "cost/bill.rs"]
 mod bill;
@@ -26,6 +27,8 @@ mod render;
 mod render_bill;
 #[path = "cost/scenarios.rs"]
 mod scenarios;
+#[path = "cost/stall.rs"]
+mod stall;
 #[path = "cost/storage.rs"]
 mod storage;
 
@@ -39,10 +42,15 @@ use crate::scenarios::{idle_minute, lives};
 async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
     let lives = lives().await;
     let idle = idle_minute().await;
+    let stalls = stall::stalls().await;
     // Each request and its units, when asked for (COUNTERSIGN_COST_DETAIL=1): where to look
     // for the next cut.
     let detail = std::env::var_os("COUNTERSIGN_COST_DETAIL").is_some();
-    for (name, life) in &lives {
+    let measured = [
+        ("reminder", &stalls.reminder),
+        ("escalation step", &stalls.escalation),
+    ];
+    for (name, life) in lives.iter().map(|(n, l)| (*n, l)).chain(measured) {
         for line in life.detail.iter().filter(|_| detail) {
             println!("{name} {line}");
         }
@@ -67,7 +75,7 @@ async fn the_cost_of_an_approval_is_what_docs_cost_md_says() {
         lives: &lives,
         idle: &idle,
     };
-    let computed = render(&lives, &bill);
+    let computed = render(&lives, &stalls, &bill);
     let path = workspace_root().join("docs/COST.md");
     if std::env::var_os("COUNTERSIGN_WRITE_COST").is_some() {
         std::fs::write(&path, &computed).expect("write docs/COST.md");

@@ -1,9 +1,11 @@
 //! The hot paths: create (first, replay), decide (winner, loser), quorum votes (2-of-3: a
-//! counted vote, and the vote that completes it), webhook (first, duplicate).
+//! counted vote, and the vote that completes it), webhook (first, duplicate), GitHub events
+//! (open, join), and the sweeper's reminder step.
 //!
 //! Here the run: the rows, their measurement and the table they print. A cell's requests are
 //! in `paths/requests.rs`, each operation per mode in `paths/operations.rs`, the raw DynamoDB
-//! calls in `paths/raw.rs`, the large-table row in `paths/table_size.rs`.
+//! calls in `paths/raw.rs`, the reminder's both in `paths/stall.rs`, the large-table row in
+//! `paths/table_size.rs`.
 
 use aws_sdk_dynamodb::Client;
 use countersign_tests::{DECIDER_A, KEY_A, TestApp};
@@ -13,6 +15,7 @@ use crate::{Stats, drive};
 mod operations;
 mod raw;
 mod requests;
+mod stall;
 mod table_size;
 
 use table_size::table_size;
@@ -26,6 +29,8 @@ pub struct Ratios {
     pub webhook: f64,
     /// A GitHub deployment's event: one that opens a round, one that joins it.
     pub github: f64,
+    /// The sweeper's reminder step (`store.remind`, no router).
+    pub reminder: f64,
     /// create first's in-process ops/s on tables holding 20,000 approvals ÷ on empty tables.
     pub table_size: f64,
 }
@@ -105,6 +110,7 @@ enum Op {
     WebhookDuplicate,
     GithubOpen,
     GithubJoin,
+    Reminder,
 }
 
 impl Op {
@@ -120,11 +126,20 @@ impl Op {
             Op::WebhookFirst | Op::WebhookDuplicate | Op::GithubOpen | Op::GithubJoin => {
                 Function::Webhook
             }
+            Op::Reminder => Function::Sweeper,
+        }
+    }
+
+    /// The modes it is measured in: a scheduled function's step has no HTTP route.
+    fn modes(self) -> &'static [Mode] {
+        match self {
+            Op::Reminder => &[Mode::Raw, Mode::InProcess],
+            _ => &MODES,
         }
     }
 }
 
-const OPS: [Op; 10] = [
+const OPS: [Op; 11] = [
     Op::CreateFirst,
     Op::CreateReplay,
     Op::DecideWinner,
@@ -135,6 +150,7 @@ const OPS: [Op; 10] = [
     Op::WebhookDuplicate,
     Op::GithubOpen,
     Op::GithubJoin,
+    Op::Reminder,
 ];
 
 impl Op {
@@ -150,6 +166,7 @@ impl Op {
             Op::WebhookDuplicate => "webhook duplicate",
             Op::GithubOpen => "github-event open",
             Op::GithubJoin => "github-event join",
+            Op::Reminder => "reminder",
         }
     }
 }
@@ -159,6 +176,8 @@ struct Fixture {
     /// One pending approval per operation (decide winner, webhook first), or one decided
     /// approval / one processed event's approval (decide loser, webhook duplicate).
     ids: Vec<String>,
+    /// The approvals as read before the timed part (a sweep's step writes from what it read).
+    approvals: Vec<countersign::domain::Approval>,
 }
 
 impl<'a> Bench<'a> {
@@ -191,7 +210,7 @@ async fn measure(
     let raw = &Client::new(t.functions.sdk(op.function()));
     let mut rounds: Vec<(Mode, Stats, f64)> = Vec::new();
     for _ in 0..ROUNDS {
-        for mode in MODES {
+        for &mode in op.modes() {
             *cells += 1;
             let bench = Bench::new(t, raw, ops, format!("cell{cells}"));
             let now = t.clock.now();
@@ -205,7 +224,7 @@ async fn measure(
             rounds.push((mode, stats, if mode == Mode::Raw { 1.0 } else { calls }));
         }
     }
-    MODES
+    op.modes()
         .iter()
         .map(|&mode| {
             let mut of_mode: Vec<_> = rounds.iter().filter(|(m, _, _)| *m == mode).collect();
@@ -288,6 +307,7 @@ pub async fn run(ops: usize) -> Ratios {
         vote_completing: ratio(["vote completing 2-of-3", "vote completing 2-of-3"]),
         webhook: ratio(["webhook first", "webhook duplicate"]),
         github: ratio(["github-event open", "github-event join"]),
+        reminder: ratio(["reminder", "reminder"]),
         table_size: if only().is_some() {
             f64::NAN
         } else {

@@ -115,12 +115,37 @@ pub(crate) struct Life {
     pub(crate) kept: BTreeMap<String, Kept>,
     /// Each request, for the test's output: function, operation, tables, units.
     pub(crate) detail: Vec<String>,
+    /// The AWS requests by kind ("DynamoDB UpdateItem"), the function's own (not an event
+    /// source mapping's).
+    pub(crate) requests: BTreeMap<String, usize>,
+}
+
+/// Where a measurement starts: the steps and the calls out so far (a life measured from a
+/// point on, as a reminder's sweep is).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Mark {
+    pub(crate) steps: usize,
+    pub(crate) notifications: usize,
+    pub(crate) callbacks: usize,
+    pub(crate) total: usize,
+}
+
+impl Mark {
+    pub(crate) fn now(chain: &Chain<'_>, downstream: &jobs::Downstream) -> Self {
+        Self {
+            steps: chain.steps.len(),
+            notifications: downstream.calls_to("/notify").len(),
+            callbacks: downstream.calls_to("/callback").len(),
+            total: downstream.total_calls(),
+        }
+    }
 }
 
 impl Life {
-    pub(crate) fn of(chain: &Chain<'_>, downstream: &jobs::Downstream) -> Self {
+    /// The counts of the steps after `from`, and of the calls out since.
+    pub(crate) fn since(chain: &Chain<'_>, downstream: &jobs::Downstream, from: Mark) -> Self {
         let mut life = Self::default();
-        for step in &chain.steps {
+        for step in &chain.steps[from.steps..] {
             if matches!(step.function, "create" | "decide") {
                 life.api_requests += 1;
             }
@@ -145,6 +170,17 @@ impl Life {
                 *life.write_units_to.entry(table.clone()).or_default() += units;
             }
             life.sqs_billed += step.sqs_billed;
+            for call in &step.calls {
+                let service = match call.service.as_str() {
+                    "dynamodb" => "DynamoDB",
+                    "sqs" => "SQS",
+                    other => other,
+                };
+                *life
+                    .requests
+                    .entry(format!("{service} {}", call.operation))
+                    .or_default() += 1;
+            }
             for (call, units) in step.calls.iter().zip(&step.call_units) {
                 let tables: Vec<&str> = tables_named(&call.request);
                 life.detail.push(format!(
@@ -153,9 +189,10 @@ impl Life {
                 ));
             }
         }
-        life.notifications = downstream.calls_to("/notify").len();
-        life.callbacks = downstream.calls_to("/callback").len();
-        life.target_calls = downstream.total_calls() - life.notifications - life.callbacks;
+        life.notifications = downstream.calls_to("/notify").len() - from.notifications;
+        life.callbacks = downstream.calls_to("/callback").len() - from.callbacks;
+        life.target_calls =
+            downstream.total_calls() - from.total - life.notifications - life.callbacks;
         life
     }
 

@@ -8,6 +8,7 @@ use crate::model::*;
 use crate::prices::*;
 use crate::render_bill;
 use crate::scenarios::log_level;
+use crate::stall::Stalls;
 use crate::storage::SHORT_DAYS;
 
 /// The tables, as `infra/tables.json` names them.
@@ -49,15 +50,15 @@ pub(crate) fn row(out: &mut String, what: &str, cells: impl Iterator<Item = Stri
     writeln!(out, "| {what} | {} |", cells.join(" | ")).expect("write");
 }
 
-pub(crate) fn render(lives: &[(&str, Life)], bill: &Bill<'_>) -> String {
+pub(crate) fn render(lives: &[(&str, Life)], stalls: &Stalls, bill: &Bill<'_>) -> String {
     let mut out = String::new();
     let w = &mut out;
     writeln!(w, "# What an approval costs on AWS\n").expect("write");
     writeln!(
         w,
         "Written by `tests/cost.rs`, which `make test` runs: it plays four representative \
-         approvals on the local stack the way Lambda runs them (each HTTP request one invocation, \
-         each stream batch one dispatch, each receive of up to ten jobs one executor run), meters \
+         approvals (and a reminder and an escalation step) on the local stack the way Lambda runs \
+         them (each HTTP request one invocation, each stream batch one dispatch, each receive of up to ten jobs one executor run), meters \
          every DynamoDB and SQS request on the wire, and fails when this file differs from what \
          it computes. `COUNTERSIGN_WRITE_COST=1 cargo test -p countersign-tests --test cost` \
          rewrites it.\n"
@@ -222,7 +223,9 @@ pub(crate) fn render(lives: &[(&str, Life)], bill: &Bill<'_>) -> String {
         each(&|l| format!("**{}**", money(l.per_million()))).into_iter(),
     );
 
-    writeln!(w, "\n## What was cut\n").expect("write");
+    writeln!(w).expect("write");
+    crate::stall::render(w, stalls, lives);
+    writeln!(w, "## What was cut\n").expect("write");
     writeln!(w, "Scenario (b), step by step:\n").expect("write");
     writeln!(
         w,

@@ -7,7 +7,7 @@ use countersign_tests::chain::Chain;
 use countersign_tests::*;
 use serde_json::{Value, json};
 
-use crate::model::Life;
+use crate::model::{Life, Mark};
 use crate::storage;
 
 /// The app's log lines as its functions write them (JSON, at the template's default
@@ -68,7 +68,26 @@ pub(crate) fn take_log_lines() -> (usize, usize) {
     (lines.len(), lines.iter().sum())
 }
 
-async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)) -> Life {
+pub(crate) async fn play(
+    subscribed: bool,
+    life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>),
+) -> Life {
+    play_from(
+        subscribed,
+        async |_, _| (),
+        async |t, chain, ()| life(t, chain).await,
+    )
+    .await
+}
+
+/// `setup`, unmeasured (its requests, calls out, log lines and metrics left out), then
+/// `measured`, given what `setup` returned: a life counted from a point on. With nothing to
+/// set up, the whole life.
+pub(crate) async fn play_from<T>(
+    subscribed: bool,
+    setup: impl AsyncFnOnce(&TestApp, &mut Chain<'_>) -> T,
+    measured: impl AsyncFnOnce(&TestApp, &mut Chain<'_>, T),
+) -> Life {
     let subscription =
         json!({TENANT_A: {"url": "{downstream}/callback", "secret": CALLBACK_SECRET}}).to_string();
     let mut overrides: Vec<(&str, &str)> = Vec::new();
@@ -81,15 +100,25 @@ async fn play(subscribed: bool, life: impl AsyncFnOnce(&TestApp, &mut Chain<'_>)
     let outbound = downstream.clone();
     let mut chain = Chain::new(&t, move || outbound.total_calls()).await;
     take_log_lines();
-    life(&t, &mut chain).await;
+    let set_up = setup(&t, &mut chain).await;
+    let from = Mark::now(&chain, &downstream);
+    // Only what a set-up wrote is dropped: a whole life counts as it always has.
+    if from.steps > 0 {
+        take_log_lines();
+        t.metrics.take();
+    }
+    measured(&t, &mut chain, set_up).await;
     let (log_lines, log_bytes) = take_log_lines();
-    let mut life = Life::of(&chain, &downstream);
+    let mut life = Life::since(&chain, &downstream, from);
     (life.log_lines, life.log_bytes) = (log_lines, log_bytes);
     let documents = t.metrics.take();
     life.emf_documents = documents.len();
     life.emf_bytes = documents.iter().map(|d| emf_bytes(d)).sum();
     life.metric_series = documents.iter().flat_map(|d| metric_series(d)).collect();
-    life.kept = storage::kept(&t).await;
+    // What a life measured from a point on leaves is not its own alone: left out.
+    if from.steps == 0 {
+        life.kept = storage::kept(&t).await;
+    }
     life
 }
 
@@ -145,7 +174,7 @@ pub(crate) fn emf_bytes(document: &str) -> usize {
 }
 
 /// A deploy as people send it: a payload, a context to show the approvers, a day to decide.
-fn deploy_for(approvers: &[&str], policy: Option<Value>) -> String {
+pub(crate) fn deploy_for(approvers: &[&str], policy: Option<Value>) -> String {
     let body = CreateBody::new("deploy", approvers)
         .payload(json!({"service": "payments-api", "build": 4312, "image": "registry.example.com/payments-api@sha256:9f2c4a7e1b3d5f6a8c0e2b4d6f8a0c2e4b6d8f0a2c4e6b8d0f2a4c6e8b0d2f4a"}))
         .context(json!({"summary": "Deploy payments-api build 4312 to production", "requested_by": "ci", "link": "https://ci.example.com/builds/4312"}))
@@ -156,7 +185,13 @@ fn deploy_for(approvers: &[&str], policy: Option<Value>) -> String {
     }
 }
 
-async fn vote(t: &TestApp, chain: &mut Chain<'_>, id: &str, approver: &str, decision: &str) {
+pub(crate) async fn vote(
+    t: &TestApp,
+    chain: &mut Chain<'_>,
+    id: &str,
+    approver: &str,
+    decision: &str,
+) {
     let reply = chain
         .step(
             "decide",
@@ -167,7 +202,7 @@ async fn vote(t: &TestApp, chain: &mut Chain<'_>, id: &str, approver: &str, deci
     chain.settle().await;
 }
 
-async fn create(t: &TestApp, chain: &mut Chain<'_>, body: &str) -> String {
+pub(crate) async fn create(t: &TestApp, chain: &mut Chain<'_>, body: &str) -> String {
     let reply = chain.step("create", t.create(KEY_A, "cost-1", body)).await;
     assert_eq!(reply.status, 201, "{}", reply.text());
     chain.settle().await;

@@ -11,6 +11,10 @@ use super::{Bench, Fixture, JOINS_PER_ROUND, Mode, Op};
 impl Bench<'_> {
     pub(super) async fn prepare(&self, op: Op, mode: Mode, now: i64) -> Fixture {
         let body = deploy_body(1, &[ALICE, "bob@example.com"]);
+        if op == Op::Reminder {
+            let (ids, approvals) = self.pending_reminded(self.ops).await;
+            return Fixture { ids, approvals };
+        }
         let ids = match op {
             Op::CreateFirst => Vec::new(),
             Op::CreateReplay => {
@@ -42,7 +46,7 @@ impl Bench<'_> {
                 assert_eq!(self.t.decide(DECIDER_A, &id, approve).await.status, 200);
                 vec![id]
             }
-            Op::GithubOpen => Vec::new(),
+            Op::GithubOpen | Op::Reminder => Vec::new(),
             // Rounds open, each joined by up to JOINS_PER_ROUND operations' deliveries (an
             // approval names at most 100 deliveries).
             Op::GithubJoin => {
@@ -80,7 +84,10 @@ impl Bench<'_> {
             }
         };
         self.t.calls.take();
-        Fixture { ids }
+        Fixture {
+            ids,
+            approvals: Vec::new(),
+        }
     }
 
     pub(super) async fn operate(&self, op: Op, mode: Mode, i: usize, fixture: &Fixture, now: i64) {
@@ -166,6 +173,9 @@ impl Bench<'_> {
                     self.github_request(&self.key(&format!("gh-join-{i}")), self.join_run(i));
                 assert_eq!(self.send(mode, request).await, 200);
             }
+            // A sweep at the reminder's time, the approval as that sweep read it.
+            (Op::Reminder, Mode::Raw) => self.raw_remind(&fixture.approvals[i]).await,
+            (Op::Reminder, _) => self.remind(&fixture.approvals[i]).await,
             (Op::WebhookDuplicate, Mode::Raw) => {
                 self.raw_webhook(&fixture.ids[0], &self.key("msg-dup"), now)
                     .await

@@ -96,7 +96,7 @@ impl Bench<'_> {
         self.pending_with(count, tag, &body.to_string()).await
     }
 
-    async fn pending_with(&self, count: usize, tag: &str, body: &str) -> Vec<String> {
+    pub(super) async fn pending_with(&self, count: usize, tag: &str, body: &str) -> Vec<String> {
         let mut ids = Vec::with_capacity(count);
         let keys: Vec<String> = (0..count)
             .map(|i| format!("{}-{tag}-{i}", self.tag))
