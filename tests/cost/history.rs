@@ -72,4 +72,9 @@ pub(crate) const CUTS: &[(&str, f64, f64)] = &[
         53.0,
         48.01,
     ),
+    (
+        "not a cut, a cost of delegation — the dispatcher reads the approvers' delegations (one eventually consistent `BatchGetItem` per batch that notifies) so a delegate gets a copy of each notification",
+        53.0,
+        48.23,
+    ),
 ];

@@ -1,8 +1,8 @@
 //! A delegate is told what the person they stand in for is told, while the delegation is in
-//! force: for each notify job the dispatcher makes, one read of its approvers' delegations
-//! (one `BatchGetItem` per tenant in the batch), and a copy of the job for each delegate not
-//! listed already — its own job, ledger item and keys (`…:for:{place}`), its review link opening
-//! the page in that place.
+//! force: for the notify jobs the dispatcher makes, one read of their approvers' delegations
+//! (one eventually consistent `BatchGetItem` per tenant in the batch: a copy needs no fresher
+//! answer), and a copy of the job for each delegate not listed already — its own job, ledger
+//! item and keys (`…:for:{place}`), its review link opening the page in that place.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ pub(super) async fn copies(
     }
     let mut copies = Vec::new();
     for (tenant, listed) in people {
-        let delegations = app.store.delegations_of(tenant, &listed).await?;
+        let delegations = app.store.delegations_to_notify(tenant, &listed).await?;
         for delegation in delegations.iter().filter(|d| d.lets(&d.delegate, now)) {
             for job in notify.iter().filter(|j| {
                 j.tenant == *tenant

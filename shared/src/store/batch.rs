@@ -55,6 +55,17 @@ impl Store {
         table: &str,
         keys: Vec<String>,
     ) -> Result<HashMap<String, Item>, StoreError> {
+        self.get_many_read(table, keys, true).await
+    }
+
+    /// [`Store::get_many`], eventually consistent (half the read units) when `consistent` is
+    /// false: for reads whose answer a moment old serves as well.
+    pub(crate) async fn get_many_read(
+        &self,
+        table: &str,
+        keys: Vec<String>,
+        consistent: bool,
+    ) -> Result<HashMap<String, Item>, StoreError> {
         let mut found = HashMap::new();
         let mut pending: Vec<HashMap<String, AttributeValue>> = keys
             .into_iter()
@@ -70,7 +81,7 @@ impl Store {
             let batch: Vec<_> = pending.drain(..pending.len().min(100)).collect();
             let request = KeysAndAttributes::builder()
                 .set_keys(Some(batch))
-                .consistent_read(true)
+                .consistent_read(consistent)
                 .build()
                 .map_err(|e| StoreError::dynamo("BatchGetItem", e))?;
             let answer = self

@@ -86,11 +86,30 @@ impl Store {
     }
 
     /// The delegations of each of `delegators` (one strongly consistent `BatchGetItem`), in
-    /// force or not: whom a notification also goes to, and which places a delegate may fill.
+    /// force or not: which places a delegate may fill.
     pub async fn delegations_of(
         &self,
         tenant: &TenantId,
         delegators: &[&Approver],
+    ) -> Result<Vec<Delegation>, StoreError> {
+        self.read_delegations(tenant, delegators, true).await
+    }
+
+    /// [`Store::delegations_of`], eventually consistent (half the read units): whom a
+    /// notification also goes to, where one a moment old tells as well.
+    pub async fn delegations_to_notify(
+        &self,
+        tenant: &TenantId,
+        delegators: &[&Approver],
+    ) -> Result<Vec<Delegation>, StoreError> {
+        self.read_delegations(tenant, delegators, false).await
+    }
+
+    async fn read_delegations(
+        &self,
+        tenant: &TenantId,
+        delegators: &[&Approver],
+        consistent: bool,
     ) -> Result<Vec<Delegation>, StoreError> {
         if delegators.is_empty() {
             return Ok(Vec::new());
@@ -99,7 +118,9 @@ impl Store {
             .iter()
             .filter_map(|d| delegation_key(tenant, d).as_s().ok().cloned())
             .collect();
-        let found = self.get_many(&self.tables.api_keys, keys).await?;
+        let found = self
+            .get_many_read(&self.tables.api_keys, keys, consistent)
+            .await?;
         delegators
             .iter()
             .filter_map(|d| {
