@@ -266,6 +266,9 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
         &[
             ("JOBS_QUEUE_URL", &t.queues().queue_url),
             ("NOTIFIER_URL", &notifier),
+            // Where the approvers' delegations are (a delegate gets a copy), as the template
+            // gives it.
+            ("KEYS_TABLE", &t.app.config.tables.api_keys),
         ],
     );
     invoke("dispatch", env, event).await;

@@ -347,3 +347,45 @@ async fn an_agent_requests_waits_claims_and_reports_through_the_tools() {
     );
     client.cancel().await.expect("close");
 }
+
+/// An agent asks that its request not wait in silence: the approval it gets carries the
+/// reminders and the escalation step it asked for; one the API refuses is a tool error naming
+/// the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_asks_for_reminders_and_escalation_through_request_approval() {
+    let t = start().await;
+    let client = connect(&t, "5").await;
+    let requested = answer(
+        &call(
+            &client,
+            "request_approval",
+            json!({"action_type": "agent", "payload": {"refund": "ch_2"}, "approvers": [ALICE],
+                   "reminders": {"after_seconds": 600, "every_seconds": 3600, "max": 3},
+                   "escalation": [{"after_seconds": 7200, "approvers": ["lead@example.com"]}],
+                   "idempotency_key": "refund-ch_2"}),
+        )
+        .await,
+    );
+    assert_eq!(requested["reminders"]["max"], 3, "{requested}");
+    assert_eq!(requested["reminders"]["sent"], 0);
+    assert_eq!(
+        requested["escalation"][0]["approvers"],
+        json!(["lead@example.com"])
+    );
+    assert_eq!(requested["escalation"][0]["applied"], false);
+    let refused = call(
+        &client,
+        "request_approval",
+        json!({"action_type": "agent", "payload": {"refund": "ch_3"}, "approvers": [ALICE],
+               "reminders": {"after_seconds": 10, "every_seconds": 3600, "max": 3}}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true));
+    let problem = answer(&refused);
+    assert_eq!(problem["code"], "invalid_request", "{problem}");
+    assert!(
+        problem.to_string().contains("reminders.after_seconds"),
+        "{problem}"
+    );
+    client.cancel().await.expect("close");
+}

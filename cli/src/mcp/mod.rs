@@ -65,6 +65,12 @@ struct RequestApproval {
     approvers: Vec<String>,
     /// Optional quorum: {"rules": [{"name", "approvers", "min_approvals"}]}.
     policy: Option<Value>,
+    /// Optional, so the request does not wait in silence: {"after_seconds" (≥ 60),
+    /// "every_seconds" (≥ 300), "max" (1–20)} reminds the approvers who have not voted.
+    reminders: Option<Value>,
+    /// Optional: 1–3 steps [{"after_seconds" (≥ 60, increasing), "approvers": [...], "rule"?}]
+    /// whose approvers join if it is still pending then (not yourself, nor anyone listed).
+    escalation: Option<Value>,
     /// One line for the approvers: what you want to do and why.
     summary: Option<String>,
     /// Makes a repeat of this request return the same approval instead of a new one (use a
@@ -150,6 +156,12 @@ impl Gate {
         });
         if let Some(policy) = args.policy {
             body["policy"] = policy;
+        }
+        if let Some(reminders) = args.reminders {
+            body["reminders"] = reminders;
+        }
+        if let Some(escalation) = args.escalation {
+            body["escalation"] = escalation;
         }
         if let Some(summary) = args.summary {
             body["context"] = json!({ "summary": summary });
