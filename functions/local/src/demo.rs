@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 
 type Performed = Arc<Mutex<HashSet<String>>>;
 
-pub fn router(callback_secret: Option<WebhookSecret>) -> Router {
+/// `clock`: the runner's, which the demo's receiver checks timestamps against (a moved clock,
+/// `LOCAL_CLOCK=advanceable`, signs callbacks at the moved time).
+pub fn router(callback_secret: Option<WebhookSecret>, clock: Clock) -> Router {
     Router::new()
         .route("/_demo/echo", post(echo))
         .route("/_demo/echo/status/{key}", axum::routing::get(echo_status))
@@ -24,25 +26,26 @@ pub fn router(callback_secret: Option<WebhookSecret>) -> Router {
         .with_state(Performed::default())
         .route(
             "/_demo/callback",
-            post(callback).with_state(Arc::new(callback_secret)),
+            post(callback).with_state(Arc::new((callback_secret, clock))),
         )
 }
 
 /// Verifies a callback as a receiver must (Standard Webhooks, on the raw body) and prints it.
 async fn callback(
-    State(secret): State<Arc<Option<WebhookSecret>>>,
+    State(receiver): State<Arc<(Option<WebhookSecret>, Clock)>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> StatusCode {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let verified = secret.as_ref().as_ref().is_some_and(|secret| {
+    let (secret, clock) = receiver.as_ref();
+    let verified = secret.as_ref().is_some_and(|secret| {
         verify(
             std::slice::from_ref(secret),
             header("webhook-id"),
             header("webhook-timestamp"),
             header("webhook-signature"),
             &body,
-            Clock::system().now(),
+            clock.now(),
         )
         .is_ok()
     });
@@ -94,8 +97,16 @@ async fn echo_status(
 }
 
 async fn notify(Json(body): Json<Value>) -> Json<Value> {
+    // A reminder or an escalation step says so; a delegate's copy names whose place it is.
+    let why = match (body["reason"].as_str(), body["number"].as_u64()) {
+        (Some(reason), Some(number)) => format!(" ({reason} {number})"),
+        _ => String::new(),
+    };
+    let place = body["in_place_of"]
+        .as_str()
+        .map_or_else(String::new, |p| format!(" in the place of {p}"));
     println!(
-        "notify: {} — review {} at {}",
+        "notify{why}: {}{place} — review {} at {}",
         body["approver"].as_str().unwrap_or_default(),
         body["approval_id"].as_str().unwrap_or_default(),
         body["review_url"].as_str().unwrap_or_default()

@@ -181,6 +181,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         countersign::http::local_router(|f| functions.app(f).clone()).merge(demo::router(
             demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
                 .flatten(),
+            deployer.clock.clone(),
         ));
     if advanceable {
         // Every function's app shares this clock's offset (clones of one clock).
