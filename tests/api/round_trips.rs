@@ -115,8 +115,7 @@ async fn an_executor_job_is_a_begin_and_a_complete() {
         .await
         .unwrap()
         .unwrap();
-    let executor =
-        countersign::jobs::Executor::new(t.function(countersign::Function::Executor)).unwrap();
+    let executor = t.executor();
 
     let notify = &countersign::jobs::jobs_for_change(None, Some(&pending), "")[0];
     let execute = &countersign::jobs::jobs_for_change(Some(&pending), Some(&approved), "")[0];

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use countersign::jobs::{Executor, JobMessage, jobs_for_change};
+use countersign::jobs::{JobMessage, jobs_for_change};
 use countersign::runner::Deployment;
 use countersign_tests::{ALICE, KEY_A, TestApp, execute_key};
 
@@ -173,7 +173,7 @@ async fn a_v4_executor_and_a_v5_executor_on_one_job_call_the_target_once() {
         ..Default::default()
     };
     let t = TestApp::jobs_deployed(&[("GUARD_V4_EXECUTORS", "true")], None, first_deploy).await;
-    let executor = Executor::new(t.function(countersign::Function::Executor)).expect("executor");
+    let executor = t.executor();
     let mut keys = Vec::new();
     let mut old_won = 0;
     for i in 0..20 {
@@ -217,7 +217,7 @@ async fn a_v4_executor_and_a_v5_executor_on_one_job_call_the_target_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_the_guard_a_v4_executor_calls_again() {
     let t = TestApp::jobs_deployed(&[], None, Deployment::default()).await;
-    let executor = Executor::new(t.function(countersign::Function::Executor)).expect("executor");
+    let executor = t.executor();
     let (id, message) = approved(&t, "unguarded").await;
     assert!(executor.handle_message(&message, None).await);
     assert!(v4_executor(&t, &id, "unguarded").await, "it began again");

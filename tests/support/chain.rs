@@ -91,10 +91,7 @@ impl<'a> Chain<'a> {
             positions: HashMap::new(),
             sqs: aws_sdk_sqs::Client::new(t.functions.sdk(countersign::Function::Executor)),
             dispatcher: Dispatcher::new(t.function(countersign::Function::Dispatch)),
-            executor: std::sync::Arc::new(
-                Executor::new(t.function(countersign::Function::Executor))
-                    .expect("executor configuration"),
-            ),
+            executor: std::sync::Arc::new(t.executor()),
             tables: Snapshot::default(),
             pending: Vec::new(),
             outbound: std::sync::Arc::new(outbound),

@@ -164,4 +164,14 @@ impl TestApp {
     pub fn function(&self, function: Function) -> Arc<App> {
         self.functions.app(function).clone()
     }
+
+    /// An executor as the stack's executor function runs (its role, its variables, its AWS
+    /// configuration for the workflows' calls).
+    pub fn executor(&self) -> countersign::jobs::Executor {
+        countersign::jobs::Executor::new(
+            self.function(Function::Executor),
+            self.functions.sdk(Function::Executor),
+        )
+        .expect("the executor's configuration")
+    }
 }

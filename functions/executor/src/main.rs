@@ -10,7 +10,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     countersign::telemetry::init()?;
     let _failpoints = countersign::failpoints();
     let app = countersign::App::for_function(countersign::Function::Executor).await?;
-    let executor = &Executor::new(app)?;
+    // Its role and the SDK's endpoints, for the workflows' calls (Step Functions, Lambda).
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let executor = &Executor::new(app, &sdk)?;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let messages: Vec<_> = event
             .payload

@@ -92,6 +92,8 @@ pub struct Config {
     pub retention: Retention,
     /// `SESSION_SECONDS` (60–604800, default 28800): how long a sign-in lasts.
     pub session_seconds: i64,
+    /// `RESUME_TYPES` (none by default): the kinds of waiting AWS workflow a create may name.
+    pub resume_types: crate::domain::resume::ResumeTypes,
 }
 
 impl Config {
@@ -172,6 +174,10 @@ impl Config {
             )?,
             metrics: metrics::metrics_config(&get)?,
             retention,
+            resume_types: crate::domain::resume::ResumeTypes::parse(
+                &get("RESUME_TYPES").unwrap_or_default(),
+            )
+            .map_err(|e| ConfigError::new("RESUME_TYPES", e))?,
         })
     }
 }

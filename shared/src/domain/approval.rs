@@ -317,6 +317,8 @@ pub struct Approval {
     pub github: Option<super::GithubGate>,
     /// Its reminders and escalation steps, and how far they went.
     pub stall: super::stall::Stall,
+    /// The AWS workflow waiting on it, told once it ends.
+    pub resume: Option<super::resume::Resume>,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -498,6 +500,7 @@ impl Approval {
             },
             slack: self.slack.as_ref(),
             stall: self.stall.view(self.created_at),
+            resume: self.resume.as_ref().map(super::resume::Resume::view),
         }
     }
 }
@@ -530,6 +533,9 @@ pub struct ApprovalView<'a> {
     /// `reminders` and `escalation`, when it has them.
     #[serde(flatten)]
     stall: super::stall::StallView<'a>,
+    /// Only when a workflow waits on it: how far telling it went (never its token).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume: Option<super::resume::ResumeView<'a>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -641,6 +647,7 @@ pub(crate) mod tests {
             trace: None,
             github: None,
             stall: Default::default(),
+            resume: None,
         }
     }
 

@@ -52,6 +52,9 @@ pub struct CreateRequest {
     /// `escalation` as sent: checked against the approvers, policy and requester by
     /// [`super::stall::parse_escalation`].
     pub escalation: Option<Value>,
+    /// The AWS workflow to tell when it ends (whether its type is enabled is the caller's to
+    /// check).
+    pub resume: Option<super::resume::Resume>,
 }
 
 impl CreateRequest {
@@ -90,6 +93,7 @@ impl CreateRequest {
                     | "policy"
                     | "reminders"
                     | "escalation"
+                    | "resume"
             ) {
                 errors.push(FieldError::new(key.clone(), "unknown field"));
             }
@@ -156,6 +160,11 @@ impl CreateRequest {
                 .ok(),
         };
 
+        let resume = match body.get("resume").filter(|r| !r.is_null()) {
+            None => None,
+            Some(value) => super::resume::Resume::parse(value, &mut errors),
+        };
+
         let written = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len())
             + serde_json::to_vec(&context).map_or(usize::MAX, |v| v.len());
         if written > Self::MAX_WRITTEN_BYTES {
@@ -182,6 +191,7 @@ impl CreateRequest {
                     policy: body.get("policy").filter(|p| !p.is_null()).cloned(),
                     reminders,
                     escalation: body.get("escalation").filter(|e| !e.is_null()).cloned(),
+                    resume,
                 })
             }
             _ => Err(CreateRefusal::Invalid(errors)),
@@ -225,6 +235,7 @@ impl CreateRequest {
             trace: None,
             stall: Default::default(),
             github: None,
+            resume: self.resume,
         }
     }
 }

@@ -11,6 +11,7 @@ mod github;
 mod ids;
 mod numbers;
 mod policy;
+pub mod resume;
 mod retention;
 pub mod stall;
 pub mod trail;

@@ -144,6 +144,7 @@ pub fn round_approval(
         slack: None,
         trace: None,
         stall: Default::default(),
+        resume: None,
         github: Some(GithubGate {
             installation_id: request.installation_id,
             repository: request.repository.clone(),

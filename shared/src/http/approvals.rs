@@ -56,6 +56,11 @@ pub async fn create(
                 CreateRefusal::UnknownActionType(kind) => ApiError::UnknownActionType(kind),
             }
         })?;
+    if let Some(resume) = &request.resume
+        && !app.config.resume_types.enables(resume.kind)
+    {
+        return Err(ApiError::ResumeNotEnabled(resume.kind.as_str()));
+    }
     let Caller(caller) = caller;
     let key_id = caller.key_id.clone();
     // Separation of duties: an approval only its requester could approve can never be approved.

@@ -38,6 +38,10 @@ pub enum ApiError {
     },
     #[error("action type {0:?} is not configured")]
     UnknownActionType(String),
+    #[error(
+        "resume type {0:?} is not enabled in this deployment (RESUME_TYPES; the template's ResumeStateMachineArns or ResumeFunctionArns)"
+    )]
+    ResumeNotEnabled(&'static str),
     #[error("this Idempotency-Key was used with a different request body")]
     IdempotencyKeyReused,
     #[error("the approval was already decided")]
@@ -129,6 +133,7 @@ impl ApiError {
             | Self::IdempotencyKeyInvalid(_)
             | Self::InvalidRequest { .. }
             | Self::UnknownActionType(_)
+            | Self::ResumeNotEnabled(_)
             | Self::InvalidCursor => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyReused
             | Self::AlreadyDecided { .. }
@@ -165,6 +170,7 @@ impl ApiError {
         ("idempotency_key_invalid", 400),
         ("invalid_request", 400),
         ("unknown_action_type", 400),
+        ("resume_not_enabled", 400),
         ("idempotency_key_reused", 409),
         ("already_decided", 409),
         ("not_retryable", 409),
@@ -209,6 +215,7 @@ impl ApiError {
             Self::IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
             Self::InvalidRequest { .. } => "invalid_request",
             Self::UnknownActionType(_) => "unknown_action_type",
+            Self::ResumeNotEnabled(_) => "resume_not_enabled",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::AlreadyDecided { .. } => "already_decided",
             Self::NotRetryable { .. } => "not_retryable",
@@ -245,6 +252,7 @@ impl ApiError {
             Self::IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
             Self::InvalidRequest { .. } => "Invalid request",
             Self::UnknownActionType(_) => "Unknown action type",
+            Self::ResumeNotEnabled(_) => "Resume not enabled",
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
             Self::AlreadyDecided { .. } => "Already decided",
             Self::NotRetryable { .. } => "Not retryable",
@@ -345,6 +353,7 @@ mod tests {
             ApiError::IdempotencyKeyInvalid("x"),
             ApiError::invalid(Vec::new()),
             ApiError::UnknownActionType("x".into()),
+            ApiError::ResumeNotEnabled("stepfunctions"),
             ApiError::IdempotencyKeyReused,
             ApiError::AlreadyDecided {
                 approval: approval.clone(),
@@ -412,6 +421,7 @@ mod tests {
                 | ApiError::IdempotencyKeyInvalid(_)
                 | ApiError::InvalidRequest { .. }
                 | ApiError::UnknownActionType(_)
+                | ApiError::ResumeNotEnabled(_)
                 | ApiError::IdempotencyKeyReused
                 | ApiError::AlreadyDecided { .. }
                 | ApiError::NotRetryable { .. }

@@ -214,6 +214,11 @@ impl Dispatcher {
                             .filter(|job| notifies || !matches!(job, Job::Notify(_))),
                     );
                     jobs.extend(github_job(old.as_ref(), new.as_ref(), &derived));
+                    jobs.extend(crate::jobs::ResumeJob::of_change(
+                        old.as_ref(),
+                        new.as_ref(),
+                        &derived,
+                    ));
                     if let Some(new) = &new {
                         let secrets = self.app.secrets();
                         let subscription = secrets.event_subscriptions.get(&new.tenant);

@@ -14,6 +14,7 @@ use crate::store::{Guarded, LedgerKey, size};
 pub use super::github_call::GithubCall;
 use super::job_body::ExecuteJobBody;
 use super::notify_body::NotifyJobBody;
+pub use super::resume::ResumeJob;
 
 /// An SQS message body. Jobs carry what their downstream call needs (approvals never change
 /// their action, context or decision once approved), so the executor reads nothing before
@@ -30,6 +31,8 @@ pub enum Job {
     /// A GitHub deployment's rejection (rejected, expired, cancelled by a person); its approval
     /// is told as the execution of the approved one ([`ExecuteJob::github`]).
     Github(GithubJob),
+    /// The answer to an AWS workflow waiting on the approval (`resume`).
+    Resume(ResumeJob),
 }
 
 /// A GitHub deployment's rejection.
@@ -313,6 +316,7 @@ impl Job {
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
             Self::SlackReply(j) => format!("{}#slack-{}", j.approval_id, j.reason.tag()),
             Self::Github(j) => format!("{}#github", j.approval_id),
+            Self::Resume(j) => format!("{}#resume", j.approval_id),
         }
     }
 
@@ -321,7 +325,11 @@ impl Job {
         match self {
             Self::Execute(j) => j.github.as_ref(),
             Self::Github(j) => Some(&j.call),
-            Self::Notify(_) | Self::Callback(_) | Self::Slack(_) | Self::SlackReply(_) => None,
+            Self::Notify(_)
+            | Self::Callback(_)
+            | Self::Slack(_)
+            | Self::SlackReply(_)
+            | Self::Resume(_) => None,
         }
     }
 
@@ -339,6 +347,7 @@ impl Job {
             Self::Slack(_) => Guarded::SlackMessage,
             Self::SlackReply(j) => Guarded::LaterNotifications(format!("slack-{}", j.reason.tag())),
             Self::Github(_) => Guarded::GithubAnswer,
+            Self::Resume(_) => Guarded::Resume,
         };
         LedgerKey {
             tenant: self.tenant().clone(),
@@ -354,6 +363,9 @@ impl Job {
     /// a notify job's are its approvers' ([`NotifyJob::events`]).
     pub fn ended_event(&self, completion: &Completion, now: EpochSeconds) -> Option<TrailEvent> {
         let completion = size::kept(completion);
+        if let Self::Resume(j) = self {
+            return j.ended_event(&completion, now);
+        }
         let (after, kind, discriminator, data) = match (self, &completion) {
             (Self::Callback(j), Completion::Succeeded) => (
                 &j.event_order,
@@ -430,7 +442,8 @@ impl Job {
             | Self::Execute(_)
             | Self::Slack(_)
             | Self::SlackReply(_)
-            | Self::Github(_) => None,
+            | Self::Github(_)
+            | Self::Resume(_) => None,
         }
     }
 
@@ -462,6 +475,8 @@ impl Job {
             Self::SlackReply(j) => format!("{}:slack-{}", j.approval_id, j.reason.tag()),
             // GitHub takes none either: the round's fence keeps an answer to its own round.
             Self::Github(j) => format!("{}:github", j.approval_id),
+            // AWS's answer calls take none: the token itself answers once.
+            Self::Resume(j) => format!("{}:resume", j.approval_id),
         }
     }
 
@@ -473,6 +488,7 @@ impl Job {
             Self::Slack(_) => "slack",
             Self::SlackReply(_) => "slack_reply",
             Self::Github(_) => "github",
+            Self::Resume(_) => "resume",
         }
     }
 
@@ -484,6 +500,7 @@ impl Job {
             Self::Slack(j) => &j.message.approval_id,
             Self::SlackReply(j) => &j.approval_id,
             Self::Github(j) => &j.approval_id,
+            Self::Resume(j) => &j.approval_id,
         }
     }
 
@@ -495,6 +512,7 @@ impl Job {
             Self::Slack(j) => &j.message.tenant,
             Self::SlackReply(j) => &j.tenant,
             Self::Github(j) => &j.tenant,
+            Self::Resume(j) => &j.tenant,
         }
     }
 
@@ -508,6 +526,7 @@ impl Job {
             Self::Slack(j) => j.trace.as_deref(),
             Self::SlackReply(j) => j.trace.as_deref(),
             Self::Github(j) => j.trace.as_deref(),
+            Self::Resume(j) => j.trace.as_deref(),
         };
         stored
             .and_then(crate::observe::TraceContext::from_stored)
@@ -525,6 +544,7 @@ impl Job {
             Self::Slack(j) if j.trace.is_none() => j.trace = trace,
             Self::SlackReply(j) if j.trace.is_none() => j.trace = trace,
             Self::Github(j) if j.trace.is_none() => j.trace = trace,
+            Self::Resume(j) if j.trace.is_none() => j.trace = trace,
             _ => {}
         }
         self
@@ -536,7 +556,8 @@ impl Job {
             | Self::Callback(_)
             | Self::Slack(_)
             | Self::SlackReply(_)
-            | Self::Github(_) => 0,
+            | Self::Github(_)
+            | Self::Resume(_) => 0,
             Self::Execute(j) => j.generation,
         }
     }

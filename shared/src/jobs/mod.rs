@@ -16,6 +16,7 @@ mod notify_body;
 mod reconcile;
 mod redelivery;
 mod report;
+mod resume;
 mod run_ends;
 mod stall;
 
@@ -23,7 +24,9 @@ pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use dispatch_policy::{callback_jobs, execute_job, github_job, jobs_for_change, slack_job};
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
-pub use job::{CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, SlackJob};
+pub use job::{
+    CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, ResumeJob, SlackJob,
+};
 pub use reconcile::{REQUEUE_LIMIT, Reconciler};
 pub use redelivery::Redelivered;
 pub use report::{SweepFailed, SweepReport};

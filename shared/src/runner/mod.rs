@@ -55,7 +55,10 @@ impl Pollers {
         dispatcher: Dispatcher,
     ) -> Result<Self, ConfigError> {
         let executor_app = functions.app(Function::Executor);
-        let executor = Arc::new(Executor::new(executor_app.clone())?);
+        let executor = Arc::new(Executor::new(
+            executor_app.clone(),
+            functions.sdk(Function::Executor),
+        )?);
         let queue_url = executor_app
             .config
             .jobs_queue_url

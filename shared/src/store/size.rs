@@ -176,7 +176,12 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         crate::domain::MAX_DELIVERIES.saturating_sub(gate.deliveries.len())
             * (1 + value_bytes(&one))
     });
-    created + votes + decision + cancellation + execution + deliveries
+    // A waiting workflow's answer keeps its last error (widest characters) and counts.
+    let resume = approval
+        .resume
+        .as_ref()
+        .map_or(0, |_| 4 * MAX_ERROR_CHARS + SMALL_ATTRIBUTES_BYTES);
+    created + votes + decision + cancellation + execution + deliveries + resume
 }
 
 /// Cuts `text` to `chars` characters.

@@ -26,17 +26,22 @@ pub fn events_for_change(
         events: Vec::new(),
     };
     if old.is_none() {
+        let mut data = json!({
+            "action_type": new.action_type,
+            "approvers": new.approvers,
+            "expires_at": rfc3339(new.expires_at),
+            "policy": new.policy.is_some(),
+        });
+        // The kind of workflow that waits on it (never its token).
+        if let Some(resume) = &new.resume {
+            data["resume"] = json!(resume.kind);
+        }
         derived.push(
             EventType::Created,
             "",
             new.created_at,
             requester_actor(new),
-            json!({
-                "action_type": new.action_type,
-                "approvers": new.approvers,
-                "expires_at": rfc3339(new.expires_at),
-                "policy": new.policy.is_some(),
-            }),
+            data,
         );
     }
     // The GitHub deliveries that joined the round (the one that opened it is the creation's).

@@ -87,10 +87,16 @@ pub enum EventType {
     /// An escalation step's approvers joined.
     #[serde(rename = "approval.escalated")]
     Escalated,
+    /// The AWS workflow waiting on the approval was told how it ended.
+    #[serde(rename = "resume.succeeded")]
+    ResumeSucceeded,
+    /// ... or could not be (the workflow gave up waiting, or the attempts ran out).
+    #[serde(rename = "resume.failed")]
+    ResumeFailed,
 }
 
 impl EventType {
-    pub const ALL: [Self; 25] = [
+    pub const ALL: [Self; 27] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -116,6 +122,8 @@ impl EventType {
         Self::GithubAnswerFailed,
         Self::Reminded,
         Self::Escalated,
+        Self::ResumeSucceeded,
+        Self::ResumeFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -145,6 +153,8 @@ impl EventType {
             Self::GithubAnswerFailed => "github.answer_failed",
             Self::Reminded => "approval.reminded",
             Self::Escalated => "approval.escalated",
+            Self::ResumeSucceeded => "resume.succeeded",
+            Self::ResumeFailed => "resume.failed",
         }
     }
 
@@ -166,6 +176,8 @@ impl EventType {
                 | Self::NotificationFailed
                 | Self::GithubAnswered
                 | Self::GithubAnswerFailed
+                | Self::ResumeSucceeded
+                | Self::ResumeFailed
         )
     }
 }
@@ -251,6 +263,7 @@ fn order_suffix(kind: EventType, discriminator: &str) -> String {
             format!("n{}", hex::encode(&digest[..8]))
         }
         EventType::GithubAnswered | EventType::GithubAnswerFailed => "g".to_owned(),
+        EventType::ResumeSucceeded | EventType::ResumeFailed => "r".to_owned(),
         _ => "c".to_owned(),
     }
 }

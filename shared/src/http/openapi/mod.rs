@@ -4,6 +4,7 @@
 //! `ApiError`, event types from `EventType`, limits from the parsers' constants.
 
 mod delegations;
+mod resume;
 mod schemas;
 mod sign_in;
 mod stall;
@@ -140,6 +141,7 @@ fn api_paths() -> Value {
                         "idempotency_key_missing", "idempotency_key_invalid", "invalid_request",
                         "unknown_action_type", "policy_unsatisfiable", "unauthorized", "forbidden",
                         "idempotency_key_reused", "payload_too_large", "unsupported_media_type",
+                        "resume_not_enabled",
                     ],
                 ),
             },

@@ -9,8 +9,10 @@ use crate::http::problem::ApiError;
 
 pub(super) fn schemas() -> Value {
     let mut all = core();
-    if let (Some(all), Value::Object(stall)) = (all.as_object_mut(), super::stall::schemas()) {
-        all.extend(stall);
+    for more in [super::stall::schemas(), super::resume::schemas()] {
+        if let (Some(all), Value::Object(more)) = (all.as_object_mut(), more) {
+            all.extend(more);
+        }
     }
     all
 }
@@ -52,7 +54,8 @@ fn core() -> Value {
                 },
                 "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"})),
                 "reminders": nullable(json!({"$ref": "#/components/schemas/RemindersInput"})),
-                "escalation": nullable(json!({"$ref": "#/components/schemas/EscalationInput"}))
+                "escalation": nullable(json!({"$ref": "#/components/schemas/EscalationInput"})),
+                "resume": nullable(json!({"$ref": "#/components/schemas/ResumeInput"}))
             },
             "description": format!("`payload` and `context` together take at most {} bytes once written out; numbers must be exact (integers within ±2^53).", CreateRequest::MAX_WRITTEN_BYTES),
             "examples": [{"action": {"type": "deploy", "payload": {"service": "api", "build": 1042}}, "approvers": ["alice@example.com", "bob@example.com"]}]
@@ -236,7 +239,8 @@ fn core() -> Value {
                     "properties": {"channel": {"type": "string"}, "ts": {"type": "string"}}
                 },
                 "reminders": {"$ref": "#/components/schemas/RemindersView"},
-                "escalation": {"$ref": "#/components/schemas/EscalationView"}
+                "escalation": {"$ref": "#/components/schemas/EscalationView"},
+                "resume": {"$ref": "#/components/schemas/ResumeView"}
             }
         },
         "ApprovalPage": {

@@ -60,6 +60,12 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
+            // AWS's API through the SDK (`resume.rs`): a second answer is refused by AWS.
+            Job::Resume(_) => Self {
+                url: Some("aws".to_owned()),
+                idempotent: true,
+                status: None,
+            },
             // Drawn by the Slack path, never called here.
             Job::Slack(_) => Self {
                 url: None,
@@ -175,6 +181,9 @@ impl Downstream {
             Job::Github(_) => {
                 return CallOutcome::Refused("a GitHub answer has no target URL".into());
             }
+            Job::Resume(_) => {
+                return CallOutcome::Refused("a workflow's answer has no target URL".into());
+            }
         };
         let request = match job {
             Job::Callback(_) => request,
@@ -182,7 +191,8 @@ impl Downstream {
             | Job::Notify(_)
             | Job::Slack(_)
             | Job::SlackReply(_)
-            | Job::Github(_) => request.header("Idempotency-Key", job.business_key()),
+            | Job::Github(_)
+            | Job::Resume(_) => request.header("Idempotency-Key", job.business_key()),
         };
         call(request, job, idempotent, budget).await
     }

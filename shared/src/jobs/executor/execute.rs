@@ -87,7 +87,8 @@ impl Executor {
                     | Job::Callback(_)
                     | Job::Slack(_)
                     | Job::SlackReply(_)
-                    | Job::Github(_) => r.job.kind(),
+                    | Job::Github(_)
+                    | Job::Resume(_) => r.job.kind(),
                 };
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
@@ -102,7 +103,8 @@ impl Executor {
             | Job::Callback(_)
             | Job::Slack(_)
             | Job::SlackReply(_)
-            | Job::Github(_) => {}
+            | Job::Github(_)
+            | Job::Resume(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it

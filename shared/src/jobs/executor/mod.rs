@@ -19,6 +19,7 @@ mod message;
 mod notify;
 mod policy;
 mod recovery;
+mod resume;
 mod slack;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use policy::{
 };
 
 pub use message::JobMessage;
+pub use resume::Workflows;
 
 pub struct Executor {
     app: Arc<App>,
@@ -50,6 +52,8 @@ pub struct Executor {
     call_timeout: Duration,
     /// Slack's Web API, for the tenants with Slack.
     slack_api: crate::slack::api::SlackApi,
+    /// Step Functions and Lambda, for the workflows waiting on approvals.
+    workflows: Workflows,
 }
 
 /// One receive of a job: its message, the job, how the ledger knows it, where its call goes,
@@ -79,8 +83,9 @@ impl Receipt<'_> {
 }
 
 impl Executor {
-    /// Builds the executor once per process (the HTTP client pools connections across jobs).
-    pub fn new(app: Arc<App>) -> Result<Self, ConfigError> {
+    /// Builds the executor once per process (the HTTP client pools connections across jobs);
+    /// `sdk`: its AWS configuration (its role, the SDK's endpoints), for the workflows' calls.
+    pub fn new(app: Arc<App>, sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
         let jobs = app.config.jobs()?;
         let visibility = app.config.job_visibility_timeout_seconds;
         // The call must end well inside the lease, so that a target that never answers cannot
@@ -94,6 +99,7 @@ impl Executor {
             })?;
         Ok(Self {
             slack_api,
+            workflows: Workflows::new(sdk),
             queue: JobQueue {
                 sqs: app.sqs.clone(),
                 url: jobs.queue_url.to_owned(),
@@ -268,6 +274,9 @@ impl Executor {
         if let Job::Notify(job) = &r.job {
             return self.notify(r, job, &attempt, left.as_ref(), budget).await;
         }
+        if let Job::Resume(job) = &r.job {
+            return self.resume(r, job, &attempt, left.as_ref(), budget).await;
+        }
         self.call_target(r, &attempt, budget).await
     }
 
@@ -419,7 +428,11 @@ impl Executor {
                 Job::Github(_) => {
                     count_outcome(end.completion);
                 }
-                Job::Notify(_) | Job::Callback(_) | Job::Slack(_) | Job::SlackReply(_) => {}
+                Job::Notify(_)
+                | Job::Callback(_)
+                | Job::Slack(_)
+                | Job::SlackReply(_)
+                | Job::Resume(_) => {}
             }
         }
         Ok(written)

@@ -117,6 +117,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         item.insert("requested_by_key_id".to_owned(), s(key_id.as_str()));
     }
     item.extend(stall::stall_attributes(&approval.stall));
+    if let Some(resume) = &approval.resume {
+        item.insert(resume::RESUME.to_owned(), resume::resume_to_attr(resume));
+    }
     item
 }
 
@@ -504,6 +507,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
             _ => None,
         },
         stall,
+        resume: resume::resume_from(item)?,
     })
 }
 
@@ -585,6 +589,7 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
     }
 }
 
+mod resume;
 mod stall;
 pub(crate) use stall::{ESCALATED, REMINDED};
 

@@ -90,6 +90,7 @@ fn an_approval_survives_the_round_trip() {
         }),
         trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
         stall: Default::default(),
+        resume: None,
         github: Some(GithubGate {
             installation_id: 42,
             repository: "acme/api".into(),

@@ -6,13 +6,15 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 
 use super::{LedgerKey, ONLY_IF_CURRENT_GENERATION, values};
+use crate::domain::resume::ResumeStatus;
 use crate::domain::trail::TrailEvent;
 use crate::domain::{Completion, EpochSeconds, ExecutionStatus, LedgerStatus, StatusCheck};
 use crate::store::attr::{epoch, n, opt_s, s};
 use crate::store::client::{Store, Transaction, condition_failed_item};
 use crate::store::codec::status_check_to_attr;
 use crate::store::error::StoreError;
-use crate::store::expr::UpdateExpr;
+use crate::store::expr::{UpdateExpr, names};
+use crate::store::keys::approval_key;
 use crate::store::size::{MAX_CHECK_DETAIL_CHARS, MAX_STATUS_CHECKS, cut, kept};
 
 /// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
@@ -218,9 +220,56 @@ impl Store {
         due_at: Option<EpochSeconds>,
         unchanged_since: Option<EpochSeconds>,
     ) -> Result<Option<Update>, StoreError> {
+        if key.guards == super::Guarded::Resume {
+            return self.resume_end(key, completion, now).map(Some);
+        }
         let (update, vals, condition, due) =
             execution_end_parts(completion, check, now, due_at, unchanged_since);
         self.execution_update(key, update, due, vals, &condition)
+    }
+
+    /// The approval's side of a resume job's end: its `resume` status (pending while a retry
+    /// or a doubt waits), the attempts and the last error, moved in the transaction that ends
+    /// the attempt — what the approval shows of its workflow's answer.
+    pub(super) fn resume_end(
+        &self,
+        key: &LedgerKey,
+        completion: &Completion,
+        now: EpochSeconds,
+    ) -> Result<Update, StoreError> {
+        let status = match completion {
+            Completion::Succeeded => ResumeStatus::Succeeded,
+            Completion::Failed(_) | Completion::NeedsReconciliation(_) => ResumeStatus::Failed,
+            Completion::RetryWait(_) | Completion::Unknown(_) => ResumeStatus::Pending,
+        };
+        let mut update = UpdateExpr::default()
+            .set("#resume.#status = :resume_status")
+            .set("#resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one")
+            .set("#resume.#updated_at = :now");
+        let mut vals = values(&[
+            (":resume_status", s(status.as_str())),
+            (":zero", n(0)),
+            (":one", n(1)),
+            (":now", epoch(now)),
+        ]);
+        update = match completion.error() {
+            Some(error) => {
+                vals.insert(":error".to_owned(), s(error));
+                update.set("#resume.#last_error = :error")
+            }
+            None => update.remove("#resume.#last_error"),
+        };
+        let update = update.build();
+        let condition = "attribute_exists(#resume)";
+        Update::builder()
+            .table_name(&self.tables.approvals)
+            .key("pk", approval_key(&key.tenant, &key.approval_id))
+            .update_expression(&update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names(&[&update, condition])))
+            .set_expression_attribute_values(Some(vals))
+            .build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 }
 

@@ -29,7 +29,7 @@ use super::keys::approval_key;
 use super::size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, cut};
 use crate::domain::trail::TrailEvent;
 use crate::domain::{
-    ApprovalId, Approver, EpochSeconds, ExecutionStatus, LedgerStatus, Status, TenantId,
+    ApprovalId, Approver, Completion, EpochSeconds, ExecutionStatus, LedgerStatus, Status, TenantId,
 };
 
 pub use end::AttemptEnd;
@@ -64,6 +64,8 @@ pub enum Guarded {
     SlackMessage,
     /// The answer to GitHub of a deployment that was not approved.
     GithubAnswer,
+    /// The answer to the AWS workflow waiting on the approval (its `resume` moves with it).
+    Resume,
 }
 
 impl LedgerKey {
@@ -78,6 +80,7 @@ impl LedgerKey {
             Guarded::Callback(event_id) => format!("{id}#callback#{event_id}"),
             Guarded::SlackMessage => format!("{id}#slack"),
             Guarded::GithubAnswer => format!("{id}#github"),
+            Guarded::Resume => format!("{id}#resume"),
         }
     }
 
@@ -91,6 +94,7 @@ impl LedgerKey {
             Guarded::Callback(_) => "callback",
             Guarded::SlackMessage => "slack",
             Guarded::GithubAnswer => "github",
+            Guarded::Resume => "resume",
         }
     }
 
@@ -449,17 +453,21 @@ impl Store {
             .set("#execution.#status = :exec_status")
             .set("#execution.#last_error = :error")
             .set("#execution.#updated_at = :now");
-        let execution = self.execution_update(
-            key,
-            failed,
-            (ExecutionStatus::Failed, now),
-            values(&[
-                (":exec_status", s(ExecutionStatus::Failed.as_str())),
-                (":error", s(reason)),
-                (":now", epoch(now)),
-            ]),
-            ONLY_IF_CURRENT_GENERATION,
-        )?;
+        let execution = if key.guards == Guarded::Resume {
+            Some(self.resume_end(key, &Completion::Failed(reason.to_owned()), now)?)
+        } else {
+            self.execution_update(
+                key,
+                failed,
+                (ExecutionStatus::Failed, now),
+                values(&[
+                    (":exec_status", s(ExecutionStatus::Failed.as_str())),
+                    (":error", s(reason)),
+                    (":now", epoch(now)),
+                ]),
+                ONLY_IF_CURRENT_GENERATION,
+            )?
+        };
         Ok(matches!(
             self.ledger_transaction(ledger, execution, events).await?,
             Transaction::Committed

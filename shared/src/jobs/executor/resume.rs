@@ -1,0 +1,270 @@
+//! A resume job's call: Step Functions' `SendTaskSuccess` / `SendTaskFailure`, or Lambda's
+//! `SendDurableExecutionCallbackSuccess` / `…Failure`, through the AWS SDK (its endpoints:
+//! `AWS_ENDPOINT_URL_SFN`, `AWS_ENDPOINT_URL_LAMBDA`, or `AWS_ENDPOINT_URL`).
+//!
+//! A token answers once: AWS refuses a second answer (`TaskDoesNotExist`, or
+//! `CallbackTimeoutException` for a closed callback). So the call may be sent again after an
+//! outcome it could not learn, and such a refusal after an earlier attempt that may have landed
+//! is that attempt's success; before any, the workflow no longer waits (it timed out, or was
+//! stopped): the job ends `failed`, not retried.
+
+use std::time::Duration;
+
+use aws_sdk_lambda::error::{ProvideErrorMetadata, SdkError};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
+
+use super::message::Disposition;
+use super::policy::{CallOutcome, comes_back};
+use super::{Attempt, Executor, Receipt, policy};
+use crate::domain::resume::{ResumeAnswer, ResumeKind};
+use crate::jobs::job::ResumeJob;
+use crate::store::{AttemptEnd, LedgerEntry, StoreError};
+
+/// Step Functions' limit on `SendTaskFailure`'s `cause`; `error` is ours (under its 256).
+const MAX_CAUSE_CHARS: usize = 32_768;
+
+/// The error codes that say the workflow no longer waits for this token: not retried.
+const NOTHING_WAITS: [&str; 4] = [
+    "TaskDoesNotExist",
+    "TaskTimedOut",
+    "InvalidToken",
+    "CallbackTimeoutException",
+];
+
+/// The error codes that say "later" (with 5xx): retried within the job's attempts.
+const THROTTLED: [&str; 5] = [
+    "ThrottlingException",
+    "TooManyRequestsException",
+    "KmsThrottlingException",
+    "RequestLimitExceeded",
+    "ServiceUnavailable",
+];
+
+/// The AWS clients a resume job calls, built once per process from the executor's SDK
+/// configuration (its role's credentials, the SDK's endpoints).
+#[derive(Debug, Clone)]
+pub struct Workflows {
+    sfn: aws_sdk_sfn::Client,
+    lambda: aws_sdk_lambda::Client,
+}
+
+impl Workflows {
+    pub fn new(sdk: &aws_config::SdkConfig) -> Self {
+        Self {
+            sfn: aws_sdk_sfn::Client::new(sdk),
+            lambda: aws_sdk_lambda::Client::new(sdk),
+        }
+    }
+}
+
+impl Executor {
+    /// Answers the workflow of the attempt this worker began (`left`: the ledger as the begin
+    /// left it), and records what the answer told.
+    pub(super) async fn resume(
+        &self,
+        r: &Receipt<'_>,
+        job: &ResumeJob,
+        attempt: &Attempt,
+        left: Option<&LedgerEntry>,
+        budget: Option<Duration>,
+    ) -> Result<Disposition, StoreError> {
+        let outcome = match budget {
+            _ if !self.app.config.resume_types.enables(job.kind) => CallOutcome::Refused(format!(
+                "resume type {:?} is not enabled any more (RESUME_TYPES)",
+                job.kind.as_str()
+            )),
+            None => CallOutcome::Retryable(
+                "not sent: too little of the invocation or the lease was left after the begin"
+                    .to_owned(),
+            ),
+            Some(budget) => match tokio::time::timeout(budget, self.answer(job)).await {
+                Ok(outcome) => outcome,
+                Err(_) => CallOutcome::Unknown(format!("no answer within {budget:?}")),
+            },
+        };
+        let outcome = match outcome {
+            // A second answer of ours is refused as one after the workflow's end is: an earlier
+            // attempt that may have landed makes it ours.
+            CallOutcome::Refused(why)
+                if nothing_waits(&why) && left.is_some_and(may_have_landed) =>
+            {
+                tracing::info!(
+                    job = r.job.id(),
+                    why,
+                    "the workflow no longer waits after an earlier answer that may have landed: taken as that answer's"
+                );
+                CallOutcome::Succeeded
+            }
+            outcome => outcome,
+        };
+        let (completion, disposition) =
+            policy::after_call(outcome, false, true, self.last_attempt(r));
+        let end = AttemptEnd::by_owner(&completion, &attempt.token);
+        let back = comes_back(&completion, disposition, r.message.receive_count);
+        self.finish(r, attempt, end, disposition, back).await
+    }
+
+    /// One answer call; its error names the token only by its hash.
+    async fn answer(&self, job: &ResumeJob) -> CallOutcome {
+        let token = job.token.expose();
+        let workflows = &self.workflows;
+        let result = match (job.kind, &job.answer) {
+            (ResumeKind::StepFunctions, ResumeAnswer::Success { document }) => workflows
+                .sfn
+                .send_task_success()
+                .task_token(token)
+                .output(document)
+                .send()
+                .await
+                .map(drop)
+                .map_err(classify),
+            (ResumeKind::StepFunctions, ResumeAnswer::Failure { error, document }) => workflows
+                .sfn
+                .send_task_failure()
+                .task_token(token)
+                .error(error)
+                .cause(within(document, MAX_CAUSE_CHARS))
+                .send()
+                .await
+                .map(drop)
+                .map_err(classify),
+            (ResumeKind::LambdaDurable, ResumeAnswer::Success { document }) => workflows
+                .lambda
+                .send_durable_execution_callback_success()
+                .callback_id(token)
+                .result(aws_sdk_lambda::primitives::Blob::new(document.as_bytes()))
+                .send()
+                .await
+                .map(drop)
+                .map_err(classify),
+            (ResumeKind::LambdaDurable, ResumeAnswer::Failure { error, document }) => {
+                let object = aws_sdk_lambda::types::ErrorObject::builder()
+                    .error_type(error)
+                    .error_message(format!(
+                        "Countersign approval {} ended {}",
+                        job.approval_id,
+                        error.trim_start_matches("Countersign.").to_lowercase()
+                    ))
+                    .error_data(document)
+                    .build();
+                workflows
+                    .lambda
+                    .send_durable_execution_callback_failure()
+                    .callback_id(token)
+                    .error(object)
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(classify)
+            }
+        };
+        match result {
+            Ok(()) => CallOutcome::Succeeded,
+            Err(outcome) => redacted(outcome, token, &job.token.name()),
+        }
+    }
+}
+
+/// What an SDK error means for the job.
+fn classify<E: ProvideErrorMetadata + std::error::Error + 'static>(
+    error: SdkError<E, HttpResponse>,
+) -> CallOutcome {
+    match &error {
+        SdkError::ServiceError(context) => {
+            let status = context.raw().status().as_u16();
+            let code = context.err().code().unwrap_or("").to_owned();
+            let why = format!(
+                "{} (HTTP {status}): {}",
+                if code.is_empty() { "error" } else { &code },
+                context.err().message().unwrap_or("no message")
+            );
+            if NOTHING_WAITS.contains(&code.as_str()) {
+                CallOutcome::Refused(format!("{NO_LONGER_WAITS}: {why}"))
+            } else if THROTTLED.contains(&code.as_str()) || status == 429 || status >= 500 {
+                CallOutcome::Retryable(why)
+            } else {
+                CallOutcome::Refused(why)
+            }
+        }
+        // Built, never sent.
+        SdkError::ConstructionFailure(_) => CallOutcome::Refused(format!(
+            "not sent: {}",
+            aws_sdk_lambda::error::DisplayErrorContext(&error)
+        )),
+        // Sent, or perhaps sent: whether it landed is not known (a second send is refused if
+        // it did, see the module's notes).
+        _ => CallOutcome::Unknown(format!(
+            "{}",
+            aws_sdk_lambda::error::DisplayErrorContext(&error)
+        )),
+    }
+}
+
+/// The words that open a refusal saying the workflow no longer waits.
+const NO_LONGER_WAITS: &str = "the workflow no longer waits";
+
+fn nothing_waits(why: &str) -> bool {
+    why.starts_with(NO_LONGER_WAITS)
+}
+
+/// Whether an attempt before this one may have reached AWS (it did not end `not sent`).
+fn may_have_landed(entry: &LedgerEntry) -> bool {
+    entry.attempts > 1 + entry.unsent
+}
+
+/// The outcome with the token (should AWS's message quote it) replaced by its name.
+fn redacted(outcome: CallOutcome, token: &str, name: &str) -> CallOutcome {
+    let clean = |why: String| why.replace(token, name);
+    match outcome {
+        CallOutcome::Succeeded => CallOutcome::Succeeded,
+        CallOutcome::Refused(why) => CallOutcome::Refused(clean(why)),
+        CallOutcome::Retryable(why) => CallOutcome::Retryable(clean(why)),
+        CallOutcome::Unknown(why) => CallOutcome::Unknown(clean(why)),
+    }
+}
+
+/// `text` cut to `chars` characters.
+fn within(text: &str, chars: usize) -> String {
+    text.chars().take(chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_after_an_answer_that_may_have_landed_is_that_answer() {
+        let entry = |attempts, unsent| LedgerEntry {
+            status: crate::domain::LedgerStatus::InProgress,
+            generation: 0,
+            token: String::new(),
+            lease_until_ms: 0,
+            attempts,
+            unsent,
+            last_error: None,
+            call_ended_ms: None,
+            updated_at: 0,
+            notified: Vec::new(),
+            not_notified: Vec::new(),
+        };
+        assert!(!may_have_landed(&entry(1, 0)));
+        assert!(!may_have_landed(&entry(2, 1)));
+        assert!(may_have_landed(&entry(2, 0)));
+        assert!(nothing_waits(&format!("{NO_LONGER_WAITS}: TaskTimedOut")));
+        assert!(!nothing_waits("ThrottlingException"));
+    }
+
+    #[test]
+    fn the_token_never_survives_in_an_error() {
+        let token = "AAAAKgAAAAIAAAAAAAAAAS3cret";
+        let outcome = redacted(
+            CallOutcome::Refused(format!("InvalidToken: Invalid token '{token}'")),
+            token,
+            "sha256:abc",
+        );
+        let CallOutcome::Refused(why) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(why, "InvalidToken: Invalid token 'sha256:abc'");
+    }
+}

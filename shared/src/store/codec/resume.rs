@@ -1,0 +1,43 @@
+//! An approval's waiting workflow ⇄ its item's `resume` map: `type` and `token` (written once at
+//! create), and `status`, `attempts`, `last_error`, which the resume job's ends move on in the
+//! transaction that ends each attempt (`store/ledger/end.rs`).
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use crate::domain::resume::{Resume, ResumeKind, ResumeStatus, ResumeToken};
+use crate::store::attr::{Item, get_n, get_s, n, opt_s, s};
+use crate::store::error::StoreError;
+
+/// The map's attribute, and its members as the ledger's end names them.
+pub(super) const RESUME: &str = "resume";
+
+pub(crate) fn resume_to_attr(resume: &Resume) -> AttributeValue {
+    let mut map = HashMap::from([
+        ("type".to_owned(), s(resume.kind.as_str())),
+        ("token".to_owned(), s(resume.token.expose())),
+        ("status".to_owned(), s(resume.status.as_str())),
+        ("attempts".to_owned(), n(resume.attempts)),
+    ]);
+    if let Some(error) = &resume.last_error {
+        map.insert("last_error".to_owned(), s(error));
+    }
+    AttributeValue::M(map)
+}
+
+pub(crate) fn resume_from(item: &Item) -> Result<Option<Resume>, StoreError> {
+    let map = match item.get(RESUME) {
+        None => return Ok(None),
+        Some(AttributeValue::M(map)) => map,
+        Some(_) => return Err(StoreError::corrupt("resume")),
+    };
+    Ok(Some(Resume {
+        kind: ResumeKind::parse(get_s(map, "type")?).ok_or(StoreError::corrupt("resume.type"))?,
+        token: ResumeToken::new(get_s(map, "token")?),
+        status: ResumeStatus::parse(get_s(map, "status")?)
+            .ok_or(StoreError::corrupt("resume.status"))?,
+        attempts: get_n(map, "attempts").unwrap_or(0),
+        last_error: opt_s(map, "last_error"),
+    }))
+}
