@@ -82,6 +82,9 @@ impl Executor {
                 Err(_) => CallOutcome::Unknown(format!("no answer within {budget:?}")),
             },
         };
+        // The answer may have landed, and nothing is written yet: a crash here comes back to a
+        // token that answers no more.
+        fail::fail_point!("resume::after_answer");
         let outcome = match outcome {
             // A second answer of ours is refused as one after the workflow's end is: an earlier
             // attempt that may have landed makes it ours.
