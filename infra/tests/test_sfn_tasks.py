@@ -235,6 +235,20 @@ class TaskTokens(unittest.TestCase):
         ended = self.flow.ended(execution)
         self.assertEqual((ended["status"], ended["error"]), ("FAILED", "E" * 256))
 
+    def test_queued_faults_answer_first_and_leave_the_task_open(self) -> None:
+        import urllib.request
+
+        execution, token = self.flow.start()
+        request = urllib.request.Request(
+            f"{self.server.endpoint}/_countersign/faults", method="POST",
+            data=json.dumps({"operation": "SendTaskSuccess", "error": "ThrottlingException", "count": 1}).encode())
+        self.assertEqual(json.loads(urllib.request.urlopen(request).read()), {"queued": 1})
+        # The raw client does not retry (boto3's would, on its own, as the Rust SDK does).
+        self.assertEqual(error_of(self.flow.raw.send_task_success, taskToken=token, output="{}")["Code"],
+                         "ThrottlingException")
+        self.flow.sfn.send_task_success(taskToken=token, output="{}")
+        self.assertEqual(self.flow.ended(execution)["status"], "SUCCEEDED")
+
 
 if __name__ == "__main__":
     unittest.main()
