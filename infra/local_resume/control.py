@@ -67,7 +67,7 @@ def callback_call(environ: dict[str, Any]) -> tuple[str, str] | None:
 
 def _json(start_response: Callable[..., Any], status: int, payload: Any, headers: list[tuple[str, str]] | None = None) -> list[bytes]:
     body = b"" if payload is None else json.dumps(payload).encode()
-    reasons = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
+    reasons = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
                500: "Internal Server Error"}
     start_response(f"{status} {reasons.get(status, 'Error')}", [
         ("Content-Type", "application/json"),
