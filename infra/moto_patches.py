@@ -15,6 +15,9 @@ moto did); here, the list and `install()`, which puts them in place.
 8. TransactWriteItems keeps its ClientRequestToken (`client_tokens`).
 9. A transaction's items may not exceed 4 MB together (`transactions`).
 10. A global secondary index added to a table backfills before it can be read (`indexes`).
+11. Step Functions runs state machines (moto's parser mode), and tracks each task token: its
+    task, its deadlines, whether it is still open (`sfn_tasks`).
+12. SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat answer as AWS does (`sfn_answers`).
 
 Besides: Secrets Manager refuses a SecretString over 65,536 characters and a
 BatchGetSecretValue of more than 20 secrets (`secrets_manager`).
@@ -36,6 +39,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.secretsmanager.responses import SecretsManagerResponse
 from moto.sqs.models import Message, SQSBackend
 from moto.sqs.responses import SQSResponse
+from moto.stepfunctions.responses import StepFunctionResponse
 
 from moto_fixes import (
     batch_write,
@@ -43,6 +47,8 @@ from moto_fixes import (
     dispatch,
     indexes,
     secrets_manager,
+    sfn_answers,
+    sfn_tasks,
     sqs,
     streams,
     transactions,
@@ -51,8 +57,9 @@ from moto_fixes import (
 MOTO_VERSION = "5.2.5"
 
 
-def install() -> None:
-    """Patches moto in this process. Refuses any moto but the one this was written against."""
+def install(port: int | None = None) -> None:
+    """Patches moto in this process. Refuses any moto but the one this was written against.
+    `port`: the server's, where Step Functions' state machines call other services."""
     if moto.__version__ != MOTO_VERSION:
         raise SystemExit(
             f"infra/moto_patches.py is written against moto {MOTO_VERSION}, but moto "
@@ -90,3 +97,10 @@ def install() -> None:
     SQSResponse.send_message_batch = sqs.send_message_batch  # type: ignore[method-assign]
     # The default MaximumMessageSize of a new queue (moto reads it when creating one).
     moto.sqs.models.MAXIMUM_MESSAGE_LENGTH = sqs.SQS_MESSAGE_MAX_BYTES  # type: ignore[misc]
+    # 11, 12: Step Functions' state machines run, and their task tokens are AWS's.
+    if port is not None:
+        sfn_tasks.ENDPOINT = f"http://127.0.0.1:{port}"
+    sfn_tasks.install_parser_hooks(setattr)
+    StepFunctionResponse.send_task_success = sfn_answers.send_task_success  # type: ignore[method-assign]
+    StepFunctionResponse.send_task_failure = sfn_answers.send_task_failure  # type: ignore[method-assign]
+    StepFunctionResponse.send_task_heartbeat = sfn_answers.send_task_heartbeat  # type: ignore[method-assign]

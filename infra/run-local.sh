@@ -27,7 +27,11 @@ if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
     echo "MOTO_PORT $moto_port is already in use: stop what listens there or set MOTO_PORT." >&2
     exit 1
   fi
-  "$root/.local/venv/bin/python" "$root/infra/moto_server.py" "$moto_port" &
+  # The local deployment's parameters: the executor may resume state machines and durable
+  # functions named countersign-* (infra/local_iam/gate.py, docs/LOCAL_AWS.md).
+  resume='{"ResumeStateMachineArns": "arn:aws:states:us-east-1:123456789012:stateMachine:countersign-*",'
+  resume+=' "ResumeFunctionArns": "arn:aws:lambda:us-east-1:123456789012:function:countersign-*"}'
+  MOTO_IAM_PARAMETERS="${MOTO_IAM_PARAMETERS:-$resume}" "$root/.local/venv/bin/python" "$root/infra/moto_server.py" "$moto_port" &
   pids+=($!)
   for _ in $(seq 1 100); do
     (exec 3<>"/dev/tcp/127.0.0.1/$moto_port") 2>/dev/null && break

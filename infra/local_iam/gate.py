@@ -15,6 +15,10 @@ session policies and permission boundaries (the template has none).
 `MOTO_IAM=off` lets every call through, for one debugging run (never in `make test`).
 `MOTO_IAM_WITHOUT="Role action resource;..."` withholds grants from every stack (a mutation run:
 which tests fail without a grant); a registration's "without" does the same for its stack.
+`MOTO_IAM_PARAMETERS='{"Name": "value", ...}'` gives parameter values to every stack that
+registers without its own value for them (a local deployment's settings: `make run` and the Rust
+tests give ResumeStateMachineArns and ResumeFunctionArns, so that their stacks may resume the
+workflows they create).
 `MOTO_IAM_USAGE=DIR` records, once each, every grant a call used and every call refused, as JSON
 lines in DIR/<pid>.jsonl, for infra/iam_coverage.py.
 """
@@ -32,6 +36,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from local_resume.control import callback_call, lambda_error
+from local_resume.durable import execution_of
+
 from . import requests as needs_of
 from .policy import Grant, evaluate
 from .template import Resolver, Role, load
@@ -45,6 +52,7 @@ _JSON_SERVICES = {
     "DynamoDBStreams_20120810": "streams",
     "secretsmanager": "secretsmanager",
     "AmazonSQS": "sqs",
+    "AWSStepFunctions": "states",
 }
 
 
@@ -125,6 +133,8 @@ class Gate:
         self.template = load()
         self.identities: dict[str, Identity] = {}
         self.withheld: set[tuple[str, ...]] = set()
+        # MOTO_IAM_PARAMETERS: values for the parameters a registration does not give.
+        self.default_parameters: dict[str, str] = {}
 
     # ---------------------------------------------------------------- registration
     def register(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +143,7 @@ class Gate:
         resolver = Resolver(
             self.template,
             {str(k): str(v) for k, v in (payload.get("variables") or {}).items()},
-            {str(k): str(v) for k, v in (payload.get("parameters") or {}).items()},
+            {**self.default_parameters, **{str(k): str(v) for k, v in (payload.get("parameters") or {}).items()}},
             region,
             ACCOUNT,
             lambda table: self.stream_of(region, table),
@@ -177,12 +187,12 @@ class Gate:
         return identity
 
     def _allow(self, identity: Identity, action: str, resource: str, context: dict[str, list[str]], code: str,
-               query_code: str | None = None) -> None:
+               query_code: str | None = None, status: int | None = None) -> None:
         grant = evaluate(identity.role.statements, action, resource, context)
         if grant is None:
             self.usage.refused(identity, action, resource)
             raise Refusal(
-                403 if query_code else 400,
+                status or (403 if query_code else 400),
                 code,
                 f"User: {identity.arn} is not authorized to perform: {action} on resource: {resource} "
                 f"because no identity-based policy allows the {action} action",
@@ -199,6 +209,9 @@ class Gate:
         elif service == "streams":
             needs = needs_of.streams(operation, body)
             code = "com.amazon.coral.service#AccessDeniedException"
+        elif service == "states":
+            needs = needs_of.stepfunctions(operation, body)
+            code = "AccessDeniedException"
         elif service == "sqs":
             for need in needs_of.sqs(operation, body, region):
                 self._allow(identity, need.action, need.resource, need.context,
@@ -240,14 +253,18 @@ class Gate:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
         prefix, _, operation = target.partition(".")
         service = _JSON_SERVICES.get(prefix)
-        content_type = "application/x-amz-json-1.0" if service in ("dynamodb", "streams", "sqs") else "application/x-amz-json-1.1"
+        content_type = "application/x-amz-json-1.0" if service in ("dynamodb", "streams", "sqs", "states") else "application/x-amz-json-1.1"
+        durable = callback_call(environ)
+        if durable is not None:
+            return self._durable_callback(environ, start_response, *durable)
         try:
             identity = self._identity(environ) if "HTTP_AUTHORIZATION" in environ else None
             if identity is None or not self.enforce:
                 return self.app(environ, start_response)
             if service is None:
                 raise Refusal(400, "AccessDeniedException",
-                              "the local IAM check reads JSON-protocol requests to DynamoDB, DynamoDB Streams, SQS and Secrets Manager only")
+                              "the local IAM check reads JSON-protocol requests to DynamoDB, DynamoDB Streams, SQS, "
+                              "Secrets Manager and Step Functions, and Lambda's durable-execution callbacks, only")
             body = json.loads(raw or b"{}")
             region = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2].split("/")[2]
             batch = self._check(identity, service, operation, body, region)
@@ -256,6 +273,19 @@ class Gate:
         if batch is None:
             return self.app(environ, start_response)
         return self._forward_batch(environ, start_response, body, batch)
+
+    def _durable_callback(self, environ: dict[str, Any], start_response: Callable[..., Any], callback_id: str,
+                          kind: str) -> Iterable[bytes]:
+        """A Lambda durable-execution callback (restJson1): its action on the durable execution
+        its id names; a refusal as Lambda answers one (403, `x-amzn-ErrorType`)."""
+        try:
+            identity = self._identity(environ) if "HTTP_AUTHORIZATION" in environ else None
+            if identity is not None and self.enforce:
+                for need in needs_of.durable_callback(kind, callback_id, execution_of):
+                    self._allow(identity, need.action, need.resource, need.context, "AccessDeniedException", status=403)
+        except Refusal as refusal:
+            return lambda_error(start_response, refusal.code, refusal.status, refusal.message)
+        return self.app(environ, start_response)
 
     def _forward_batch(self, environ: dict[str, Any], start_response: Callable[..., Any], body: dict[str, Any],
                        batch: dict[str, Any]) -> Iterable[bytes]:
@@ -331,4 +361,16 @@ def install(app: Callable[..., Iterable[bytes]]) -> Gate:
         if len(parts) != 3:
             raise SystemExit(f"MOTO_IAM_WITHOUT: {grant!r} is not 'Role action resource'")
         gate.withheld.add(parts)
+    defaults = os.environ.get("MOTO_IAM_PARAMETERS", "").strip()
+    if defaults:
+        try:
+            parsed = json.loads(defaults)
+        except ValueError as e:
+            raise SystemExit(f"MOTO_IAM_PARAMETERS: not JSON: {e}")
+        if not isinstance(parsed, dict):
+            raise SystemExit('MOTO_IAM_PARAMETERS: a JSON object {"Parameter": "value"}')
+        unknown = set(parsed) - set(gate.template.get("Parameters", {}))
+        if unknown:
+            raise SystemExit(f"MOTO_IAM_PARAMETERS: not parameters of infra/template.yaml: {sorted(unknown)}")
+        gate.default_parameters = {str(k): str(v) for k, v in parsed.items()}
     return gate

@@ -14,6 +14,20 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
 - SQS: the queue's ARN, from its URL.
 - Secrets Manager: the secret's ARN (a name is looked up); BatchGetSecretValue is on `*`, and
   each secret it reads needs GetSecretValue on that secret (the gate checks those one by one).
+- Step Functions (list_awsstepfunctions.html): SendTaskSuccess, SendTaskFailure and
+  SendTaskHeartbeat list no resource type, so they are evaluated on `*`: a statement that names
+  a state machine never allows them (the token is the only thing the request names, and it
+  names no resource IAM sees). Whatever the token — unknown, malformed, closed — the
+  evaluation is the same, so the gate needs nothing of the token. Other operations: the state
+  machine or execution the request names.
+- Lambda durable functions' callbacks (SendDurableExecutionCallbackSuccess, Failure, Heartbeat:
+  "Security and permissions for Lambda durable functions",
+  https://docs.aws.amazon.com/lambda/latest/dg/durable-security.html): the durable execution's
+  ARN, `arn:aws:lambda:REGION:ACCOUNT:function:NAME:QUALIFIER/durable-execution/NAME/ID`, which
+  the callback id names (local_resume/durable.py); an unqualified function ARN never matches
+  it, `function:NAME:*` does. An id that names no durable execution (not of the callback ids'
+  form) has no resource to evaluate: nothing is checked, and the request is answered
+  InvalidParameterValueException, as a malformed id is, whoever asks.
 
 The context carries the DynamoDB condition keys a write can be restricted by:
 `dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
@@ -29,6 +43,14 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from .policy import Context
+
+# Step Functions' operations on a task token: no resource type (list_awsstepfunctions.html).
+SFN_TASK_OPERATIONS = ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat")
+DURABLE_CALLBACK_ACTIONS = {
+    "succeed": "lambda:SendDurableExecutionCallbackSuccess",
+    "fail": "lambda:SendDurableExecutionCallbackFailure",
+    "heartbeat": "lambda:SendDurableExecutionCallbackHeartbeat",
+}
 
 
 @dataclass(frozen=True)
@@ -157,3 +179,20 @@ def secretsmanager(operation: str, body: dict[str, Any], secret_arn: Callable[[s
     if "SecretId" in body:
         return [Need(action, secret_arn(body["SecretId"]), {})]
     return [Need(action, "*", {})]
+
+
+def stepfunctions(operation: str, body: dict[str, Any]) -> list[Need]:
+    action = f"states:{operation}"
+    if operation in SFN_TASK_OPERATIONS:
+        return [Need(action, "*", {})]
+    arn = body.get("executionArn") or body.get("stateMachineArn")
+    return [Need(action, str(arn) if arn else "*", {})]
+
+
+def durable_callback(kind: str, callback_id: str, execution_of: Callable[[str], str | None]) -> list[Need]:
+    """What a callback call needs: its action on the durable execution its id names; nothing for
+    an id that names none (it is refused as malformed, whoever asks)."""
+    arn = execution_of(callback_id)
+    if arn is None:
+        return []
+    return [Need(DURABLE_CALLBACK_ACTIONS[kind], arn, {})]

@@ -5,8 +5,10 @@ named by the variables the functions get (APPROVALS_TABLE, JOBS_QUEUE_URL,
 API_KEYS_SECRET_ARN, ...), and the parameter values a deployment would give. The template says
 which resource each variable names (`APPROVALS_TABLE: !Ref ApprovalsTable`), so a role's
 `!GetAtt ApprovalsTable.Arn` becomes that table's ARN here, `!Sub "${ApprovalsTable.Arn}/index/due"`
-its index, `!If [HasApiKeys, ...]` follows the ApiKeys parameter, and `!Ref AWS::NoValue`
-drops out, as CloudFormation resolves them. A resource the local stack does not have (a log
+its index, `!If [HasApiKeys, ...]` follows the ApiKeys parameter, `!Ref AWS::NoValue`
+drops out, and a CommaDelimitedList parameter is a list that `!Join` and `!Split` work on
+(`!Split [",", !Sub ["${Arns}:*", {Arns: !Join [":*,", !Ref ResumeFunctionArns]}]]`: each ARN
+given, suffixed), as CloudFormation resolves them. A resource the local stack does not have (a log
 group, the dispatch-failure queue that only Lambda's event source mapping writes to) becomes an
 ARN that names nothing: its grant exists, and matches no request.
 """
@@ -66,7 +68,16 @@ def source_text(expression: Any) -> str:
         return ".".join(expression["Fn::GetAtt"])
     if "Fn::Sub" in expression:
         sub = expression["Fn::Sub"]
-        return sub if isinstance(sub, str) else sub[0]
+        if isinstance(sub, str):
+            return sub
+        text = sub[0]
+        for name, value in sub[1].items():
+            text = text.replace("${" + name + "}", "${" + source_text(value) + "}")
+        return text
+    if "Fn::Split" in expression:
+        return source_text(expression["Fn::Split"][1])
+    if "Fn::Join" in expression:
+        return source_text(expression["Fn::Join"][1])
     return repr(expression)
 
 
@@ -115,6 +126,8 @@ class Resolver:
             name: str(spec.get("Default", "")) for name, spec in template.get("Parameters", {}).items()
         }
         self.parameters.update(parameters)
+        self.lists = {name for name, spec in template.get("Parameters", {}).items()
+                      if spec.get("Type") == "CommaDelimitedList"}
         # The value of `!Ref X` for each resource a function's variable names.
         self.refs: dict[str, str] = {}
         for props in self._functions().values():
@@ -153,6 +166,8 @@ class Resolver:
         if name in pseudo:
             return pseudo[name]
         if name in self.parameters:
+            if name in self.lists:
+                return self.parameters[name].split(",")
             return self.parameters[name]
         if name in self.refs:
             return self.refs[name]
@@ -216,6 +231,13 @@ class Resolver:
         if function == "Fn::If":
             name, then, otherwise = argument
             return self.value(then if self.condition(name) else otherwise)
+        if function == "Fn::Join":
+            delimiter, items = argument
+            values = self.value(items)
+            return delimiter.join(str(v) for v in (values if isinstance(values, list) else [values]))
+        if function == "Fn::Split":
+            delimiter, text = argument
+            return str(self.value(text)).split(delimiter)
         if function == "Fn::Equals":
             left, right = (self.value(a) for a in argument)
             return str(left) == str(right)
@@ -242,7 +264,9 @@ class Resolver:
                 # The branch taken names the grant.
                 name, then, otherwise = expression["Fn::If"]
                 source = source_text(then if self.condition(name) else otherwise)
-            resources.append(Resource(value, source))
+            # A list (a Split): each of its ARNs, one grant.
+            for each in value if isinstance(value, list) else [value]:
+                resources.append(Resource(each, source))
         return Statement.make(raw["Effect"], actions, resources, raw.get("Condition"))
 
     def roles(self) -> dict[str, Role]:

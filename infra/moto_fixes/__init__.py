@@ -10,6 +10,10 @@ whole of its reasons (what AWS does, with its documentation, and what moto 5.2.5
 - `indexes`: an added global index backfills before it can be read (patch 10).
 - `dispatch`: the dispatcher's host lookup, memoised (patch 4).
 - `secrets_manager`: Secrets Manager's limits on a value and a batch read.
+- `sfn_tasks`: Step Functions' state machines run (moto's parser mode), each task token tracked
+  (patch 11).
+- `sfn_answers`: SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat with AWS's rules
+  (patch 12).
 
 Importing a module patches nothing: `moto_patches.install()` does, after checking moto's
 version. Each module keeps moto's own functions (`_stock_…`) as they are when it is imported.

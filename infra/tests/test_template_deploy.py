@@ -3,6 +3,8 @@ resolves it: only the minimum parameters given, every other one at its default.
 
 - The parameters without a default are exactly the minimum (DecisionTokenSecret,
   ActionTargets): NotifierUrl, WebhookSources and Oidc are optional.
+- Conditions are evaluated as CloudFormation does, a CommaDelimitedList parameter being a list
+  (`!Join ["", !Ref ResumeStateMachineArns]` is empty when none is given).
 - Every default passes its own parameter's constraints (CloudFormation checks a default as it
   checks a given value: AllowedPattern must match the whole value, MinLength, MaxLength,
   AllowedValues, MinValue, MaxValue).
@@ -45,6 +47,8 @@ class Stack:
         self.values = {name: str(spec.get("Default", "")) for name, spec in
                        template["Parameters"].items()}
         self.values.update(given)
+        self.lists = {name for name, spec in template["Parameters"].items()
+                      if spec.get("Type") == "CommaDelimitedList"}
         self.conditions: dict[str, bool] = {}
 
     def condition(self, name: str) -> bool:
@@ -57,7 +61,11 @@ class Stack:
             return expression
         (function, argument), = expression.items()
         if function == "Ref":
-            return self.values.get(argument, argument)
+            value = self.values.get(argument, argument)
+            return value.split(",") if argument in self.lists else value
+        if function == "Fn::Join":
+            delimiter, items = argument
+            return delimiter.join(str(v) for v in self.evaluate(items))
         if function == "Condition":
             return self.condition(argument)
         if function == "Fn::Equals":
@@ -148,7 +156,9 @@ class MinimumDeploy(unittest.TestCase):
         stack = Stack(self.template, {**MINIMUM, "NotifierUrl": "https://notify.example.com",
                                       "ApiKeys": "acme=k", "AlarmTopicArn": "arn:aws:sns:x",
                                       "Oidc": OIDC,
-                                      "ReserveHeldReadConcurrency": "true"})
+                                      "ReserveHeldReadConcurrency": "true",
+                                      "ResumeStateMachineArns": "arn:aws:states:us-east-1:1:stateMachine:a",
+                                      "ResumeFunctionArns": "arn:aws:lambda:us-east-1:1:function:a"})
         created = stack.created()
         self.assertIn("NotifierUrlSecret", created)
         self.assertIn("OidcSecret", created)

@@ -84,7 +84,14 @@ fn start_moto_with(env: &[(&str, &str)]) -> (String, (Child, ChildStdin)) {
         python.display()
     );
     let port = free_port();
-    let mut child = Command::new(&python)
+    let mut command = Command::new(&python);
+    // The local stacks' deployment: their executors may resume the workflows the tests create
+    // (state machines and durable functions named countersign-*), unless the environment or a
+    // test's own local AWS says otherwise.
+    if std::env::var_os("MOTO_IAM_PARAMETERS").is_none() {
+        command.env("MOTO_IAM_PARAMETERS", LOCAL_RESUME_PARAMETERS);
+    }
+    let mut child = command
         .arg(workspace_root().join("infra/moto_server.py"))
         .arg(port.to_string())
         .arg("--exit-with-stdin")
@@ -105,6 +112,11 @@ fn start_moto_with(env: &[(&str, &str)]) -> (String, (Child, ChildStdin)) {
     }
     (format!("http://{addr}"), (child, stdin))
 }
+
+/// The template's parameters every local stack is deployed with, unless it gives its own
+/// (`MOTO_IAM_PARAMETERS`, infra/local_iam/gate.py): the state machines and the durable functions
+/// (unqualified ARNs) whose paused workflows an approval may resume.
+pub const LOCAL_RESUME_PARAMETERS: &str = r#"{"ResumeStateMachineArns": "arn:aws:states:us-east-1:123456789012:stateMachine:countersign-*", "ResumeFunctionArns": "arn:aws:lambda:us-east-1:123456789012:function:countersign-*"}"#;
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");

@@ -1,0 +1,56 @@
+"""Errors queued for the next calls of an operation, so that a client's retries can be tested:
+`POST /_countersign/faults` {"operation": "SendTaskSuccess", "error": "ThrottlingException",
+"count": 2} makes the next two SendTaskSuccess calls answer that error (before anything else is
+checked, as a throttled or failing service answers). Only the errors each service documents for
+these operations are known.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+# operation -> the errors it may be made to answer: (status, message)
+KNOWN: dict[str, dict[str, tuple[int, str]]] = {}
+for _operation in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat"):
+    KNOWN[_operation] = {
+        "ThrottlingException": (400, "Rate exceeded"),
+        "ServiceUnavailable": (503, "Service Unavailable"),
+        "InternalFailure": (500, "An internal error occurred"),
+    }
+for _operation in ("SendDurableExecutionCallbackSuccess", "SendDurableExecutionCallbackFailure",
+                   "SendDurableExecutionCallbackHeartbeat"):
+    KNOWN[_operation] = {
+        "TooManyRequestsException": (429, "Rate exceeded"),
+        "ServiceException": (500, "The Lambda service encountered an internal error."),
+    }
+
+_lock = threading.Lock()
+_queued: dict[str, deque[str]] = {}
+
+
+def queue(operation: str, error: str, count: int) -> None:
+    if operation not in KNOWN:
+        raise ValueError(f"operation {operation!r}: one of {sorted(KNOWN)}")
+    if error not in KNOWN[operation]:
+        raise ValueError(f"error {error!r} for {operation}: one of {sorted(KNOWN[operation])}")
+    if not 1 <= count <= 1000:
+        raise ValueError("count: 1 to 1000")
+    with _lock:
+        _queued.setdefault(operation, deque()).extend([error] * count)
+
+
+def take(operation: str) -> tuple[str, int, str] | None:
+    """The next error queued for `operation`: (code, HTTP status, message), or None."""
+    with _lock:
+        pending = _queued.get(operation)
+        if not pending:
+            return None
+        code = pending.popleft()
+    status, message = KNOWN[operation][code]
+    return code, status, message
+
+
+def clear() -> None:
+    with _lock:
+        _queued.clear()
