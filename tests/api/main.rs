@@ -34,6 +34,7 @@ mod oidc_sign_in;
 mod openapi;
 mod operator;
 mod quorum;
+mod resume;
 mod retention;
 mod review;
 mod round_trips;

@@ -24,6 +24,7 @@ pub mod sign_in;
 pub mod slack;
 mod stack;
 mod tables;
+pub mod workflows;
 
 pub use client::{Reply, event_types, events_of_type, signed_delivery};
 pub use fixtures::*;

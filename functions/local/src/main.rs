@@ -49,6 +49,8 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         "EVENT_SUBSCRIPTIONS" => Some(format!(
             r#"{{"demo": {{"url": "http://127.0.0.1:{port}/_demo/callback", "secret": "{DEMO_CALLBACK_SECRET}"}}}}"#
         )),
+        // The local AWS runs state machines and stands in for durable callbacks: both resume.
+        "RESUME_TYPES" => Some("stepfunctions,lambda_durable".to_owned()),
         _ => None,
     }
 }
@@ -86,7 +88,7 @@ fn variables(port: u16) -> HashMap<String, String> {
     variables
 }
 
-const DEMO_VARIABLES: [&str; 7] = [
+const DEMO_VARIABLES: [&str; 8] = [
     "API_KEYS",
     "ACTION_TARGETS",
     "WEBHOOK_SOURCES",
@@ -94,6 +96,7 @@ const DEMO_VARIABLES: [&str; 7] = [
     "PUBLIC_BASE_URL",
     "DECISION_TOKEN_SECRET",
     "EVENT_SUBSCRIPTIONS",
+    "RESUME_TYPES",
 ];
 
 fn config(port: u16) -> Result<Config, countersign::ConfigError> {

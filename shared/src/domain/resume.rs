@@ -235,8 +235,11 @@ impl ResumeTypes {
     pub fn parse(raw: &str) -> Result<Self, String> {
         let mut kinds = Vec::new();
         for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            // The error names the variable and what it takes, never a value (as every
+            // configuration error does).
             let kind = ResumeKind::parse(part).ok_or_else(|| {
-                format!("{part:?} is not a resume type (stepfunctions, lambda_durable)")
+                "an entry is not a resume type: comma-separated stepfunctions, lambda_durable"
+                    .to_owned()
             })?;
             if !kinds.contains(&kind) {
                 kinds.push(kind);

@@ -49,10 +49,21 @@ pub struct Workflows {
 }
 
 impl Workflows {
+    /// The SDK's own retries are off: each answer is one call, and the job's attempts (with
+    /// the ledger's record of each) are what retries it.
     pub fn new(sdk: &aws_config::SdkConfig) -> Self {
+        let once = aws_config::retry::RetryConfig::disabled();
         Self {
-            sfn: aws_sdk_sfn::Client::new(sdk),
-            lambda: aws_sdk_lambda::Client::new(sdk),
+            sfn: aws_sdk_sfn::Client::from_conf(
+                aws_sdk_sfn::config::Builder::from(sdk)
+                    .retry_config(once.clone())
+                    .build(),
+            ),
+            lambda: aws_sdk_lambda::Client::from_conf(
+                aws_sdk_lambda::config::Builder::from(sdk)
+                    .retry_config(once)
+                    .build(),
+            ),
         }
     }
 }
