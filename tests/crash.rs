@@ -596,3 +596,57 @@ async fn a_reminder_survives_a_crash_between_its_write_and_its_send_and_goes_out
     }
     scenario.teardown();
 }
+
+/// A crash after the workflow's answer, before the ledger's end: the job comes back to a token
+/// that answers no more (AWS refuses a second answer), and takes that for its first answer —
+/// one answer changed anything, and the approval says succeeded. One kind after the other, so
+/// each job takes its crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_after_a_workflow_s_answer_answers_nothing_twice() {
+    use countersign_tests::workflows::{DurableCallback, WaitingStateMachine};
+    let scenario = FailScenario::setup();
+    let t = TestApp::start_jobs(&[("RESUME_TYPES", "stepfunctions,lambda_durable")]).await;
+    let callback = DurableCallback::create(None).await;
+    let machine = WaitingStateMachine::create(None).await;
+    let (execution, token) = machine.start().await;
+    let resumes = [
+        json!({"type": "lambda_durable", "callback_id": callback.id}),
+        json!({"type": "stepfunctions", "task_token": token}),
+    ];
+    let mut ids = Vec::new();
+    for (n, resume) in resumes.into_iter().enumerate() {
+        fail::cfg("resume::after_answer", "1*panic").unwrap();
+        let body = CreateBody::new("deploy", &[ALICE])
+            .with("resume", resume)
+            .to_string();
+        let id = t
+            .create_approved(&format!("crash-resume-{n}"), &body, ALICE)
+            .await;
+        eventually("the answer's end is written", || async {
+            t.get(KEY_A, &id).await.json()["resume"]["status"] == "succeeded"
+        })
+        .await;
+        let trail = t.trail(KEY_A, &id, 100).await;
+        let ends: Vec<&Value> = trail
+            .iter()
+            .filter(|e| e["type"].as_str().is_some_and(|k| k.starts_with("resume.")))
+            .collect();
+        assert_eq!(ends.len(), 1, "one end: {ends:?}");
+        assert_eq!(ends[0]["type"], "resume.succeeded");
+        ids.push(id);
+    }
+    let state = callback.state().await;
+    assert_eq!(
+        (
+            state["status"].as_str(),
+            state["answers_received"].as_u64(),
+            state["answers_accepted"].as_u64()
+        ),
+        (Some("succeeded"), Some(2), Some(1)),
+        "the answer again after the crash was refused and changed nothing: {state}"
+    );
+    let end = machine.ended(&execution).await;
+    assert_eq!(end.status, "SUCCEEDED");
+    assert_eq!(end.output.map(|o| o["approval_id"].clone()), Some(json!(ids[1])));
+    scenario.teardown();
+}
