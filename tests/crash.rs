@@ -647,6 +647,9 @@ async fn a_crash_after_a_workflow_s_answer_answers_nothing_twice() {
     );
     let end = machine.ended(&execution).await;
     assert_eq!(end.status, "SUCCEEDED");
-    assert_eq!(end.output.map(|o| o["approval_id"].clone()), Some(json!(ids[1])));
+    assert_eq!(
+        end.output.map(|o| o["approval_id"].clone()),
+        Some(json!(ids[1]))
+    );
     scenario.teardown();
 }

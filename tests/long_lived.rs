@@ -25,6 +25,8 @@ use serde_json::json;
 // tests/ itself, beside the other binaries.
 #[path = "long_lived/client.rs"]
 mod client;
+#[path = "long_lived/resume_round.rs"]
+mod resume_round;
 #[path = "long_lived/rounds.rs"]
 mod rounds;
 #[path = "long_lived/sign_in_round.rs"]
@@ -208,6 +210,8 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
             // The last round moves the runner's clock, and its sweeps follow within 2 s.
             ("LOCAL_CLOCK", "advanceable".to_owned()),
             ("SWEEP_INTERVAL_SECONDS", "2".to_owned()),
+            // The resume round's workflows: a state machine's tokens and a durable callback.
+            ("RESUME_TYPES", "stepfunctions,lambda_durable".to_owned()),
         ]
         .map(|(k, v)| (k.to_owned(), v)),
     );
@@ -444,6 +448,12 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
          {delegated} decided by a delegate in the delegator's place on the same runner, its clock \
          moved forward: each reminder to whoever had not voted (and their delegate), each step's \
          notification, each execution once"
+    );
+    let (resumed, resumed_approved) = resume_round::resume_round(&runner).await;
+    println!(
+        "then {resumed} workflows waiting on approvals resumed on the same runner, each once: \
+         {resumed_approved} approved (succeeded with their decision document), the rest failed \
+         with Countersign.Rejected or Countersign.Cancelled"
     );
     let webhook_decided = tally.webhook_decided.load(Ordering::Relaxed);
     let refused = tally.refused.load(Ordering::Relaxed);
