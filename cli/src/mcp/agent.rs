@@ -3,7 +3,9 @@
 //! `tool_use_id`, so asking again attaches to it), its payload `{tool_name, input}`; approved,
 //! it is claimed with the same key and the answer allows exactly the approved input. Anything
 //! else — rejected, expired, cancelled, still pending at the end of the wait, an error — denies:
-//! the gate fails closed.
+//! the gate fails closed. The blocking tool ([`ask`], a wait, [`settle`]) and a
+//! `permission_prompt` task (`tasks`: [`ask`], then [`settle`] once the approval has ended)
+//! answer alike.
 
 use std::time::Duration;
 
