@@ -419,8 +419,9 @@ fn assert_beats(
 ) {
     let took = ended - started;
     let slack = Duration::from_millis(700);
+    // The wait, and the create and the answer around it (a loaded machine's moto included).
     assert!(
-        took >= wait && took <= wait + slack + slack,
+        took >= wait && took <= wait + Duration::from_secs(2),
         "took {took:?}"
     );
     let beats: Vec<&(Instant, Value)> = wire
