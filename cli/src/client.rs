@@ -101,6 +101,11 @@ impl Api {
         })
     }
 
+    /// The configured API key (`countersign mcp` derives its task-id key from it).
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// The URL of `segments` under the base, each segment percent-encoded (ids come from the
     /// command line), with `query` pairs.
     pub fn url(&self, segments: &[&str], query: &[(&str, &str)]) -> Url {

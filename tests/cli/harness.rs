@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 use assert_cmd::assert::Assert;
 use countersign_tests::runtime_api::function_binary;
-use countersign_tests::{ALICE, ALICE_KEY, ApiKeys, BOB, BOB_KEY, CI, CI_KEY, TestApp};
+use countersign_tests::{
+    ALICE, ALICE_KEY, ApiKeys, BOB, BOB_KEY, CI, CI_KEY, KEY_B, TENANT_B, TestApp,
+};
 use serde_json::{Value, json};
 
 fn api_keys() -> String {
@@ -17,6 +19,8 @@ fn api_keys() -> String {
         .key(CI, &["requester", "operator"], CI_KEY)
         .key(ALICE, &["approver"], ALICE_KEY)
         .key(BOB, &["approver"], BOB_KEY)
+        // Another tenant's requester (`mcp_tasks.rs`: its key cannot use tenant A's tasks).
+        .key_in(TENANT_B, "agent@tenant-b", &["requester"], KEY_B)
         .to_string()
 }
 

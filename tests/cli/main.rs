@@ -9,7 +9,8 @@
 //!
 //! Here the gate: its exit codes, its re-runs and what it rides out, and how it waits. The
 //! harness that runs the binary is in `harness.rs`; the read commands in `reads.rs`, the
-//! administrator's `keys` commands in `keys.rs`, `countersign mcp` in `mcp.rs`, `delegate` in
+//! administrator's `keys` commands in `keys.rs`, `countersign mcp` in `mcp.rs` (its tasks in
+//! `mcp_tasks.rs`, over `mcp_wire.rs`, checked by `task_schema.rs`), `delegate` in
 //! `delegate.rs`.
 
 mod delegate;
@@ -17,7 +18,10 @@ mod flaky_front;
 mod harness;
 mod keys;
 mod mcp;
+mod mcp_tasks;
+mod mcp_wire;
 mod reads;
+mod task_schema;
 
 use std::time::{Duration, Instant};
 

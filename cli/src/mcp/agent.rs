@@ -3,7 +3,9 @@
 //! `tool_use_id`, so asking again attaches to it), its payload `{tool_name, input}`; approved,
 //! it is claimed with the same key and the answer allows exactly the approved input. Anything
 //! else — rejected, expired, cancelled, still pending at the end of the wait, an error — denies:
-//! the gate fails closed.
+//! the gate fails closed. The blocking tool ([`ask`], a wait, [`settle`]) and a
+//! `permission_prompt` task (`tasks`: [`ask`], then [`settle`] once the approval has ended)
+//! answer alike.
 
 use std::time::Duration;
 
@@ -15,6 +17,9 @@ use crate::error::CliError;
 
 /// How long `permission_prompt` and `wait_for_decision` wait when not told.
 pub const DEFAULT_WAIT_SECONDS: u64 = 50;
+/// The longest a blocking call goes without a progress notification (when its client asked
+/// for them with a `progressToken`), and the default interval.
+pub const MAX_PROGRESS_SECONDS: u64 = 15;
 
 /// The agent gate's configuration (`COUNTERSIGN_AGENT_*`).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,7 +28,11 @@ pub struct AgentConfig {
     /// `permission_prompt` denies every call).
     pub action: Option<String>,
     pub approvers: Vec<String>,
+    /// How long a blocking call waits for a decision (`COUNTERSIGN_AGENT_WAIT`).
     pub wait: Duration,
+    /// How often a blocking call sends a progress notification
+    /// (`COUNTERSIGN_AGENT_PROGRESS_SECONDS`, 1–15; shorter only for tests).
+    pub progress: Duration,
 }
 
 impl AgentConfig {
@@ -46,6 +55,18 @@ impl AgentConfig {
                     ))
                 })?,
         };
+        let progress = match get("COUNTERSIGN_AGENT_PROGRESS_SECONDS") {
+            None => MAX_PROGRESS_SECONDS,
+            Some(raw) => raw
+                .parse::<u64>()
+                .ok()
+                .filter(|s| (1..=MAX_PROGRESS_SECONDS).contains(s))
+                .ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "COUNTERSIGN_AGENT_PROGRESS_SECONDS must be a number of seconds from 1 to {MAX_PROGRESS_SECONDS}"
+                    ))
+                })?,
+        };
         let approvers: Vec<String> = get("COUNTERSIGN_AGENT_APPROVERS")
             .unwrap_or_default()
             .split(',')
@@ -65,6 +86,7 @@ impl AgentConfig {
                 action,
                 approvers,
                 wait: Duration::from_secs(wait),
+                progress: Duration::from_secs(progress),
             }),
         }
     }
@@ -90,59 +112,68 @@ impl Permission {
     }
 }
 
-/// Asks for, waits for and claims the approval of one tool call (see the module's notes).
-pub async fn permission(
+/// Asks for the approval of one tool call: the approval as stored (created, or the one this
+/// `tool_use_id` already asked for), or the deny that ends the call (the gate is off, the API
+/// refused or could not be reached).
+pub async fn ask(
     calls: &Calls,
     agent: &AgentConfig,
     tool_name: &str,
     input: Value,
     tool_use_id: &str,
-) -> Permission {
+) -> Result<Value, Permission> {
     let Some(action) = &agent.action else {
-        return Permission::Deny(
+        return Err(Permission::Deny(
             "Countersign's agent gate is not configured (COUNTERSIGN_AGENT_ACTION and COUNTERSIGN_AGENT_APPROVERS): nothing may run.".to_owned(),
-        );
-    };
-    let failed = |what: &str, e: CliError| {
-        Permission::Deny(format!(
-            "Countersign could not {what}, so the call is not allowed: {} ({})",
-            match &e {
-                CliError::Api(p) => p.detail.clone(),
-                other => other.to_string(),
-            },
-            e.code()
-        ))
+        ));
     };
     let body = json!({
         "action": {"type": action, "payload": {"tool_name": tool_name, "input": input}},
         "approvers": agent.approvers,
         "context": {"summary": format!("An AI agent asks to run {tool_name}")},
     });
-    let created = match calls.create(tool_use_id, &body).await {
-        Ok(approval) => approval,
-        Err(e) => return failed("ask for approval", e),
-    };
-    let id = created["id"].as_str().unwrap_or_default().to_owned();
-    let approval = match created["status"].as_str() {
-        Some("pending") => match calls.wait_for_decision(&id, agent.wait.as_secs()).await {
-            Ok(approval) => approval,
-            Err(e) => return failed("wait for the decision", e),
-        },
-        _ => created,
-    };
-    match verdict(&approval, agent.wait) {
+    calls
+        .create(tool_use_id, &body)
+        .await
+        .map_err(|e| failed("ask for approval", &e))
+}
+
+/// The answer for `approval` as it stands: approved → claimed under `tool_use_id` (a repeat
+/// replays the claim), reported, and allowed with exactly the approved input; anything else a
+/// deny saying why (`waited`: how long a still pending one was waited for). The blocking tool
+/// and a `permission_prompt` task both answer through it.
+pub async fn settle(
+    calls: &Calls,
+    approval: &Value,
+    tool_use_id: &str,
+    waited: Duration,
+) -> Permission {
+    let id = approval["id"].as_str().unwrap_or_default();
+    match verdict(approval, waited) {
         Err(message) => Permission::Deny(message),
-        Ok(()) => match calls.claim(&id, tool_use_id).await {
+        Ok(()) => match calls.claim(id, tool_use_id).await {
             Ok(claimed) => {
                 // The claimer's action is to hand the approved input over; the agent runs it.
                 let handed = json!({"outcome": "succeeded",
                     "detail": format!("allowed: the approved input was handed to the agent as tool call {tool_use_id}")});
-                let _ = calls.report(&id, tool_use_id, &handed).await;
+                let _ = calls.report(id, tool_use_id, &handed).await;
                 Permission::Allow(claimed["action"]["payload"]["input"].clone())
             }
-            Err(e) => failed("claim the approval", e),
+            Err(e) => failed("claim the approval", &e),
         },
     }
+}
+
+/// The deny for a call that failed: Countersign could not `what`.
+pub fn failed(what: &str, e: &CliError) -> Permission {
+    Permission::Deny(format!(
+        "Countersign could not {what}, so the call is not allowed: {} ({})",
+        match e {
+            CliError::Api(p) => p.detail.clone(),
+            other => other.to_string(),
+        },
+        e.code()
+    ))
 }
 
 /// `Ok` for an approved approval; otherwise the deny message: why, and where to approve.
@@ -196,7 +227,10 @@ mod tests {
     #[test]
     fn the_agent_gate_is_configured_whole_or_not_at_all() {
         let off = config(&[]).unwrap();
-        assert_eq!((off.action, off.wait), (None, Duration::from_secs(50)));
+        assert_eq!(
+            (off.action, off.wait, off.progress),
+            (None, Duration::from_secs(50), Duration::from_secs(15))
+        );
         let on = config(&[
             ("COUNTERSIGN_AGENT_ACTION", "agent"),
             (
@@ -204,8 +238,10 @@ mod tests {
                 "alice@example.com, bob@example.com",
             ),
             ("COUNTERSIGN_AGENT_WAIT", "5"),
+            ("COUNTERSIGN_AGENT_PROGRESS_SECONDS", "1"),
         ])
         .unwrap();
+        assert_eq!(on.progress, Duration::from_secs(1));
         assert_eq!(on.approvers, ["alice@example.com", "bob@example.com"]);
         assert_eq!(on.wait, Duration::from_secs(5));
         for bad in [
@@ -214,6 +250,9 @@ mod tests {
             vec![("COUNTERSIGN_AGENT_WAIT", "56")],
             vec![("COUNTERSIGN_AGENT_WAIT", "0")],
             vec![("COUNTERSIGN_AGENT_WAIT", "soon")],
+            vec![("COUNTERSIGN_AGENT_PROGRESS_SECONDS", "0")],
+            vec![("COUNTERSIGN_AGENT_PROGRESS_SECONDS", "16")],
+            vec![("COUNTERSIGN_AGENT_PROGRESS_SECONDS", "1.5")],
         ] {
             let error = config(&bad).unwrap_err().to_string();
             assert!(error.contains("COUNTERSIGN_AGENT_"), "{error}");

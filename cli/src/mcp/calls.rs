@@ -127,6 +127,18 @@ impl Calls {
         }
     }
 
+    /// `POST /approvals/{id}/cancel` with `reason` (a repeat is answered as the first).
+    pub async fn cancel(&self, id: &str, reason: &str) -> Result<Value, CliError> {
+        let body = json!({ "reason": reason });
+        self.call(
+            Method::POST,
+            &["approvals", id, "cancel"],
+            None,
+            Some(&body),
+        )
+        .await
+    }
+
     pub async fn claim(&self, id: &str, key: &str) -> Result<Value, CliError> {
         let segments = ["approvals", id, "execution", "claim"];
         self.call(Method::POST, &segments, Some(key), None).await

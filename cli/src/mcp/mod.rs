@@ -5,25 +5,40 @@
 //! problem's `code` and `detail`. Nothing but the API's answers reaches the agent — the API
 //! never shows review links or keys.
 //!
+//! It declares the MCP tasks extension (`tasks`): `request_approval` and `permission_prompt`
+//! answer a request that declares it with a task the client polls, instead of waiting. Without
+//! it, the blocking calls wait at most `COUNTERSIGN_AGENT_WAIT` seconds, with progress
+//! notifications meanwhile (`progress`).
+//!
 //! Standard output is the protocol's channel: nothing else is ever printed there.
 
 mod agent;
 mod calls;
+mod progress;
+mod task_id;
+mod tasks;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams, GetTaskResult,
+    Implementation, ServerCapabilities, ServerConfig, UpdateTaskParams,
+};
 use rmcp::schemars::JsonSchema;
-use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-pub use agent::{AgentConfig, Permission, permission};
+pub use agent::{AgentConfig, Permission};
 
 use crate::client::Api;
 use crate::error::CliError;
 use calls::{Calls, tool_error};
+use progress::Heartbeat;
+use task_id::{TaskKey, TaskRef};
 
 /// The longest a `wait_for_decision` (or `permission_prompt`) holds: MCP clients commonly give
 /// up on a tool call after 60 s.
@@ -32,6 +47,7 @@ pub const MAX_WAIT_SECONDS: u64 = 55;
 /// Runs the server on stdin/stdout until the client goes away.
 pub async fn serve(api: Api, agent: AgentConfig) -> Result<u8, CliError> {
     let server = Gate {
+        key: Arc::new(TaskKey::from_api_key(api.key())),
         calls: Arc::new(Calls::new(api)),
         agent: Arc::new(agent),
     };
@@ -50,6 +66,19 @@ pub async fn serve(api: Api, agent: AgentConfig) -> Result<u8, CliError> {
 struct Gate {
     calls: Arc<Calls>,
     agent: Arc<AgentConfig>,
+    /// Signs and opens task ids (derived from the API key).
+    key: Arc<TaskKey>,
+}
+
+impl Gate {
+    /// Progress for `context`'s request, at the configured interval.
+    fn heartbeat(&self, context: &RequestContext<RoleServer>) -> Heartbeat {
+        Heartbeat {
+            peer: context.peer.clone(),
+            token: context.meta.get_progress_token(),
+            every: self.agent.progress,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -83,8 +112,9 @@ struct RequestApproval {
 struct WaitForDecision {
     /// The approval's id (apr_…).
     id: String,
-    /// How long to wait for a decision, 1 to 55 seconds (default 50). Still pending then: the
-    /// approval comes back with status "pending"; call again to keep waiting.
+    /// How long to wait for a decision, 1 to 55 seconds (default, and at most, the server's
+    /// configured wait: 50 unless set). Still pending then: the approval comes back with status
+    /// "pending"; call again to keep waiting.
     timeout_seconds: Option<u64>,
 }
 
@@ -141,15 +171,21 @@ fn answer(value: Value) -> Result<CallToolResult, ErrorData> {
     Ok(CallToolResult::structured(value))
 }
 
+/// A tool call's answer that may be a task: this one is not.
+fn complete(result: CallToolResult) -> Result<CallToolResponse, ErrorData> {
+    Ok(CallToolResponse::Complete(result))
+}
+
 #[tool_router]
 impl Gate {
     #[tool(
-        description = "Ask people to approve an action before you perform it. Returns the approval (its id and status \"pending\"); then call wait_for_decision. Approved approvals of an approval-only type are claimed once (claim) before you act, and reported on (report) after."
+        description = "Ask people to approve an action before you perform it. Returns the approval (its id and status \"pending\"); then call wait_for_decision. With the MCP tasks extension, returns a task instead, which completes with the decided approval. Approved approvals of an approval-only type are claimed once (claim) before you act, and reported on (report) after."
     )]
     async fn request_approval(
         &self,
         Parameters(args): Parameters<RequestApproval>,
-    ) -> Result<CallToolResult, ErrorData> {
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let mut body = json!({
             "action": {"type": args.action_type, "payload": args.payload},
             "approvers": args.approvers,
@@ -169,26 +205,46 @@ impl Gate {
         let key = args
             .idempotency_key
             .unwrap_or_else(|| format!("mcp-{}", ulid::Ulid::new()));
-        match self.calls.create(&key, &body).await {
-            Ok(approval) => answer(approval),
-            Err(e) => Ok(tool_error(&e)),
+        let approval = match self.calls.create(&key, &body).await {
+            Ok(approval) => approval,
+            Err(e) => return complete(tool_error(&e)),
+        };
+        // The approval is stored: a task for it resolves at once.
+        if tasks::requested(&context.meta) {
+            let task = TaskRef::Request {
+                id: approval["id"].as_str().unwrap_or_default().to_owned(),
+            };
+            if let Some(created) = tasks::created(&self.key, &task, &approval) {
+                return Ok(created);
+            }
         }
+        complete(CallToolResult::structured(approval))
     }
 
     #[tool(
-        description = "Wait up to timeout_seconds (at most 55) for an approval to be decided, without polling. Returns the approval: status \"approved\", \"rejected\", \"expired\" or \"cancelled\" once decided, or still \"pending\" (call again to keep waiting). Do not act on anything but \"approved\"."
+        description = "Wait up to timeout_seconds (at most 55, and at most the server's configured wait) for an approval to be decided, without polling. Returns the approval: status \"approved\", \"rejected\", \"expired\" or \"cancelled\" once decided, or still \"pending\" (call again to keep waiting). Do not act on anything but \"approved\"."
     )]
     async fn wait_for_decision(
         &self,
         Parameters(args): Parameters<WaitForDecision>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let seconds = args.timeout_seconds.unwrap_or(agent::DEFAULT_WAIT_SECONDS);
+        let most = self.agent.wait.as_secs();
+        let seconds = args.timeout_seconds.unwrap_or(most);
         if !(1..=MAX_WAIT_SECONDS).contains(&seconds) {
             return Ok(tool_error(&CliError::Usage(format!(
                 "timeout_seconds must be from 1 to {MAX_WAIT_SECONDS}"
             ))));
         }
-        match self.calls.wait_for_decision(&args.id, seconds).await {
+        let seconds = seconds.min(most);
+        let message = format!("waiting for a decision on Countersign approval {}", args.id);
+        let waiting = self.calls.wait_for_decision(&args.id, seconds);
+        let total = Duration::from_secs(seconds);
+        match self
+            .heartbeat(&context)
+            .beat(total, &message, waiting)
+            .await
+        {
             Ok(approval) => answer(approval),
             Err(e) => Ok(tool_error(&e)),
         }
@@ -243,31 +299,92 @@ impl Gate {
     }
 
     #[tool(
-        description = "Claude Code's permission prompt (--permission-prompt-tool): asks the configured approvers to allow one tool call, waits for them, and answers {\"behavior\": \"allow\", \"updatedInput\": …} with exactly the input they approved, or {\"behavior\": \"deny\", \"message\": …}. Still pending at the end of the wait is a deny."
+        description = "Claude Code's permission prompt (--permission-prompt-tool): asks the configured approvers to allow one tool call, waits for them, and answers {\"behavior\": \"allow\", \"updatedInput\": …} with exactly the input they approved, or {\"behavior\": \"deny\", \"message\": …}. Still pending at the end of the wait is a deny. With the MCP tasks extension, returns a task instead, which completes with the same answer once the approvers decide."
     )]
     async fn permission_prompt(
         &self,
         Parameters(args): Parameters<PermissionPrompt>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let decision = permission(
-            &self.calls,
-            &self.agent,
-            &args.tool_name,
-            args.input,
-            &args.tool_use_id,
-        )
-        .await;
-        answer(decision.to_json())
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let (calls, agent, tool_use_id) = (&self.calls, &self.agent, &args.tool_use_id);
+        let approval =
+            match agent::ask(calls, agent, &args.tool_name, args.input, tool_use_id).await {
+                Ok(approval) => approval,
+                Err(deny) => return complete(CallToolResult::structured(deny.to_json())),
+            };
+        let id = approval["id"].as_str().unwrap_or_default().to_owned();
+        // The approval is stored: a task for it resolves at once.
+        if tasks::requested(&context.meta) {
+            let task = TaskRef::Permission {
+                id: id.clone(),
+                tool_use_id: tool_use_id.clone(),
+            };
+            if let Some(created) = tasks::created(&self.key, &task, &approval) {
+                return Ok(created);
+            }
+        }
+        let approval = if approval["status"] == "pending" {
+            let approvers = agent.approvers.join(", ");
+            let message = format!("waiting for {approvers} to approve (Countersign approval {id})");
+            let waiting = calls.wait_for_decision(&id, agent.wait.as_secs());
+            match self
+                .heartbeat(&context)
+                .beat(agent.wait, &message, waiting)
+                .await
+            {
+                Ok(approval) => approval,
+                Err(e) => {
+                    let deny = agent::failed("wait for the decision", &e);
+                    return complete(CallToolResult::structured(deny.to_json()));
+                }
+            }
+        } else {
+            approval
+        };
+        let decision = agent::settle(calls, &approval, tool_use_id, agent.wait).await;
+        complete(CallToolResult::structured(decision.to_json()))
     }
 }
 
 #[tool_handler]
 impl ServerHandler for Gate {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
             .with_server_info(Implementation::new("countersign", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Countersign puts a person's approval in front of an action. Ask with request_approval, wait with wait_for_decision, then (approval-only types) claim before acting and report after. Never perform an action whose approval is not \"approved\", and perform exactly the approved payload.",
+                "Countersign puts a person's approval in front of an action. Ask with request_approval, wait with wait_for_decision, then (approval-only types) claim before acting and report after. Never perform an action whose approval is not \"approved\", and perform exactly the approved payload. Clients with the MCP tasks extension get a task from request_approval and permission_prompt: poll it with tasks/get until it completes.",
             )
+    }
+
+    /// The task as its approval stands (see `tasks`).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(&self.calls, &self.key, &request.task_id).await
+    }
+
+    /// Cancels the task's approval while it is pending; an acknowledgement either way.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.calls, &self.key, &request.task_id).await
+    }
+
+    /// No task needs input: acknowledged for a known task.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.key, &request.task_id)
     }
 }
