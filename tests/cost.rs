@@ -9,8 +9,11 @@
 //! `storage` (what a life leaves in the tables, and for how long), `deployment` (what the
 //! template creates at its defaults), `bill` (a default deployment's month), `history` (the
 //! target, and scenario (b) at each cut), `stall` (a reminder and an escalation step, counted
-//! from the sweep that sends them), and `render` and `render_bill` (the file).
+//! from the sweep that sends them), `agent_wait` (an MCP task's polls against held reads), and
+//! `render` and `render_bill` (the file).
 
+#[path = "cost/agent_wait.rs"]
+mod agent_wait;
 #[path = "cost/bill.rs"]
 mod bill;
 #[path = "cost/deployment.rs"]

@@ -55,14 +55,15 @@ async fn main() {
         ratios.table_size
     );
     println!(
-        "overhead-ratio: create={:.2} decide={:.2} vote={:.2} vote-completing={:.2} webhook={:.2} github-event={:.2} reminder={:.2}",
+        "overhead-ratio: create={:.2} decide={:.2} vote={:.2} vote-completing={:.2} webhook={:.2} github-event={:.2} reminder={:.2} resume={:.2}",
         ratios.create,
         ratios.decide,
         ratios.vote,
         ratios.vote_completing,
         ratios.webhook,
         ratios.github,
-        ratios.reminder
+        ratios.reminder,
+        ratios.resume
     );
 }
 

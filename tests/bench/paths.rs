@@ -15,6 +15,7 @@ use crate::{Stats, drive};
 mod operations;
 mod raw;
 mod requests;
+mod resume;
 mod stall;
 mod table_size;
 
@@ -31,6 +32,8 @@ pub struct Ratios {
     pub github: f64,
     /// The sweeper's reminder step (`store.remind`, no router).
     pub reminder: f64,
+    /// The executor's resume job (one job message handled, no router).
+    pub resume: f64,
     /// create first's in-process ops/s on tables holding 20,000 approvals ÷ on empty tables.
     pub table_size: f64,
 }
@@ -111,6 +114,7 @@ enum Op {
     GithubOpen,
     GithubJoin,
     Reminder,
+    Resume,
 }
 
 impl Op {
@@ -127,19 +131,20 @@ impl Op {
                 Function::Webhook
             }
             Op::Reminder => Function::Sweeper,
+            Op::Resume => Function::Executor,
         }
     }
 
     /// The modes it is measured in: a scheduled function's step has no HTTP route.
     fn modes(self) -> &'static [Mode] {
         match self {
-            Op::Reminder => &[Mode::Raw, Mode::InProcess],
+            Op::Reminder | Op::Resume => &[Mode::Raw, Mode::InProcess],
             _ => &MODES,
         }
     }
 }
 
-const OPS: [Op; 11] = [
+const OPS: [Op; 12] = [
     Op::CreateFirst,
     Op::CreateReplay,
     Op::DecideWinner,
@@ -151,6 +156,7 @@ const OPS: [Op; 11] = [
     Op::GithubOpen,
     Op::GithubJoin,
     Op::Reminder,
+    Op::Resume,
 ];
 
 impl Op {
@@ -167,6 +173,7 @@ impl Op {
             Op::GithubOpen => "github-event open",
             Op::GithubJoin => "github-event join",
             Op::Reminder => "reminder",
+            Op::Resume => "resume",
         }
     }
 }
@@ -178,6 +185,8 @@ struct Fixture {
     ids: Vec<String>,
     /// The approvals as read before the timed part (a sweep's step writes from what it read).
     approvals: Vec<countersign::domain::Approval>,
+    /// The executor and the executor role's Lambda client (the resume row).
+    workflows: Option<resume::Workflows>,
 }
 
 impl<'a> Bench<'a> {
@@ -246,8 +255,18 @@ pub async fn run(ops: usize) -> Ratios {
     // Table keys kept for the whole run (a deployment's default is 60 s: one GetItem a minute).
     let github = countersign_tests::github::FakeGithub::start().await;
     let _ = GITHUB_API.set(github.base.clone());
-    let t =
-        TestApp::start_with(&[("KEY_CACHE_SECONDS", "300"), ("GITHUB", &github.config())]).await;
+    let t = TestApp::start_with(&[
+        ("KEY_CACHE_SECONDS", "300"),
+        ("GITHUB", &github.config()),
+        // The executor's configuration (the resume row: its queue is never sent to).
+        (
+            "JOBS_QUEUE_URL",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/bench-unused",
+        ),
+        ("PUBLIC_BASE_URL", "https://approvals.example.com"),
+        ("RESUME_TYPES", "lambda_durable"),
+    ])
+    .await;
     let requester = countersign_tests::table_key(
         &t.app.store,
         countersign_tests::TENANT_A,
@@ -308,6 +327,7 @@ pub async fn run(ops: usize) -> Ratios {
         webhook: ratio(["webhook first", "webhook duplicate"]),
         github: ratio(["github-event open", "github-event join"]),
         reminder: ratio(["reminder", "reminder"]),
+        resume: ratio(["resume", "resume"]),
         table_size: if only().is_some() {
             f64::NAN
         } else {

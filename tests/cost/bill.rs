@@ -225,20 +225,36 @@ impl Bill<'_> {
     /// read and the seat's take and give-back); its reads are strongly consistent reads of
     /// (b)'s approval; the seat's item is under 1 KB while fewer than about 25 reads hold.
     pub(crate) fn held_read(&self, seconds: f64) -> Vec<(&'static str, f64)> {
+        let mut parts = self.read_request(
+            seconds + (5.0 + 3.0 * 10.0) / 1000.0,
+            reads_in_hold(seconds),
+        );
+        parts.push(("DynamoDB writes (the seat)", 2.0 * WRITE_UNIT));
+        parts
+    }
+
+    /// One poll of an MCP task (`tasks/get`: one plain `GET /approvals/{id}`, no hold, no
+    /// seat): the read function's own work (the model's 5 ms an invocation, 10 ms a request),
+    /// one strongly consistent read of (b)'s approval, its log line.
+    pub(crate) fn task_poll(&self) -> Vec<(&'static str, f64)> {
+        self.read_request((5.0 + 10.0) / 1000.0, 1)
+    }
+
+    /// A request to the read function billed `seconds`, reading (b)'s approval `reads` times
+    /// (strongly consistent), with its log line.
+    fn read_request(&self, seconds: f64, reads: usize) -> Vec<(&'static str, f64)> {
         let memory_gb = memory_mb("read") / 1024.0;
-        let billed = seconds + (5.0 + 3.0 * 10.0) / 1000.0;
         let approval = self.life.kept["approvals"].item_bytes;
         let units = approval.div_ceil(4096).max(1) as f64;
         let line = self.life.log_bytes as f64 / self.life.log_lines.max(1) as f64;
         vec![
-            ("Lambda duration", memory_gb * billed * LAMBDA_GB_SECOND_ARM),
+            (
+                "Lambda duration",
+                memory_gb * seconds * LAMBDA_GB_SECOND_ARM,
+            ),
             ("Lambda request", LAMBDA_REQUEST),
             ("API Gateway request", API_REQUEST),
-            (
-                "DynamoDB reads",
-                reads_in_hold(seconds) as f64 * units * READ_UNIT,
-            ),
-            ("DynamoDB writes (the seat)", 2.0 * WRITE_UNIT),
+            ("DynamoDB reads", reads as f64 * units * READ_UNIT),
             ("its log line", line / 1e9 * LOGS_INGESTED_GB),
         ]
     }

@@ -13,7 +13,14 @@ impl Bench<'_> {
         let body = deploy_body(1, &[ALICE, "bob@example.com"]);
         if op == Op::Reminder {
             let (ids, approvals) = self.pending_reminded(self.ops).await;
-            return Fixture { ids, approvals };
+            return Fixture {
+                ids,
+                approvals,
+                workflows: None,
+            };
+        }
+        if op == Op::Resume {
+            return self.pending_resumed(self.ops).await;
         }
         let ids = match op {
             Op::CreateFirst => Vec::new(),
@@ -46,7 +53,7 @@ impl Bench<'_> {
                 assert_eq!(self.t.decide(DECIDER_A, &id, approve).await.status, 200);
                 vec![id]
             }
-            Op::GithubOpen | Op::Reminder => Vec::new(),
+            Op::GithubOpen | Op::Reminder | Op::Resume => Vec::new(),
             // Rounds open, each joined by up to JOINS_PER_ROUND operations' deliveries (an
             // approval names at most 100 deliveries).
             Op::GithubJoin => {
@@ -87,6 +94,7 @@ impl Bench<'_> {
         Fixture {
             ids,
             approvals: Vec::new(),
+            workflows: None,
         }
     }
 
@@ -176,6 +184,8 @@ impl Bench<'_> {
             // A sweep at the reminder's time, the approval as that sweep read it.
             (Op::Reminder, Mode::Raw) => self.raw_remind(&fixture.approvals[i]).await,
             (Op::Reminder, _) => self.remind(&fixture.approvals[i]).await,
+            (Op::Resume, Mode::Raw) => self.raw_resume(fixture, i, now).await,
+            (Op::Resume, _) => self.resume(fixture, i).await,
             (Op::WebhookDuplicate, Mode::Raw) => {
                 self.raw_webhook(&fixture.ids[0], &self.key("msg-dup"), now)
                     .await

@@ -13,8 +13,7 @@ use crate::store::attr::{epoch, n, opt_s, s};
 use crate::store::client::{Store, Transaction, condition_failed_item};
 use crate::store::codec::status_check_to_attr;
 use crate::store::error::StoreError;
-use crate::store::expr::{UpdateExpr, names};
-use crate::store::keys::approval_key;
+use crate::store::expr::UpdateExpr;
 use crate::store::size::{MAX_CHECK_DETAIL_CHARS, MAX_STATUS_CHECKS, cut, kept};
 
 /// only_if_owner: the attempt is still the one `:token` began (no other worker took over after
@@ -259,17 +258,7 @@ impl Store {
             }
             None => update.remove("#resume.#last_error"),
         };
-        let update = update.build();
-        let condition = "attribute_exists(#resume)";
-        Update::builder()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(&key.tenant, &key.approval_id))
-            .update_expression(&update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[&update, condition])))
-            .set_expression_attribute_values(Some(vals))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+        self.approval_update(key, &update.build(), "attribute_exists(#resume)", vals)
     }
 }
 

@@ -267,15 +267,26 @@ impl Store {
         let update = after.apply(update, &mut vals, self.retention).build();
         vals.insert(":approved".to_owned(), s(Status::Approved.as_str()));
         vals.insert(":generation".to_owned(), n(key.generation));
+        self.approval_update(key, &update, condition, vals)
+            .map(Some)
+    }
+
+    /// The approval's side of a job's transaction: `update` while `condition` holds.
+    fn approval_update(
+        &self,
+        key: &LedgerKey,
+        update: &str,
+        condition: &str,
+        vals: HashMap<String, AttributeValue>,
+    ) -> Result<Update, StoreError> {
         Update::builder()
             .table_name(&self.tables.approvals)
             .key("pk", approval_key(&key.tenant, &key.approval_id))
-            .update_expression(&update)
+            .update_expression(update)
             .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[&update, condition])))
+            .set_expression_attribute_names(Some(names(&[update, condition])))
             .set_expression_attribute_values(Some(vals))
             .build()
-            .map(Some)
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 
