@@ -385,6 +385,27 @@ async fn throttling_and_5xx_are_answered_again_within_the_job_s_attempts() {
     }
 }
 
+/// A throttled answer never reached the workflow: when the next one finds the workflow gone
+/// (its callback timed out meanwhile), the answer ends `failed` — not taken for an earlier
+/// answer's, since none may have landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_throttled_answer_then_a_workflow_that_gave_up_is_failed_not_succeeded() {
+    let t = TestApp::start_jobs(&[BOTH]).await;
+    let callback = DurableCallback::create(Some(0.5)).await;
+    fault("SendDurableExecutionCallbackSuccess", "TooManyRequestsException", 1).await;
+    let id = t
+        .create_approved("throttled-then-gone", &asking(durable(&callback.id)), ALICE)
+        .await;
+    let approval = answered(&t, &id).await;
+    assert_eq!(approval["resume"]["status"], "failed", "{approval}");
+    assert_eq!(approval["resume"]["attempts"], 2, "throttled, then refused");
+    let why = approval["resume"]["last_error"].as_str().unwrap_or_default();
+    assert!(why.contains("CallbackTimeoutException"), "{why}");
+    assert_eq!(events(&t, &id, "resume.failed").await.len(), 1);
+    assert!(events(&t, &id, "resume.succeeded").await.is_empty());
+    assert_eq!(callback.state().await["status"], "timed_out");
+}
+
 /// The runner's real binary logs at debug: no line holds a token or a callback id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_log_line_holds_a_token() {

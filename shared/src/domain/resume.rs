@@ -18,6 +18,12 @@ use super::{Approval, Status};
 pub const MAX_TASK_TOKEN_CHARS: usize = 2048;
 pub const MAX_CALLBACK_ID_CHARS: usize = 1024;
 
+/// The largest decision document each answer carries whole: a success's output or result
+/// (256 KiB in both APIs), a failure's cause (Step Functions keeps 32,768 characters; a
+/// durable failure's data is held to the same, so one document reads the same either way).
+pub const MAX_SUCCESS_BYTES: usize = 262_144;
+pub const MAX_FAILURE_BYTES: usize = 32_768;
+
 /// Which kind of workflow waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -266,7 +272,11 @@ pub enum ResumeAnswer {
 impl ResumeAnswer {
     /// The answer for an approval that ended (`None` while it is pending).
     pub fn of(approval: &Approval) -> Option<Self> {
-        let document = decision_document(approval)?.to_string();
+        let limit = match approval.status {
+            Status::Approved => MAX_SUCCESS_BYTES,
+            _ => MAX_FAILURE_BYTES,
+        };
+        let document = within(decision_document(approval)?, limit).to_string();
         Some(match approval.status {
             Status::Approved => Self::Success { document },
             Status::Rejected => Self::failure("Countersign.Rejected", document),
@@ -295,6 +305,25 @@ impl ResumeAnswer {
             Self::Failure { error, .. } => Some(error),
         }
     }
+}
+
+/// The document as it fits `limit` bytes, still whole JSON: the votes' comments left out, then
+/// the votes themselves, marked `"truncated": true` (the approval has them all).
+fn within(mut document: Value, limit: usize) -> Value {
+    let fits = |d: &Value| d.to_string().len() <= limit;
+    if fits(&document) {
+        return document;
+    }
+    document["truncated"] = json!(true);
+    if let Some(votes) = document["votes"].as_array_mut() {
+        for vote in votes.iter_mut().filter_map(Value::as_object_mut) {
+            vote.remove("comment");
+        }
+    }
+    if !fits(&document) {
+        document["votes"] = json!([]);
+    }
+    document
 }
 
 /// What the workflow receives: `{approval_id, status, decided_at, votes}` — `decided_at` is

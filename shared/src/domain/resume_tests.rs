@@ -106,3 +106,21 @@ fn the_answer_follows_the_end() {
     );
     assert_eq!(document["votes"], json!([]));
 }
+
+#[test]
+fn a_document_too_large_for_its_answer_stays_whole_json() {
+    let vote = |n: usize| json!({"approver": format!("a{n}@example.com"), "vote": "reject",
+                                 "at": "2026-12-05T10:00:00Z", "comment": "x".repeat(2_000)});
+    let document = json!({"approval_id": "apr_1", "status": "rejected",
+                          "decided_at": "2026-12-05T10:00:00Z",
+                          "votes": (0..20).map(vote).collect::<Vec<_>>()});
+    assert!(document.to_string().len() > MAX_FAILURE_BYTES);
+    let fitted = within(document.clone(), MAX_FAILURE_BYTES);
+    assert!(fitted.to_string().len() <= MAX_FAILURE_BYTES);
+    assert_eq!(fitted["truncated"], true);
+    assert_eq!(fitted["votes"].as_array().map(Vec::len), Some(20), "the votes, without comments");
+    assert!(fitted["votes"][0].get("comment").is_none());
+    assert_eq!(within(document.clone(), MAX_SUCCESS_BYTES), document, "whole when it fits");
+    let tight = within(document, 200);
+    assert_eq!((tight["votes"].clone(), tight["truncated"].clone()), (json!([]), json!(true)));
+}

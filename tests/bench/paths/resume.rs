@@ -211,11 +211,11 @@ impl Bench<'_> {
             .key("pk", s(format!("{}#{}", read.tenant, read.id)))
             .update_expression(
                 "SET #resume.#status = :succeeded, #resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one, \
-                 #resume.#updated_at = :now REMOVE #resume.#last_error",
+                 #resume.#updated_at = :now REMOVE #resume.#last_error, #resume.#token",
             )
             .condition_expression("attribute_exists(#resume)")
             .set_expression_attribute_names(Some(names(&[
-                "resume", "status", "attempts", "updated_at", "last_error",
+                "resume", "status", "attempts", "updated_at", "last_error", "token",
             ])))
             .expression_attribute_values(":succeeded", s("succeeded"))
             .expression_attribute_values(":zero", n(0))

@@ -20,9 +20,6 @@ use crate::domain::resume::{ResumeAnswer, ResumeKind};
 use crate::jobs::job::ResumeJob;
 use crate::store::{AttemptEnd, LedgerEntry, StoreError};
 
-/// Step Functions' limit on `SendTaskFailure`'s `cause`; `error` is ours (under its 256).
-const MAX_CAUSE_CHARS: usize = 32_768;
-
 /// The error codes that say the workflow no longer waits for this token: not retried.
 const NOTHING_WAITS: [&str; 4] = [
     "TaskDoesNotExist",
@@ -99,8 +96,11 @@ impl Executor {
         let outcome = match outcome {
             // A second answer of ours is refused as one after the workflow's end is: an earlier
             // attempt that may have landed makes it ours.
+            // (Never an invalid token: no answer of ours makes one.)
             CallOutcome::Refused(why)
-                if nothing_waits(&why) && left.is_some_and(may_have_landed) =>
+                if nothing_waits(&why)
+                    && !why.contains("InvalidToken")
+                    && left.is_some_and(may_have_landed) =>
             {
                 tracing::info!(
                     job = r.job.id(),
@@ -137,7 +137,7 @@ impl Executor {
                 .send_task_failure()
                 .task_token(token)
                 .error(error)
-                .cause(within(document, MAX_CAUSE_CHARS))
+                .cause(document)
                 .send()
                 .await
                 .map(drop)
@@ -194,7 +194,11 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + 'static>(
             );
             if NOTHING_WAITS.contains(&code.as_str()) {
                 CallOutcome::Refused(format!("{NO_LONGER_WAITS}: {why}"))
-            } else if THROTTLED.contains(&code.as_str()) || status == 429 || status >= 500 {
+            } else if THROTTLED.contains(&code.as_str()) || status == 429 {
+                // Refused before it was taken: this answer never reached the workflow.
+                CallOutcome::Retryable(format!("not sent: {why}"))
+            } else if status >= 500 {
+                // AWS failed it: it may or may not have been applied.
                 CallOutcome::Retryable(why)
             } else {
                 CallOutcome::Refused(why)
@@ -221,25 +225,24 @@ fn nothing_waits(why: &str) -> bool {
     why.starts_with(NO_LONGER_WAITS)
 }
 
-/// Whether an attempt before this one may have reached AWS (it did not end `not sent`).
+/// Whether an attempt before this one may have reached AWS: one that did not end `not sent`
+/// (never sent, or throttled), counting this one's begin.
 fn may_have_landed(entry: &LedgerEntry) -> bool {
     entry.attempts > 1 + entry.unsent
 }
 
-/// The outcome with the token (should AWS's message quote it) replaced by its name.
+/// The outcome with the token (should AWS's message quote it, as it is or percent-encoded as
+/// in a URL's path) replaced by its name.
 fn redacted(outcome: CallOutcome, token: &str, name: &str) -> CallOutcome {
-    let clean = |why: String| why.replace(token, name);
+    let encoded =
+        percent_encoding::utf8_percent_encode(token, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let clean = |why: String| why.replace(token, name).replace(&encoded, name);
     match outcome {
         CallOutcome::Succeeded => CallOutcome::Succeeded,
         CallOutcome::Refused(why) => CallOutcome::Refused(clean(why)),
         CallOutcome::Retryable(why) => CallOutcome::Retryable(clean(why)),
         CallOutcome::Unknown(why) => CallOutcome::Unknown(clean(why)),
     }
-}
-
-/// `text` cut to `chars` characters.
-fn within(text: &str, chars: usize) -> String {
-    text.chars().take(chars).collect()
 }
 
 #[cfg(test)]
@@ -280,5 +283,15 @@ mod tests {
             panic!("{outcome:?}")
         };
         assert_eq!(why, "InvalidToken: Invalid token 'sha256:abc'");
+        let id = "Y2Fs+bGJh/Y2s=";
+        let outcome = redacted(
+            CallOutcome::Unknown("POST /2025-12-01/durable-execution-callbacks/Y2Fs%2BbGJh%2FY2s%3D/succeed: timed out".to_owned()),
+            id,
+            "sha256:def",
+        );
+        let CallOutcome::Unknown(why) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert!(why.contains("callbacks/sha256:def/succeed"), "{why}");
     }
 }

@@ -34,7 +34,8 @@ pub(crate) fn resume_from(item: &Item) -> Result<Option<Resume>, StoreError> {
     };
     Ok(Some(Resume {
         kind: ResumeKind::parse(get_s(map, "type")?).ok_or(StoreError::corrupt("resume.type"))?,
-        token: ResumeToken::new(get_s(map, "token")?),
+        // Removed once the answer ended (see `store/ledger/end.rs`).
+        token: ResumeToken::new(opt_s(map, "token").unwrap_or_default()),
         status: ResumeStatus::parse(get_s(map, "status")?)
             .ok_or(StoreError::corrupt("resume.status"))?,
         attempts: get_n(map, "attempts").unwrap_or(0),

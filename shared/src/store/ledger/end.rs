@@ -132,6 +132,12 @@ impl Store {
         if end.call_ended_ms.is_some() {
             ledger_update.push_str(", #call_ended_at = :call_ended_at");
         }
+        // The attempts whose request never reached the target: an answer refused later (a
+        // GitHub run, a workflow's token) is an earlier attempt's only if one may have reached it.
+        let never_sent = completion.never_sent();
+        if never_sent {
+            ledger_update.push_str(", #unsent = if_not_exists(#unsent, :zero_unsent) + :one_unsent");
+        }
         ledger_update.push_str(match completion.error() {
             Some(_) => " REMOVE #lease_until",
             None => " REMOVE #lease_until, #last_error",
@@ -162,6 +168,10 @@ impl Store {
         }
         if let Some(ms) = end.call_ended_ms {
             ledger_vals.insert(":call_ended_at".to_owned(), n(ms));
+        }
+        if never_sent {
+            ledger_vals.insert(":zero_unsent".to_owned(), n(0));
+            ledger_vals.insert(":one_unsent".to_owned(), n(1));
         }
         for (name, members) in sets.iter().filter(|(_, members)| !members.is_empty()) {
             ledger_vals.insert(format!(":{name}"), AttributeValue::Ss(members.to_vec()));
@@ -220,7 +230,7 @@ impl Store {
         unchanged_since: Option<EpochSeconds>,
     ) -> Result<Option<Update>, StoreError> {
         if key.guards == super::Guarded::Resume {
-            return self.resume_end(key, completion, now).map(Some);
+            return self.resume_end(key, completion, now, true).map(Some);
         }
         let (update, vals, condition, due) =
             execution_end_parts(completion, check, now, due_at, unchanged_since);
@@ -228,13 +238,16 @@ impl Store {
     }
 
     /// The approval's side of a resume job's end: its `resume` status (pending while a retry
-    /// or a doubt waits), the attempts and the last error, moved in the transaction that ends
-    /// the attempt — what the approval shows of its workflow's answer.
+    /// or a doubt waits), the attempts (`tried`: this end follows an answer tried) and the last
+    /// error, moved in the transaction that ends the attempt — what the approval shows of its
+    /// workflow's answer. Once it ended, the token is removed: it answers nothing any more, and
+    /// a credential is kept no longer than it is needed.
     pub(super) fn resume_end(
         &self,
         key: &LedgerKey,
         completion: &Completion,
         now: EpochSeconds,
+        tried: bool,
     ) -> Result<Update, StoreError> {
         let status = match completion {
             Completion::Succeeded => ResumeStatus::Succeeded,
@@ -243,14 +256,19 @@ impl Store {
         };
         let mut update = UpdateExpr::default()
             .set("#resume.#status = :resume_status")
-            .set("#resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one")
             .set("#resume.#updated_at = :now");
         let mut vals = values(&[
             (":resume_status", s(status.as_str())),
-            (":zero", n(0)),
-            (":one", n(1)),
             (":now", epoch(now)),
         ]);
+        if tried {
+            update = update.set("#resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one");
+            vals.insert(":zero".to_owned(), n(0));
+            vals.insert(":one".to_owned(), n(1));
+        }
+        if status != ResumeStatus::Pending {
+            update = update.remove("#resume.#token");
+        }
         update = match completion.error() {
             Some(error) => {
                 vals.insert(":error".to_owned(), s(error));

@@ -465,7 +465,7 @@ impl Store {
             .set("#execution.#last_error = :error")
             .set("#execution.#updated_at = :now");
         let execution = if key.guards == Guarded::Resume {
-            Some(self.resume_end(key, &Completion::Failed(reason.to_owned()), now)?)
+            Some(self.resume_end(key, &Completion::Failed(reason.to_owned()), now, false)?)
         } else {
             self.execution_update(
                 key,
