@@ -22,7 +22,7 @@ registration):
          -> {"status": pending|succeeded|failed|timed_out, "result", "result_base64", "error",
              "calls": {"succeed", "fail", "heartbeat"}, "answers_received", "answers_accepted",
              "heartbeats_accepted", "durable_execution_arn", "function_arn", "callback_id"}
-    POST /_countersign/faults {"operation", "error", "count"?}  -> {"queued": count}
+    POST /_countersign/faults {"operation", "error", "count"?, "target"?}  -> {"queued": count}
     DELETE /_countersign/faults                                -> {"cleared": true}
 """
 
@@ -112,7 +112,7 @@ class Control:
 
     def _callback(self, environ: dict[str, Any], start_response: Callable[..., Any], callback_id: str, kind: str) -> list[bytes]:
         body = self._body(environ)
-        fault = faults.take(OPERATIONS[kind])
+        fault = faults.take(OPERATIONS[kind], callback_id)
         if fault is not None:
             return lambda_error(start_response, *fault)
         try:
@@ -131,7 +131,9 @@ class Control:
                 return _json(start_response, 405, {"error": "POST or DELETE"})
             spec = json.loads(self._body(environ) or b"{}")
             count = int(spec.get("count", 1))
-            faults.queue(str(spec["operation"]), str(spec["error"]), count)
+            target = spec.get("target")
+            faults.queue(str(spec["operation"]), str(spec["error"]), count,
+                         None if target is None else str(target))
             return _json(start_response, 200, {"queued": count})
         if path == CONTROL_CALLBACKS:
             if method != "POST":

@@ -1,8 +1,9 @@
 """Errors queued for the next calls of an operation, so that a client's retries can be tested:
 `POST /_countersign/faults` {"operation": "SendTaskSuccess", "error": "ThrottlingException",
 "count": 2} makes the next two SendTaskSuccess calls answer that error (before anything else is
-checked, as a throttled or failing service answers). Only the errors each service documents for
-these operations are known.
+checked, as a throttled or failing service answers). With `"target"` (a task token or a
+callback id) only the calls for it take the fault: tests running at once against one local AWS
+do not take each other's. Only the errors each service documents for these operations are known.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ for _operation in ("SendDurableExecutionCallbackSuccess", "SendDurableExecutionC
     }
 
 _lock = threading.Lock()
-_queued: dict[str, deque[str]] = {}
+# operation -> the queued errors, each with the token or callback id it is for (None: any)
+_queued: dict[str, deque[tuple[str, str | None]]] = {}
 
 
-def queue(operation: str, error: str, count: int) -> None:
+def queue(operation: str, error: str, count: int, target: str | None = None) -> None:
     if operation not in KNOWN:
         raise ValueError(f"operation {operation!r}: one of {sorted(KNOWN)}")
     if error not in KNOWN[operation]:
@@ -37,16 +39,21 @@ def queue(operation: str, error: str, count: int) -> None:
     if not 1 <= count <= 1000:
         raise ValueError("count: 1 to 1000")
     with _lock:
-        _queued.setdefault(operation, deque()).extend([error] * count)
+        _queued.setdefault(operation, deque()).extend([(error, target)] * count)
 
 
-def take(operation: str) -> tuple[str, int, str] | None:
-    """The next error queued for `operation`: (code, HTTP status, message), or None."""
+def take(operation: str, target: str | None = None) -> tuple[str, int, str] | None:
+    """The next error queued for `operation` and a call for `target`: (code, HTTP status,
+    message), or None."""
     with _lock:
         pending = _queued.get(operation)
         if not pending:
             return None
-        code = pending.popleft()
+        found = next((i for i, (_, t) in enumerate(pending) if t is None or t == target), None)
+        if found is None:
+            return None
+        code, _ = pending[found]
+        del pending[found]
     status, message = KNOWN[operation][code]
     return code, status, message
 

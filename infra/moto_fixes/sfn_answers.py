@@ -70,8 +70,8 @@ def _check_length(field: str, value: Any, minimum: int, maximum: int, size: int 
         raise _validation(field, f"Member must have length less than or equal to {maximum}")
 
 
-def _injected(operation: str) -> None:
-    fault = faults.take(operation)
+def _injected(operation: str, token: str | None) -> None:
+    fault = faults.take(operation, token)
     if fault is not None:
         code, status, message = fault
         raise _error(code, message, status)
@@ -124,7 +124,7 @@ def send_task_success(self: Any) -> EmptyResult:
     output = self._get_param("output")
     _check_length("taskToken", token, 1, TOKEN_MAX)
     _check_length("output", output, 1, OUTPUT_MAX_BYTES, None if output is None else len(output.encode("utf-8")))
-    _injected("SendTaskSuccess")
+    _injected("SendTaskSuccess", token)
     try:
         json.loads(output)
     except ValueError as e:
@@ -143,7 +143,7 @@ def send_task_failure(self: Any) -> EmptyResult:
     _check_length("taskToken", token, 1, TOKEN_MAX)
     _check_length("error", error, 0, ERROR_MAX)
     _check_length("cause", cause, 0, CAUSE_MAX)
-    _injected("SendTaskFailure")
+    _injected("SendTaskFailure", token)
     task = _open_task(self.stepfunction_backend, token)
     _answer(task, CallbackOutcomeFailure(callback_id=token, error=error, cause=cause))
     return EmptyResult()
@@ -152,7 +152,7 @@ def send_task_failure(self: Any) -> EmptyResult:
 def send_task_heartbeat(self: Any) -> EmptyResult:
     token = self._get_param("taskToken")
     _check_length("taskToken", token, 1, TOKEN_MAX)
-    _injected("SendTaskHeartbeat")
+    _injected("SendTaskHeartbeat", token)
     task = _open_task(self.stepfunction_backend, token)
     with TASKS.lock:
         task.heartbeats += 1

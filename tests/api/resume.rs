@@ -356,10 +356,17 @@ async fn throttling_and_5xx_are_answered_again_within_the_job_s_attempts() {
         "SendDurableExecutionCallbackSuccess",
         "TooManyRequestsException",
         1,
+        &callback.id,
     )
     .await;
-    fault("SendDurableExecutionCallbackSuccess", "ServiceException", 1).await;
-    fault("SendTaskSuccess", "ThrottlingException", 2).await;
+    fault(
+        "SendDurableExecutionCallbackSuccess",
+        "ServiceException",
+        1,
+        &callback.id,
+    )
+    .await;
+    fault("SendTaskSuccess", "ThrottlingException", 2, &token).await;
     let by_callback = t
         .create_approved("throttled-durable", &asking(durable(&callback.id)), ALICE)
         .await;
@@ -392,14 +399,22 @@ async fn throttling_and_5xx_are_answered_again_within_the_job_s_attempts() {
 async fn a_throttled_answer_then_a_workflow_that_gave_up_is_failed_not_succeeded() {
     let t = TestApp::start_jobs(&[BOTH]).await;
     let callback = DurableCallback::create(Some(0.5)).await;
-    fault("SendDurableExecutionCallbackSuccess", "TooManyRequestsException", 1).await;
+    fault(
+        "SendDurableExecutionCallbackSuccess",
+        "TooManyRequestsException",
+        1,
+        &callback.id,
+    )
+    .await;
     let id = t
         .create_approved("throttled-then-gone", &asking(durable(&callback.id)), ALICE)
         .await;
     let approval = answered(&t, &id).await;
     assert_eq!(approval["resume"]["status"], "failed", "{approval}");
     assert_eq!(approval["resume"]["attempts"], 2, "throttled, then refused");
-    let why = approval["resume"]["last_error"].as_str().unwrap_or_default();
+    let why = approval["resume"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
     assert!(why.contains("CallbackTimeoutException"), "{why}");
     assert_eq!(events(&t, &id, "resume.failed").await.len(), 1);
     assert!(events(&t, &id, "resume.succeeded").await.is_empty());

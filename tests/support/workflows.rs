@@ -200,13 +200,13 @@ impl DurableCallback {
     }
 }
 
-/// The next `count` calls of `operation` (e.g. `SendTaskSuccess`) on the local AWS answer
-/// `error` first, changing nothing.
-pub async fn fault(operation: &str, error: &str, count: u32) {
+/// The next `count` calls of `operation` (e.g. `SendTaskSuccess`) for `target` (a task token or
+/// a callback id: the tests share one local AWS) answer `error` first, changing nothing.
+pub async fn fault(operation: &str, error: &str, count: u32, target: &str) {
     let endpoint = aws_endpoint().expect("the local AWS (its control API)");
     let reply = reqwest::Client::new()
         .post(format!("{endpoint}/_countersign/faults"))
-        .json(&json!({"operation": operation, "error": error, "count": count}))
+        .json(&json!({"operation": operation, "error": error, "count": count, "target": target}))
         .send()
         .await
         .expect("queue a fault");

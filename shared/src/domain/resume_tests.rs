@@ -109,8 +109,10 @@ fn the_answer_follows_the_end() {
 
 #[test]
 fn a_document_too_large_for_its_answer_stays_whole_json() {
-    let vote = |n: usize| json!({"approver": format!("a{n}@example.com"), "vote": "reject",
-                                 "at": "2026-12-05T10:00:00Z", "comment": "x".repeat(2_000)});
+    let vote = |n: usize| {
+        json!({"approver": format!("a{n}@example.com"), "vote": "reject",
+                                 "at": "2026-12-05T10:00:00Z", "comment": "x".repeat(2_000)})
+    };
     let document = json!({"approval_id": "apr_1", "status": "rejected",
                           "decided_at": "2026-12-05T10:00:00Z",
                           "votes": (0..20).map(vote).collect::<Vec<_>>()});
@@ -118,9 +120,20 @@ fn a_document_too_large_for_its_answer_stays_whole_json() {
     let fitted = within(document.clone(), MAX_FAILURE_BYTES);
     assert!(fitted.to_string().len() <= MAX_FAILURE_BYTES);
     assert_eq!(fitted["truncated"], true);
-    assert_eq!(fitted["votes"].as_array().map(Vec::len), Some(20), "the votes, without comments");
+    assert_eq!(
+        fitted["votes"].as_array().map(Vec::len),
+        Some(20),
+        "the votes, without comments"
+    );
     assert!(fitted["votes"][0].get("comment").is_none());
-    assert_eq!(within(document.clone(), MAX_SUCCESS_BYTES), document, "whole when it fits");
+    assert_eq!(
+        within(document.clone(), MAX_SUCCESS_BYTES),
+        document,
+        "whole when it fits"
+    );
     let tight = within(document, 200);
-    assert_eq!((tight["votes"].clone(), tight["truncated"].clone()), (json!([]), json!(true)));
+    assert_eq!(
+        (tight["votes"].clone(), tight["truncated"].clone()),
+        (json!([]), json!(true))
+    );
 }

@@ -234,8 +234,8 @@ fn may_have_landed(entry: &LedgerEntry) -> bool {
 /// The outcome with the token (should AWS's message quote it, as it is or percent-encoded as
 /// in a URL's path) replaced by its name.
 fn redacted(outcome: CallOutcome, token: &str, name: &str) -> CallOutcome {
-    let encoded =
-        percent_encoding::utf8_percent_encode(token, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let encoded = percent_encoding::utf8_percent_encode(token, percent_encoding::NON_ALPHANUMERIC)
+        .to_string();
     let clean = |why: String| why.replace(token, name).replace(&encoded, name);
     match outcome {
         CallOutcome::Succeeded => CallOutcome::Succeeded,

@@ -136,7 +136,8 @@ impl Store {
         // GitHub run, a workflow's token) is an earlier attempt's only if one may have reached it.
         let never_sent = completion.never_sent();
         if never_sent {
-            ledger_update.push_str(", #unsent = if_not_exists(#unsent, :zero_unsent) + :one_unsent");
+            ledger_update
+                .push_str(", #unsent = if_not_exists(#unsent, :zero_unsent) + :one_unsent");
         }
         ledger_update.push_str(match completion.error() {
             Some(_) => " REMOVE #lease_until",
@@ -257,12 +258,10 @@ impl Store {
         let mut update = UpdateExpr::default()
             .set("#resume.#status = :resume_status")
             .set("#resume.#updated_at = :now");
-        let mut vals = values(&[
-            (":resume_status", s(status.as_str())),
-            (":now", epoch(now)),
-        ]);
+        let mut vals = values(&[(":resume_status", s(status.as_str())), (":now", epoch(now))]);
         if tried {
-            update = update.set("#resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one");
+            update =
+                update.set("#resume.#attempts = if_not_exists(#resume.#attempts, :zero) + :one");
             vals.insert(":zero".to_owned(), n(0));
             vals.insert(":one".to_owned(), n(1));
         }
