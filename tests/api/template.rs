@@ -452,7 +452,20 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
                 }
                 // X-Ray's two write actions (Tracing) have no resource-level permissions: AWS
                 // documents "*" as their only resource. Exactly these two, nothing else on "*".
-                if is_xray_write(statement) || is_batch_secret_read(statement) {
+                if is_xray_write(statement)
+                    || is_batch_secret_read(statement)
+                    || is_task_token_answer(statement)
+                {
+                    continue;
+                }
+                // A durable function's callbacks: on each listed function's durable executions
+                // (`<function ARN>:*`, the only form Lambda matches them by), nothing wider.
+                if is_durable_callback_answer(statement) {
+                    let resource = text(&statement["Resource"]);
+                    assert!(
+                        resource.contains("${Arns}:*") && resource.contains("ResumeFunctionArns"),
+                        "{id}: durable callbacks on {resource}"
+                    );
                     continue;
                 }
                 let resources = match &statement["Resource"] {
@@ -492,6 +505,39 @@ pub(crate) fn is_xray_write(statement: &Value) -> bool {
 
 /// `secretsmanager:BatchGetSecretValue` alone on `"*"`: the action takes no resource-level
 /// permission and grants nothing by itself (each secret read needs `GetSecretValue` on it).
+/// The actions of `statement`, when it allows exactly `expected`.
+fn allows_exactly(statement: &Value, expected: &[&str]) -> bool {
+    let actions: BTreeSet<&str> = statement["Action"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    statement["Effect"].as_str() == Some("Allow")
+        && actions == expected.iter().copied().collect::<BTreeSet<_>>()
+}
+
+/// The executor's answers to Step Functions task tokens: exactly `states:SendTaskSuccess` and
+/// `states:SendTaskFailure` on `"*"` — the Service Authorization Reference lists no resource
+/// type for them (the token is the capability).
+fn is_task_token_answer(statement: &Value) -> bool {
+    allows_exactly(
+        statement,
+        &["states:SendTaskSuccess", "states:SendTaskFailure"],
+    ) && statement["Resource"].as_str() == Some("*")
+}
+
+/// The executor's answers to Lambda durable functions' callbacks.
+fn is_durable_callback_answer(statement: &Value) -> bool {
+    allows_exactly(
+        statement,
+        &[
+            "lambda:SendDurableExecutionCallbackSuccess",
+            "lambda:SendDurableExecutionCallbackFailure",
+        ],
+    )
+}
+
 pub(crate) fn is_batch_secret_read(statement: &Value) -> bool {
     statement["Effect"].as_str() == Some("Allow")
         && statement["Action"].as_sequence().is_some_and(|a| {
