@@ -492,20 +492,13 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
 /// The X-Ray write statement Tracing needs: exactly `xray:PutTraceSegments` and
 /// `xray:PutTelemetryRecords`, allowed on `"*"` (they support no resource-level permissions).
 pub(crate) fn is_xray_write(statement: &Value) -> bool {
-    let actions: BTreeSet<&str> = statement["Action"]
-        .as_sequence()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    statement["Effect"].as_str() == Some("Allow")
-        && actions == BTreeSet::from(["xray:PutTraceSegments", "xray:PutTelemetryRecords"])
-        && statement["Resource"].as_str() == Some("*")
+    allows_exactly(
+        statement,
+        &["xray:PutTraceSegments", "xray:PutTelemetryRecords"],
+    ) && statement["Resource"].as_str() == Some("*")
 }
 
-/// `secretsmanager:BatchGetSecretValue` alone on `"*"`: the action takes no resource-level
-/// permission and grants nothing by itself (each secret read needs `GetSecretValue` on it).
-/// The actions of `statement`, when it allows exactly `expected`.
+/// Whether `statement` allows exactly the actions `expected`.
 fn allows_exactly(statement: &Value, expected: &[&str]) -> bool {
     let actions: BTreeSet<&str> = statement["Action"]
         .as_sequence()
@@ -538,6 +531,8 @@ fn is_durable_callback_answer(statement: &Value) -> bool {
     )
 }
 
+/// `secretsmanager:BatchGetSecretValue` alone on `"*"`: the action takes no resource-level
+/// permission and grants nothing by itself (each secret read needs `GetSecretValue` on it).
 pub(crate) fn is_batch_secret_read(statement: &Value) -> bool {
     statement["Effect"].as_str() == Some("Allow")
         && statement["Action"].as_sequence().is_some_and(|a| {

@@ -202,6 +202,25 @@ const FAIL_UNBEGUN: &str = "SET #status = :failed, #attempts = :zero, #generatio
 const ONLY_IF_CURRENT_GENERATION: &str =
     "#status = :approved AND #execution.#generation = :generation";
 
+/// One item's conditional update, for a transaction: `(table, key)`, `(update, condition)`.
+fn conditional_update(
+    (table, pk): (&str, AttributeValue),
+    (update, condition): (&str, &str),
+    vals: HashMap<String, AttributeValue>,
+    on_refusal: Option<ReturnValuesOnConditionCheckFailure>,
+) -> Result<Update, StoreError> {
+    Update::builder()
+        .table_name(table)
+        .key("pk", pk)
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names(&[update, condition])))
+        .set_expression_attribute_values(Some(vals))
+        .set_return_values_on_condition_check_failure(on_refusal)
+        .build()
+        .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+}
+
 fn values(pairs: &[(&str, AttributeValue)]) -> HashMap<String, AttributeValue> {
     pairs
         .iter()
@@ -237,16 +256,12 @@ impl Store {
         condition: &str,
         vals: HashMap<String, AttributeValue>,
     ) -> Result<Update, StoreError> {
-        Update::builder()
-            .table_name(&self.tables.execution_ledger)
-            .key("pk", s(key.pk()))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .set_expression_attribute_values(Some(vals))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+        conditional_update(
+            (&self.tables.execution_ledger, s(key.pk())),
+            (update, condition),
+            vals,
+            Some(ReturnValuesOnConditionCheckFailure::AllOld),
+        )
     }
 
     /// The approval's `execution`, updated in the same transaction as the ledger (execute jobs):
@@ -279,15 +294,15 @@ impl Store {
         condition: &str,
         vals: HashMap<String, AttributeValue>,
     ) -> Result<Update, StoreError> {
-        Update::builder()
-            .table_name(&self.tables.approvals)
-            .key("pk", approval_key(&key.tenant, &key.approval_id))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(Some(names(&[update, condition])))
-            .set_expression_attribute_values(Some(vals))
-            .build()
-            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
+        conditional_update(
+            (
+                &self.tables.approvals,
+                approval_key(&key.tenant, &key.approval_id),
+            ),
+            (update, condition),
+            vals,
+            None,
+        )
     }
 
     /// The ledger's write, the approval's `execution` (execute jobs) and the event the
