@@ -48,6 +48,7 @@ mod stall;
 mod status_checks;
 mod template;
 mod template_functions;
+mod template_grants;
 mod tenancy;
 mod traces;
 mod upgrade;

@@ -5,7 +5,8 @@
 use serde_norway::Value;
 
 use super::function_values;
-use crate::template::{is_xray_write, of_type, role_of, statements, template, text};
+use crate::template::{of_type, role_of, statements, template, text};
+use crate::template_grants::is_xray_write;
 
 /// `Tracing` from the `TracingMode` parameter on every function (a Global none overrides), the
 /// metrics variables from their parameters on every function, and X-Ray's write actions granted
