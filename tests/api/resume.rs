@@ -10,8 +10,8 @@ use countersign::jobs::Expirer;
 use countersign_tests::local_runner::{LocalRunner, isolated_env};
 use countersign_tests::workflows::{DurableCallback, WaitingStateMachine, fault};
 use countersign_tests::{
-    ALICE, BOB, CreateBody, DECIDER_A, KEY_A, TOKEN_SECRET, TestApp, decision_body, eventually,
-    test_api_keys,
+    ALICE, BOB, CreateBody, DECIDER_A, KEY_A, KEY_B, TENANT_A, TENANT_B, TOKEN_SECRET, TestApp,
+    decision_body, eventually, test_api_keys,
 };
 use serde_json::{Value, json};
 
@@ -140,6 +140,80 @@ async fn a_resume_is_checked_at_create_and_its_token_never_shown() {
     nowhere(&t, &id, token).await;
 }
 
+/// Review of v6, finding 1: the executor may answer any token (`states:SendTask*` has no
+/// resource scope), so a second approval carrying a waiting workflow's token — any requester's,
+/// any tenant's — would resume someone else's workflow when it ended. A token names one
+/// approval: of creates racing with one token, from two tenants and several keys, one is
+/// created and the rest are 409 `resume_in_use`; the first create's replay is still its answer,
+/// and the workflow is answered once, by its own approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_answers_one_approval_of_any_tenant() {
+    let t = TestApp::start_jobs(&[BOTH]).await;
+    let machine = WaitingStateMachine::create(None).await;
+    let (execution, token) = machine.start().await;
+    let callback = DurableCallback::create(None).await;
+    let mut winners = Vec::new();
+    for (round, resume) in [sfn(&token), durable(&callback.id)].into_iter().enumerate() {
+        let body = asking(resume.clone());
+        let creates = (0..8).map(|i| {
+            let (api_key, tenant) = match i % 2 {
+                0 => (KEY_A, TENANT_A),
+                _ => (KEY_B, TENANT_B),
+            };
+            let (t, body, key) = (&t, body.clone(), format!("{tenant}-{round}-{i}"));
+            async move {
+                (
+                    api_key,
+                    tenant,
+                    key.clone(),
+                    t.create(api_key, &key, &body).await,
+                )
+            }
+        });
+        let replies = futures::future::join_all(creates).await;
+        let mut created = replies.iter().filter(|(.., r)| r.status == 201);
+        let (api_key, tenant, key, first) = created.next().expect("one create wins");
+        assert_eq!(created.count(), 0, "one approval names the token: {resume}");
+        for (.., reply) in replies.iter().filter(|(.., r)| r.status != 201) {
+            reply.assert_problem(409, "resume_in_use");
+            assert!(!reply.text().contains(token.as_str()), "never quoted");
+        }
+        // The winner's replay is its answer; a later create with the token is still refused.
+        let replay = t.create(api_key, key, &body).await;
+        assert_eq!(replay.status, 201, "{}", replay.text());
+        assert_eq!(replay.json()["id"], first.json()["id"]);
+        for other in [KEY_A, KEY_B] {
+            t.create(other, &format!("later-{round}"), &body)
+                .await
+                .assert_problem(409, "resume_in_use");
+        }
+        let id = first.json()["id"].as_str().unwrap_or_default().to_owned();
+        winners.push((*api_key, *tenant, key.clone(), id));
+    }
+    // The state machine's own approval answers it, once, and the answer names that approval.
+    let (api_key, tenant, key, id) = &winners[0];
+    let cancelled = t
+        .send(
+            t.http
+                .post(t.url(&format!("/approvals/{id}/cancel")))
+                .bearer_auth(api_key),
+        )
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text());
+    let end = machine.ended(&execution).await;
+    assert_eq!(
+        end.error.as_deref(),
+        Some("Countersign.Cancelled"),
+        "{end:?}"
+    );
+    let cause: Value =
+        serde_json::from_str(end.cause.as_deref().unwrap_or("{}")).unwrap_or_default();
+    assert_eq!(cause["approval_id"], id.as_str());
+    assert_eq!(cause["tenant"], *tenant);
+    assert_eq!(cause["idempotency_key"], key.as_str());
+    assert_eq!(cause["requested_by"], *tenant);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_approved_state_machine_resumes_once_with_the_decision_document() {
     let t = TestApp::start_jobs(&[
@@ -171,6 +245,10 @@ async fn an_approved_state_machine_resumes_once_with_the_decision_document() {
     let approval = answered(&t, &id).await;
     let output = end.output.expect("the decision document");
     assert_eq!(output["approval_id"], id.as_str());
+    // What lets the workflow check that the answer is to its own request.
+    assert_eq!(output["tenant"], TENANT_A);
+    assert_eq!(output["idempotency_key"], "sfn-approved");
+    assert_eq!(output["requested_by"], TENANT_A);
     assert_eq!(output["status"], "approved");
     assert_eq!(output["decided_at"], approval["decision"]["decided_at"]);
     let voters: Vec<&str> = output["votes"]

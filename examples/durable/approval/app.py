@@ -90,7 +90,12 @@ def handler(event: dict, context: DurableContext) -> dict:
         # (resume_not_enabled, invalid_request, ...) or CountersignUnavailable.
         return {"outcome": "not_approved", "error": failure.message}
 
-    decision = json.loads(document)  # {approval_id, status: "approved", decided_at, votes}
+    decision = json.loads(document)
+    # {approval_id, tenant, idempotency_key, requested_by, status: "approved", decided_at, votes}.
+    # Countersign binds a callback id to one approval, and the document names the request it
+    # answers: act only on an answer to this execution's own create.
+    if decision.get("idempotency_key") != idempotency_key(execution, "approval"):
+        return {"outcome": "not_our_approval", "approval_id": decision.get("approval_id")}
     # Put the approved work here, in steps of its own.
     return {"outcome": "approved", "decision": decision}
 

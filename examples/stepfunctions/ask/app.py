@@ -52,12 +52,10 @@ def handler(event, _context):
 
 def idempotency_key(*parts: str) -> str:
     """The same for every attempt of this state in this execution, so that a retried invocation
-    replays the first create instead of asking twice. Countersign takes 1-255 printable ASCII
-    characters: a longer or non-ASCII key is replaced by its SHA-256."""
-    key = "#".join(parts)
-    if len(key) <= 255 and key.isascii() and key.isprintable():
-        return key
-    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+    replays the first create instead of asking twice: `sha256:` and the SHA-256 of the execution
+    id and the state's name. The state machine computes the same (States.Hash) and goes on only
+    when the decision document's `idempotency_key` is it: the answer is to this request."""
+    return "sha256:" + hashlib.sha256("#".join(parts).encode()).hexdigest()
 
 
 def api_key() -> str:

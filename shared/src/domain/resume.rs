@@ -75,8 +75,13 @@ impl ResumeToken {
 
     /// What names it where it may not be shown: `sha256:` and the first 12 hex digits.
     pub fn name(&self) -> String {
-        let digest = Sha256::digest(self.0.as_bytes());
-        format!("sha256:{}", &hex::encode(digest)[..12])
+        format!("sha256:{}", &self.digest()[..12])
+    }
+
+    /// The hex SHA-256 of the token: what the item that binds it to one approval is keyed by
+    /// (`resume_in_use`), across every tenant.
+    pub fn digest(&self) -> String {
+        hex::encode(Sha256::digest(self.0.as_bytes()))
     }
 }
 
@@ -326,8 +331,10 @@ fn within(mut document: Value, limit: usize) -> Value {
     document
 }
 
-/// What the workflow receives: `{approval_id, status, decided_at, votes}` — `decided_at` is
-/// when it ended (the deciding vote, the cancel, the expiry). `None` while pending.
+/// What the workflow receives: `{approval_id, tenant, idempotency_key, requested_by, status,
+/// decided_at, votes}` — `decided_at` is when it ended (the deciding vote, the cancel, the
+/// expiry). The tenant, the create's key and its requester let the workflow check that the
+/// answer is to its own request. `None` while pending.
 pub fn decision_document(approval: &Approval) -> Option<Value> {
     let decided_at = match approval.status {
         Status::Pending => return None,
@@ -355,6 +362,9 @@ pub fn decision_document(approval: &Approval) -> Option<Value> {
         .unwrap_or_default();
     Some(json!({
         "approval_id": approval.id,
+        "tenant": approval.tenant,
+        "idempotency_key": approval.idempotency_key,
+        "requested_by": approval.requested_by,
         "status": approval.status.as_str(),
         "decided_at": super::rfc3339(decided_at),
         "votes": votes,

@@ -140,7 +140,7 @@ pub async fn create(
             observe::count(Metric::ApprovalCreated, &[action_type[0], "api"]);
         }
         CreateOutcome::Replayed(_) => observe::count(Metric::CreateReplayed, &action_type),
-        CreateOutcome::KeyReused => {}
+        CreateOutcome::KeyReused | CreateOutcome::ResumeInUse => {}
     }
     match outcome {
         CreateOutcome::Created => Ok(created(
@@ -154,6 +154,7 @@ pub async fn create(
             Ok(created(status, &saved.approval_id, saved.body, true))
         }
         CreateOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
+        CreateOutcome::ResumeInUse => Err(ApiError::ResumeInUse),
     }
 }
 

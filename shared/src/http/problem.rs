@@ -44,6 +44,10 @@ pub enum ApiError {
     ResumeNotEnabled(&'static str),
     #[error("this Idempotency-Key was used with a different request body")]
     IdempotencyKeyReused,
+    #[error(
+        "another approval already names this task token or callback id: a workflow's token answers one approval"
+    )]
+    ResumeInUse,
     #[error("the approval was already decided")]
     AlreadyDecided { approval: Value },
     #[error("only a failed or needs_reconciliation execution can be retried, at most 20 times")]
@@ -136,6 +140,7 @@ impl ApiError {
             | Self::ResumeNotEnabled(_)
             | Self::InvalidCursor => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyReused
+            | Self::ResumeInUse
             | Self::AlreadyDecided { .. }
             | Self::NotRetryable { .. }
             | Self::NotResolvable { .. }
@@ -172,6 +177,7 @@ impl ApiError {
         ("unknown_action_type", 400),
         ("resume_not_enabled", 400),
         ("idempotency_key_reused", 409),
+        ("resume_in_use", 409),
         ("already_decided", 409),
         ("not_retryable", 409),
         ("not_resolvable", 409),
@@ -217,6 +223,7 @@ impl ApiError {
             Self::UnknownActionType(_) => "unknown_action_type",
             Self::ResumeNotEnabled(_) => "resume_not_enabled",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::ResumeInUse => "resume_in_use",
             Self::AlreadyDecided { .. } => "already_decided",
             Self::NotRetryable { .. } => "not_retryable",
             Self::NotResolvable { .. } => "not_resolvable",
@@ -254,6 +261,7 @@ impl ApiError {
             Self::UnknownActionType(_) => "Unknown action type",
             Self::ResumeNotEnabled(_) => "Resume not enabled",
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
+            Self::ResumeInUse => "Resume token in use",
             Self::AlreadyDecided { .. } => "Already decided",
             Self::NotRetryable { .. } => "Not retryable",
             Self::NotResolvable { .. } => "Not resolvable",
@@ -355,6 +363,7 @@ mod tests {
             ApiError::UnknownActionType("x".into()),
             ApiError::ResumeNotEnabled("stepfunctions"),
             ApiError::IdempotencyKeyReused,
+            ApiError::ResumeInUse,
             ApiError::AlreadyDecided {
                 approval: approval.clone(),
             },
@@ -423,6 +432,7 @@ mod tests {
                 | ApiError::UnknownActionType(_)
                 | ApiError::ResumeNotEnabled(_)
                 | ApiError::IdempotencyKeyReused
+                | ApiError::ResumeInUse
                 | ApiError::AlreadyDecided { .. }
                 | ApiError::NotRetryable { .. }
                 | ApiError::NotResolvable { .. }

@@ -13,7 +13,7 @@ use super::conditions::ONLY_IF_NEW;
 use super::error::StoreError;
 use super::expr::{UpdateExpr, names};
 use super::indexes::Indexed;
-use super::keys::{approval_key, idempotency_key};
+use super::keys::{approval_key, idempotency_key, resume_binding_key};
 use crate::domain::{
     Approval, ApprovalId, Cancellation, EpochSeconds, ExecutionStatus, IdempotencyKey, Status,
     TenantId,
@@ -49,6 +49,8 @@ pub enum CreateOutcome {
     Replayed(SavedResponse),
     /// Same tenant and key, another body.
     KeyReused,
+    /// Its workflow's token or callback id is named by another approval (of any tenant).
+    ResumeInUse,
 }
 
 /// The saved response, deflated (RFC 1951): a create's JSON answer shrinks to about half, so
@@ -79,6 +81,10 @@ pub(crate) const ONLY_IF_CANCELLABLE: &str = "#status = :pending AND #expires_at
 /// is an operator's to cancel).
 const ONLY_IF_CANCELLABLE_BY_ITS_REQUESTER: &str =
     "#status = :pending AND #expires_at > :now AND #requested_by = :by";
+
+/// only_if_token_unbound: no approval names the workflow's token (or the one that did is past
+/// its bound, which DynamoDB's TTL deletes late).
+const ONLY_IF_TOKEN_UNBOUND: &str = "attribute_not_exists(#pk) OR #expires_at < :now";
 
 /// only_if_key_unused_or_expired: a record whose expiry has passed no longer blocks the key,
 /// even while DynamoDB's TTL (which deletes late) has not removed it yet.
@@ -117,15 +123,31 @@ impl Store {
             .build()
             .map_err(|e| StoreError::dynamo("TransactWriteItems", e))?;
 
-        let items = vec![
+        let mut items = vec![
             TransactWriteItem::builder().put(claim_key).build(),
             TransactWriteItem::builder().put(put_approval).build(),
         ];
+        if let Some(resume) = &approval.resume {
+            items.push(
+                TransactWriteItem::builder()
+                    .put(self.resume_binding(approval, &resume.token, now)?)
+                    .build(),
+            );
+        }
         let reasons = match self.transact(items, approval.id.as_str()).await? {
             Transaction::Committed => return Ok(CreateOutcome::Created),
             Transaction::Cancelled(reasons) => reasons,
         };
         let Some(old) = condition_failed_item(&reasons, 0) else {
+            // The key is free but the token is another approval's (a replay of this create
+            // meets its own record first, above, and is answered as it was).
+            if reasons
+                .get(2)
+                .and_then(|r| r.code())
+                .is_some_and(|code| code == "ConditionalCheckFailed")
+            {
+                return Ok(CreateOutcome::ResumeInUse);
+            }
             // Only the approval's condition failed: a ULID collided, which a retry would fix.
             return Err(StoreError::Corrupt("approval id already taken"));
         };
@@ -142,6 +164,33 @@ impl Store {
             status: get_n(old, "response_status")?,
             body,
         }))
+    }
+
+    /// The item that binds a workflow's token to `approval` (see
+    /// [`super::keys::resume_binding_key`]). only_if_token_unbound: no other approval of any
+    /// tenant names the token — so no create can carry the token of a workflow that waits on
+    /// someone else's approval and answer it by its own end. It lasts as long as the approval
+    /// may still answer: its expiry plus the retention (no bound when everything is kept).
+    fn resume_binding(
+        &self,
+        approval: &Approval,
+        token: &crate::domain::resume::ResumeToken,
+        now: EpochSeconds,
+    ) -> Result<Put, StoreError> {
+        let mut put = Put::builder()
+            .table_name(&self.tables.idempotency_keys)
+            .item("pk", resume_binding_key(token))
+            .item("tenant", s(approval.tenant.as_str()))
+            .item("approval_id", s(approval.id.as_str()))
+            .item("created_at", epoch(now))
+            .condition_expression(ONLY_IF_TOKEN_UNBOUND)
+            .set_expression_attribute_names(Some(names(&[ONLY_IF_TOKEN_UNBOUND])))
+            .expression_attribute_values(":now", epoch(now));
+        if let Some(until) = self.retention.after_expiry(approval.expires_at, now) {
+            put = put.item("expires_at", epoch(until));
+        }
+        put.build()
+            .map_err(|e| StoreError::dynamo("TransactWriteItems", e))
     }
 
     /// The approval, if it exists for this tenant. Strongly consistent: a client reading right

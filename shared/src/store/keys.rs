@@ -22,6 +22,14 @@ pub(crate) fn idempotency_key(tenant: &TenantId, key: &IdempotencyKey) -> Attrib
     AttributeValue::S(format!("{tenant}#{}", key.as_str()))
 }
 
+/// The item, in the idempotency table, that binds a workflow's task token or callback id to
+/// the one approval that names it: keyed by the token's SHA-256 alone, whatever the tenant (a
+/// token is one workflow's, in one account). No idempotency record's key lacks a `#` (it is
+/// `{tenant}#{key}`), so this one, which has none, never meets one.
+pub(crate) fn resume_binding_key(token: &crate::domain::resume::ResumeToken) -> AttributeValue {
+    AttributeValue::S(format!("resume:sha256:{}", token.digest()))
+}
+
 /// The events table's partition: one approval's trail.
 pub(crate) fn trail_key(tenant: &TenantId, id: &ApprovalId) -> String {
     format!("{tenant}#{id}")
