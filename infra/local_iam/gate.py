@@ -7,7 +7,9 @@ signed with a function's access key is checked against that function's role, res
 resource, and refused as AWS refuses it (`AccessDeniedException`, naming the role, the action
 and the resource) when no statement allows it. The administrator's key (`test`, what `make run`,
 the tests' own set-up and inspection and the CLI's `keys` use: the deployer, not a function)
-is allowed everything; any other key is unknown (`UnrecognizedClientException`).
+is allowed everything; any other key is unknown (`UnrecognizedClientException`), and a request
+to a service that is not signed at all is refused as AWS refuses it
+(`MissingAuthenticationTokenException`), never taken for the administrator.
 
 What it does not check: signatures (the SDK signs; AWS verifies), resource-based policies,
 session policies and permission boundaries (the template has none).
@@ -258,6 +260,13 @@ class Gate:
         if durable is not None:
             return self._durable_callback(environ, start_response, *durable)
         try:
+            if service is not None and "HTTP_AUTHORIZATION" not in environ and self.enforce:
+                # AWS answers a request that is not signed at all before looking at it
+                # ("Signing AWS API requests": every request must be signed); it is never the
+                # administrator's.
+                raise Refusal(400, "MissingAuthenticationTokenException",
+                              "Request is missing Authentication Token", "MissingAuthenticationToken;Sender"
+                              if service == "sqs" else None)
             identity = self._identity(environ) if "HTTP_AUTHORIZATION" in environ else None
             if identity is None or not self.enforce:
                 return self.app(environ, start_response)
@@ -279,6 +288,8 @@ class Gate:
         """A Lambda durable-execution callback (restJson1): its action on the durable execution
         its id names; a refusal as Lambda answers one (403, `x-amzn-ErrorType`)."""
         try:
+            if "HTTP_AUTHORIZATION" not in environ and self.enforce:
+                raise Refusal(403, "MissingAuthenticationTokenException", "Missing Authentication Token")
             identity = self._identity(environ) if "HTTP_AUTHORIZATION" in environ else None
             if identity is not None and self.enforce:
                 for need in needs_of.durable_callback(kind, callback_id, execution_of):

@@ -32,7 +32,9 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
 The context carries the DynamoDB condition keys a write can be restricted by:
 `dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
 in its update, condition and projection expressions), `dynamodb:LeadingKeys` (the partition key's
-value, of a request that names one item; of a BatchGetItem, every key's it reads from the table) and `dynamodb:ReturnValues` (NONE unless given), as "Using IAM policy conditions for fine-grained access control" defines them.
+value, of a request that names one item; of a Query, the value its key condition gives the
+partition key; of a BatchGetItem or BatchWriteItem, every key's it reads or writes in the table) and `dynamodb:ReturnValues` (only when the request gives it: AWS puts a key in the context only
+when the request carries it, so a `StringEquals` on it refuses a request that leaves it out), as "Using IAM policy conditions for fine-grained access control" defines them.
 """
 
 from __future__ import annotations
@@ -92,21 +94,49 @@ def _expression_names(expression: str | None, names: dict[str, str]) -> set[str]
     return found
 
 
-def _write_context(body: dict[str, Any], default_return: str = "NONE") -> Context:
+def _write_context(body: dict[str, Any]) -> Context:
     names = body.get("ExpressionAttributeNames") or {}
     attributes = set((body.get("Key") or {}).keys()) | set((body.get("Item") or {}).keys())
     for field in ("UpdateExpression", "ConditionExpression", "ProjectionExpression", "KeyConditionExpression", "FilterExpression"):
         attributes |= _expression_names(body.get(field), names)
     attributes |= set((body.get("AttributeUpdates") or {}).keys()) | set((body.get("Expected") or {}).keys())
     context: Context = {"dynamodb:attributes": sorted(attributes)}
-    # dynamodb:LeadingKeys, the partition key's value: every table here is keyed by `pk`.
+    # dynamodb:LeadingKeys, the partition key's value: every table here is keyed by `pk`; a
+    # Query's is the value its key condition sets the partition key to.
     key = (body.get("Key") or body.get("Item") or {}).get("pk")
     if isinstance(key, dict) and "S" in key:
         context["dynamodb:leadingkeys"] = [key["S"]]
-    context["dynamodb:returnvalues"] = [body.get("ReturnValues") or default_return]
+    elif body.get("KeyConditionExpression"):
+        leading = _query_partition_value(body)
+        if leading is not None:
+            context["dynamodb:leadingkeys"] = [leading]
+    # Only when the request carries it, as AWS does: a StringEquals on the key then refuses a
+    # request without it, and StringEqualsIfExists lets it through.
+    if "ReturnValues" in body:
+        context["dynamodb:returnvalues"] = [body["ReturnValues"]]
     if "Select" in body:
         context["dynamodb:select"] = [body["Select"]]
     return context
+
+
+# `name = :value`, the first equality of a key condition: the partition key's (a key condition
+# names the partition key with `=`; Countersign's name it first, before any sort key's).
+_EQUALITY = re.compile(r"(#?[A-Za-z_][A-Za-z0-9_\-]*)\s*=\s*(:[A-Za-z0-9_]+)")
+
+
+def _query_partition_value(body: dict[str, Any]) -> str | None:
+    """The string value a Query's key condition gives its partition key: `pk`'s on a table, the
+    first equality's on an index."""
+    names = body.get("ExpressionAttributeNames") or {}
+    values = body.get("ExpressionAttributeValues") or {}
+    equalities = [(names.get(n, n), v) for n, v in _EQUALITY.findall(body["KeyConditionExpression"])]
+    if not body.get("IndexName"):
+        equalities = [e for e in equalities if e[0] == "pk"]
+    for _, placeholder in equalities[:1]:
+        value = values.get(placeholder) or {}
+        if "S" in value:
+            return value["S"]
+    return None
 
 
 _TRANSACT_ACTIONS = {
@@ -131,7 +161,16 @@ def dynamodb(operation: str, body: dict[str, Any], region: str, account: str) ->
             for table, request in (body.get("RequestItems") or {}).items()
         ]
     if operation == "BatchWriteItem":
-        return [Need(action, arn(table), {}) for table in (body.get("RequestItems") or {})]
+        # Every key it writes or deletes in the table, as for BatchGetItem.
+        return [
+            Need(action, arn(table), {"dynamodb:leadingkeys": [
+                key["pk"]["S"]
+                for request in requests
+                for key in [(request.get("PutRequest") or {}).get("Item") or (request.get("DeleteRequest") or {}).get("Key") or {}]
+                if "S" in (key.get("pk") or {})
+            ]})
+            for table, requests in (body.get("RequestItems") or {}).items()
+        ]
     if operation in ("TransactWriteItems", "TransactGetItems"):
         needs = []
         for item in body.get("TransactItems") or []:

@@ -167,7 +167,9 @@ class Resolver:
             return pseudo[name]
         if name in self.parameters:
             if name in self.lists:
-                return self.parameters[name].split(",")
+                # CloudFormation trims each member of a CommaDelimitedList ("Parameters":
+                # "each member string is space trimmed"): "a, b" is ["a", "b"].
+                return [member.strip() for member in self.parameters[name].split(",")]
             return self.parameters[name]
         if name in self.refs:
             return self.refs[name]

@@ -13,6 +13,7 @@ import unittest
 from typing import Any
 
 import boto3
+from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -190,7 +191,24 @@ class Conditions(unittest.TestCase):
             "ExpressionAttributeNames": {"#a": "a", "#b": "b", "#pk": "pk"},
         }, "us-east-1", "123456789012")
         self.assertEqual(need.context["dynamodb:attributes"], ["a", "c", "d", "e", "f", "g", "pk"])
-        self.assertEqual(need.context["dynamodb:returnvalues"], ["NONE"])
+        # No ReturnValues in the request, none in its context (review of v6, finding 5).
+        self.assertNotIn("dynamodb:returnvalues", need.context)
+
+    def test_a_string_equals_on_return_values_refuses_a_request_that_leaves_it_out(self) -> None:
+        """AWS puts a condition key in the request context only when the request carries it
+        ("IAM JSON policy elements: Condition operators": a key that is not present does not
+        match), which is why the DynamoDB Developer Guide's examples write
+        `StringEqualsIfExists` for dynamodb:ReturnValues (review of v6, finding 5)."""
+        arn = "arn:aws:dynamodb:us-west-2:123456789012:table/GameScores"
+        strict = [allow(["dynamodb:UpdateItem"], [arn], {"StringEquals": {"dynamodb:ReturnValues": ["NONE"]}})]
+        lenient = [allow(["dynamodb:UpdateItem"], [arn], {"StringEqualsIfExists": {"dynamodb:ReturnValues": ["NONE"]}})]
+        absent = self.update("SET TopScore = :t", {})
+        named = self.update("SET TopScore = :t", {}, "NONE")
+        self.assertFalse(allowed(strict, "dynamodb:UpdateItem", arn, absent))
+        self.assertTrue(allowed(strict, "dynamodb:UpdateItem", arn, named))
+        self.assertTrue(allowed(lenient, "dynamodb:UpdateItem", arn, absent))
+        self.assertTrue(allowed(lenient, "dynamodb:UpdateItem", arn, named))
+        self.assertFalse(allowed(lenient, "dynamodb:UpdateItem", arn, self.update("SET TopScore = :t", {}, "ALL_NEW")))
 
     def test_leading_keys_are_the_partition_key_s_value(self) -> None:
         """"1: Grant permissions that limit access to items with a specific partition key
@@ -219,6 +237,29 @@ class Conditions(unittest.TestCase):
             self.assertEqual(allowed(statements, "dynamodb:BatchGetItem", arn, need.context), expected, keys)
 
 
+    def test_a_query_s_and_a_batch_write_s_leading_keys_are_their_partition_keys(self) -> None:
+        """dynamodb:LeadingKeys on Query (the partition key its key condition names) and on
+        BatchWriteItem (every key it puts or deletes), as the Developer Guide's "Using IAM
+        policy conditions for fine-grained access control" lists the key for both (review of
+        v6, finding 10)."""
+        arn = "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        (query,) = dynamodb_needs("Query", {
+            "TableName": "T", "KeyConditionExpression": "#pk = :p AND begins_with(#sk, :s)",
+            "ExpressionAttributeNames": {"#pk": "pk", "#sk": "sk"},
+            "ExpressionAttributeValues": {":p": {"S": "delegation#acme#alice"}, ":s": {"S": "x"}},
+        }, "us-east-1", "123456789012")
+        self.assertEqual(query.context["dynamodb:leadingkeys"], ["delegation#acme#alice"])
+        statements = [allow(["dynamodb:Query", "dynamodb:BatchWriteItem"], [arn],
+                            {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["delegation#*"]}})]
+        self.assertTrue(allowed(statements, "dynamodb:Query", arn, query.context))
+        (batch,) = dynamodb_needs("BatchWriteItem", {"RequestItems": {"T": [
+            {"PutRequest": {"Item": {"pk": {"S": "delegation#acme#bob"}, "x": {"S": "1"}}}},
+            {"DeleteRequest": {"Key": {"pk": {"S": "ABCDEFGHIJKLMNOP"}}}},
+        ]}}, "us-east-1", "123456789012")
+        self.assertEqual(batch.context["dynamodb:leadingkeys"], ["delegation#acme#bob", "ABCDEFGHIJKLMNOP"])
+        self.assertFalse(allowed(statements, "dynamodb:BatchWriteItem", arn, batch.context))
+
+
 class TemplateRoles(unittest.TestCase):
     """The roles of infra/template.yaml, resolved as CloudFormation resolves them."""
 
@@ -233,6 +274,15 @@ class TemplateRoles(unittest.TestCase):
         with_keys = self.roles({"ApiKeys": "(set)"})["read"]
         self.assertFalse(allowed(list(without.statements), "secretsmanager:GetSecretValue", secret))
         self.assertTrue(allowed(list(with_keys.statements), "secretsmanager:GetSecretValue", secret))
+
+    def test_a_comma_delimited_list_s_members_are_trimmed(self) -> None:
+        """CloudFormation's CommaDelimitedList: "each member string is space trimmed" (User
+        Guide, "Parameters"), so `a, b` grants b as CloudFormation would (review of v6,
+        finding 10)."""
+        function = "arn:aws:lambda:us-east-1:123456789012:function:second"
+        roles = self.roles({"ResumeFunctionArns": "arn:aws:lambda:us-east-1:123456789012:function:first, " + function})
+        execution = f"{function}:$LATEST/durable-execution/run/1"
+        self.assertTrue(allowed(list(roles["executor"].statements), "lambda:SendDurableExecutionCallbackSuccess", execution))
 
     def test_every_grant_is_named_as_the_template_writes_it(self) -> None:
         grants = all_grants(load())
@@ -398,6 +448,20 @@ class OverTheWire(unittest.TestCase):
             stranger.list_tables()
         self.assertEqual(raised.exception.response["Error"]["Code"], "UnrecognizedClientException")
         self.db.list_tables()
+
+    def test_an_unsigned_request_is_refused_as_aws_refuses_it(self) -> None:
+        """A request with no Authorization at all is never the administrator's: AWS refuses it
+        before anything else (MissingAuthenticationTokenException; review of v6, finding 10)."""
+        unsigned = boto3.client("dynamodb", endpoint_url=self.moto.endpoint, region_name="us-east-1",
+                                config=Config(signature_version=UNSIGNED, retries={"max_attempts": 1}))
+        with self.assertRaises(ClientError) as raised:
+            unsigned.get_item(TableName=self.names["APPROVALS_TABLE"], Key={"pk": {"S": "x"}})
+        self.assertEqual(raised.exception.response["Error"]["Code"], "MissingAuthenticationTokenException")
+        sqs = boto3.client("sqs", endpoint_url=self.moto.endpoint, region_name="us-east-1",
+                           config=Config(signature_version=UNSIGNED, retries={"max_attempts": 1}))
+        with self.assertRaises(ClientError) as raised:
+            sqs.send_message(QueueUrl=self.queue, MessageBody="job")
+        self.assertIn("MissingAuthenticationToken", raised.exception.response["Error"]["Code"])
 
     def test_the_calls_are_recorded_for_the_coverage_check(self) -> None:
         api = self.client("dynamodb", "api")

@@ -303,6 +303,9 @@ impl Store {
             .set_expression_attribute_names(Some(names(&["pk", "last_used_at"])))
             .expression_attribute_values(":now", epoch(now))
             .expression_attribute_values(":hour_ago", epoch(now - 3600))
+            // Sent, not left out: the functions' grant on this write is conditioned on
+            // `dynamodb:ReturnValues`, a key a request carries only when it names it.
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::None)
             .send()
             .await;
         match update {

@@ -58,6 +58,9 @@ impl Store {
             .put_item()
             .table_name(&self.tables.api_keys)
             .set_item(Some(delegation_item(tenant, delegation, (set_by, now))))
+            // Named, as the grant's `dynamodb:ReturnValues` condition expects (the key is in
+            // a request's context only when the request carries it).
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::None)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("PutItem", e))?;
@@ -141,6 +144,7 @@ impl Store {
             .delete_item()
             .table_name(&self.tables.api_keys)
             .key("pk", delegation_key(tenant, delegator))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::None)
             .send()
             .await
             .map_err(|e| StoreError::from_sdk("DeleteItem", e))?;
