@@ -17,12 +17,11 @@ use crate::review_token::TokenSecret;
 /// The session cookie's name: `__Host-` (Secure, no Domain, Path=/), so no other origin or path
 /// can set it.
 pub const SESSION_COOKIE: &str = "__Host-countersign-session";
-/// The sign-in cookies' name (from the login to the callback): each sign-in's is this, a dash,
-/// and the first [`SIGN_IN_NAME_CHARS`] characters of its `state` ([`sign_in_cookie`]), so
-/// sign-ins started in two tabs do not overwrite each other.
+/// The sign-in cookies' name (from the login to the callback): a tenant's is this, a dash and
+/// the tenant ([`sign_in_cookie`]). One per tenant: a sign-in started again (another tab, a
+/// retry) replaces the one under way, so a browser never piles up cookies past what a request
+/// header may carry (API Gateway's 10 KB).
 pub const SIGN_IN_COOKIE: &str = "__Host-countersign-sign-in";
-/// How much of a sign-in's `state` names its cookie.
-pub const SIGN_IN_NAME_CHARS: usize = 12;
 /// The longest `return_to` kept (a sign-in cookie must stay well under a browser's 4 KB).
 pub const MAX_RETURN_TO_BYTES: usize = 2048;
 /// How long a sign-in may take at the provider.
@@ -207,14 +206,10 @@ impl SessionKeys {
     }
 }
 
-/// The name of the cookie of the sign-in whose `state` this is (`None`: not a state this
-/// relying party makes, so no cookie of ours).
-pub fn sign_in_cookie(state: &str) -> Option<String> {
-    let prefix = state.get(..SIGN_IN_NAME_CHARS)?;
-    prefix
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        .then(|| format!("{SIGN_IN_COOKIE}-{prefix}"))
+/// The name of the cookie of a sign-in to `tenant` (a tenant id's characters are a cookie
+/// name's).
+pub fn sign_in_cookie(tenant: &TenantId) -> String {
+    format!("{SIGN_IN_COOKIE}-{tenant}")
 }
 
 /// Where a sign-in may send the person back: a path on this origin (`/…`, not `//…` nor `/\…`,
@@ -362,12 +357,9 @@ mod tests {
         let long = format!("/{}", "a".repeat(MAX_RETURN_TO_BYTES));
         assert_eq!(return_to(Some(&long), "/inbox/acme"), "/inbox/acme");
         assert_eq!(
-            sign_in_cookie("Ab-_0123456789xyz").as_deref(),
-            Some("__Host-countersign-sign-in-Ab-_01234567")
+            sign_in_cookie(&TenantId::parse("acme.eu-1").unwrap()),
+            "__Host-countersign-sign-in-acme.eu-1"
         );
-        for not_ours in ["short", "abc;def=ghijkl", "ab cdefghijklmn"] {
-            assert_eq!(sign_in_cookie(not_ours), None, "{not_ours}");
-        }
         assert!(
             set_cookie(SESSION_COOKIE, "v", 60).starts_with(
                 "__Host-countersign-session=v; Secure; HttpOnly; SameSite=Lax; Path=/"

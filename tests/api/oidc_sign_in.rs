@@ -262,6 +262,9 @@ async fn forged_id_tokens_are_refused_whatever_they_alter() {
     .expect("an HMAC token");
     let mut azp = with("aud", json!(["countersign", "other-app"]));
     azp["azp"] = json!("other-app");
+    // One audience, ours, but authorised for another party: the crate alone accepts it (review
+    // of v6, finding 9), so the relying party checks `azp` itself.
+    let azp_alone = with("azp", json!("other-app"));
     for (what, token) in [
         (
             "another client",
@@ -283,6 +286,10 @@ async fn forged_id_tokens_are_refused_whatever_they_alter() {
             signed(&with("nonce", json!("another-nonce")), &provider_key),
         ),
         ("authorised for another party", signed(&azp, &provider_key)),
+        (
+            "authorised for another party, one audience",
+            signed(&azp_alone, &provider_key),
+        ),
         ("an unknown key", signed(&claims, &unknown_key)),
         ("alg none", unsigned),
         ("HMAC with the client secret", hmac),
@@ -293,4 +300,69 @@ async fn forged_id_tokens_are_refused_whatever_they_alter() {
             "{what}: {refused:?}"
         );
     }
+}
+
+/// A key the provider withdraws stops being trusted: the relying party fetches the keys again
+/// once those it holds are older than their age limit (`RelyingParty::keys_max_age`, 15 minutes
+/// deployed, shortened here), not only for a token naming a key it does not know (review of v6,
+/// finding 9). Before the limit, the key it holds still verifies; after, the same token is
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawn_key_stops_verifying_once_the_keys_are_fetched_again() {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
+    let jwk: serde_json::Value =
+        serde_json::from_str(include_str!("../fixtures/oidc/provider_key.jwk.json"))
+            .expect("the fixture JWK");
+    let config = |keys: serde_json::Value| {
+        json!({
+            "clients": [{"client_id": "countersign", "client_secret": "countersign-secret-0123456789",
+                         "redirect_uris": [REDIRECT]}],
+            "accounts": [{"sub": "alice-1", "email": "alice@example.com", "email_verified": true}],
+            "keys": keys,
+        })
+    };
+    let before = TestProvider::start(config(json!([jwk]))).await;
+    // Long enough for the provider's restart below (about a second) to fall inside it.
+    let max_age = std::time::Duration::from_secs(4);
+    let fetched = std::time::Instant::now();
+    let rp = relying_party(&before, "countersign")
+        .await
+        .keys_max_age(max_age);
+    let port = url::Url::parse(&before.issuer)
+        .ok()
+        .and_then(|u| u.port())
+        .expect("the issuer's port");
+    let issuer = before.issuer.clone();
+    drop(before);
+    // The same issuer with a fresh key only: the fixture key is withdrawn.
+    let _after = TestProvider::start_on(port, config(json!([]))).await;
+
+    let key = EncodingKey::from_rsa_pem(include_bytes!("../fixtures/oidc/provider_key.pem"))
+        .expect("the fixture key");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let claims = json!({
+        "iss": issuer, "aud": "countersign", "sub": "alice-1", "iat": now, "exp": now + 300,
+        "nonce": "the-nonce", "email": "alice@example.com", "email_verified": true,
+    });
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("countersign-test-key-1".to_owned());
+    let token = jsonwebtoken::encode(&header, &claims, &key).expect("a signed token");
+
+    assert!(fetched.elapsed() < max_age, "the restart took too long");
+    rp.verify_id_token(&token, "the-nonce")
+        .await
+        .expect("the keys held are fresh: the key still verifies");
+    tokio::time::sleep(
+        (max_age + std::time::Duration::from_millis(100)).saturating_sub(fetched.elapsed()),
+    )
+    .await;
+    let refused = rp.verify_id_token(&token, "the-nonce").await;
+    assert!(
+        matches!(refused, Err(OidcError::IdToken(_))),
+        "withdrawn: {refused:?}"
+    );
 }

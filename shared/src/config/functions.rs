@@ -172,6 +172,15 @@ impl Config {
                 )
             })
             .collect();
+        for (tenant, oidc) in &secrets.oidc {
+            if oidc.settings.identity_claim == "preferred_username" {
+                warnings.push(format!(
+                    "OIDC: tenant {tenant} takes preferred_username as approvers' identity: many \
+                     providers let a person change it, so check that {} does not",
+                    oidc.settings.issuer
+                ));
+            }
+        }
         warnings.push(match secrets.oidc.len() {
             0 => "review links are bearer credentials for every tenant: configure OIDC \
                   (docs/SIGN-IN.md)"
@@ -420,5 +429,21 @@ mod tests {
                 .is_ok()
         );
         assert!(without.start_warnings(Function::Api).is_empty());
+        // preferred_username, opted into, is named at every start (review of v6, finding 9).
+        let mutable = (
+            "OIDC",
+            r#"{"acme": {"issuer": "https://idp.acme.example", "client_id": "c",
+                         "client_secret": "a-client-secret", "identity_claim": "preferred_username",
+                         "allow_preferred_username": true}}"#,
+        );
+        let warnings = config(&[keys, secret, mutable, base])
+            .unwrap()
+            .start_warnings(Function::Decide);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("tenant acme takes preferred_username")),
+            "{warnings:?}"
+        );
     }
 }

@@ -27,6 +27,9 @@ struct RawOidc {
     identity_claim: Option<String>,
     scopes: Option<Vec<String>>,
     max_auth_age_seconds: Option<u64>,
+    /// `preferred_username` is mutable at many providers (a user may rename themselves into
+    /// another person's name): taken as the identity claim only when this says so.
+    allow_preferred_username: Option<bool>,
 }
 
 /// An issuer is `https`, or `http` on the loopback interface only (a provider on the same
@@ -59,7 +62,7 @@ pub fn parse_oidc(raw: &str) -> Result<BTreeMap<TenantId, OidcTenant>, String> {
     let raw: BTreeMap<String, RawOidc> = parse_config_json(
         raw,
         "each tenant maps to {\"issuer\", \"client_id\", \"client_secret\", \"identity_claim\"?, \
-         \"scopes\"?, \"max_auth_age_seconds\"?}",
+         \"scopes\"?, \"max_auth_age_seconds\"?, \"allow_preferred_username\"?}",
     )?;
     let mut parsed = BTreeMap::new();
     for (tenant, oidc) in raw {
@@ -82,6 +85,13 @@ pub fn parse_oidc(raw: &str) -> Result<BTreeMap<TenantId, OidcTenant>, String> {
             return Err(format!(
                 "{tenant}: identity_claim: one of {}",
                 IDENTITY_CLAIMS.join(", ")
+            ));
+        }
+        if identity_claim == "preferred_username" && oidc.allow_preferred_username != Some(true) {
+            return Err(format!(
+                "{tenant}: identity_claim: preferred_username is mutable at many providers (a \
+                 person may rename themselves into someone else's name): set \
+                 \"allow_preferred_username\": true to take it anyway, or use email or sub"
             ));
         }
         let scopes = oidc
@@ -192,11 +202,18 @@ mod tests {
                 "max_auth_age_seconds",
             ),
             (with("client_secrets", SECRET.into()), "client_secrets"),
+            (
+                with("identity_claim", "preferred_username".into()),
+                "allow_preferred_username",
+            ),
         ] {
             let error = one(entry).unwrap_err();
             assert!(error.contains(field), "{field}: {error}");
             assert!(!error.contains(SECRET), "{error}");
         }
+        let mut opted_in = with("identity_claim", "preferred_username".into());
+        opted_in["allow_preferred_username"] = true.into();
+        assert!(one(opted_in).is_ok(), "an explicit opt-in");
         let error =
             parse_oidc(&serde_json::json!({"not a tenant!": base}).to_string()).unwrap_err();
         assert!(error.contains("not a tenant id"), "{error}");

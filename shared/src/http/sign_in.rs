@@ -251,10 +251,8 @@ pub async fn login(
         return_to: back_to,
         expires_at: app.clock.now() + SIGN_IN_SECONDS,
     };
-    // Named by its state: a sign-in started in another tab keeps its own.
-    let Some(name) = sign_in_cookie(&sign_in.state) else {
-        return unavailable();
-    };
+    // One per tenant: a sign-in started again replaces the one under way.
+    let name = sign_in_cookie(&sign_in.tenant);
     let cookie = set_cookie(&name, &keys.seal_sign_in(&sign_in), SIGN_IN_SECONDS);
     with_cookie(
         redirect(StatusCode::FOUND, authorization.url.as_str()),
@@ -276,9 +274,7 @@ pub async fn callback(
     };
     let now = app.clock.now();
     let state = query_param(query.as_deref(), "state").unwrap_or_default();
-    let Some(cookie_name) = sign_in_cookie(&state) else {
-        return failed(StatusCode::BAD_REQUEST, "no state", None);
-    };
+    let cookie_name = sign_in_cookie(&tenant);
     let name = Some(cookie_name.as_str());
     let Some(sign_in) = cookie(&headers, &cookie_name)
         .and_then(|cookie| keys.open_sign_in(cookie, &tenant, now).ok())
@@ -286,7 +282,9 @@ pub async fn callback(
         return failed(StatusCode::BAD_REQUEST, "no sign-in under way", name);
     };
     if !bool::from(state.as_bytes().ct_eq(sign_in.state.as_bytes())) {
-        return failed(StatusCode::FORBIDDEN, "state mismatch", name);
+        // Another sign-in's (a newer one replaced this one's cookie, or the state is forged):
+        // that cookie is left for its own callback.
+        return failed(StatusCode::FORBIDDEN, "state mismatch", None);
     }
     if let Some(error) = query_param(query.as_deref(), "error") {
         return failed(

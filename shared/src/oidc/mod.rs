@@ -119,6 +119,10 @@ pub struct RelyingParty {
     /// The provider's metadata with its keys, and when the keys were last fetched again (a
     /// rotation: a token naming a key not among them).
     metadata: std::sync::RwLock<(CoreProviderMetadata, Option<std::time::Instant>)>,
+    /// When the keys held were fetched: older than `keys_max_age`, they are fetched again
+    /// before a token is verified, so a key the provider withdrew stops being trusted.
+    keys_fetched: std::sync::RwLock<std::time::Instant>,
+    keys_max_age: std::time::Duration,
     http: reqwest::Client,
 }
 
@@ -129,6 +133,9 @@ const MAX_ID_TOKEN_AGE_SECONDS: i64 = 900;
 
 /// The most often the provider's keys are fetched again for a token that names an unknown key.
 const KEYS_REFETCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long keys are trusted without fetching them again: a key the provider withdraws (a
+/// compromise, a rotation's end) is no longer trusted after at most this long.
+pub const KEYS_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// A client from discovery: its authorization endpoint set, its token and userinfo endpoints
 /// as the provider's metadata has them.
@@ -194,8 +201,48 @@ impl RelyingParty {
         Ok(Self {
             settings,
             metadata: std::sync::RwLock::new((metadata, None)),
+            keys_fetched: std::sync::RwLock::new(std::time::Instant::now()),
+            keys_max_age: KEYS_MAX_AGE,
             http,
         })
+    }
+
+    /// Keys are fetched again once they are older than `max_age` ([`KEYS_MAX_AGE`] unless
+    /// set: tests shorten it).
+    pub fn keys_max_age(mut self, max_age: std::time::Duration) -> Self {
+        self.keys_max_age = max_age;
+        self
+    }
+
+    /// Whether the keys held are older than they may be trusted without a fetch.
+    fn keys_stale(&self) -> bool {
+        self.keys_fetched
+            .read()
+            .is_ok_and(|at| at.elapsed() >= self.keys_max_age)
+    }
+
+    /// Fetches the provider's keys and puts them in place of those held.
+    async fn fetch_keys(&self) -> Result<(), OidcError> {
+        let jwks_uri = {
+            let guard = self
+                .metadata
+                .read()
+                .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
+            guard.0.jwks_uri().clone()
+        };
+        let send = sender(&self.http);
+        let keys = CoreJsonWebKeySet::fetch_async(&jwks_uri, &send)
+            .await
+            .map_err(|e| OidcError::Discovery(e.to_string()))?;
+        let mut guard = self
+            .metadata
+            .write()
+            .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
+        guard.0 = guard.0.clone().set_jwks(keys);
+        if let Ok(mut at) = self.keys_fetched.write() {
+            *at = std::time::Instant::now();
+        }
+        Ok(())
     }
 
     fn client(&self, redirect_uri: &str) -> Result<DiscoveredClient, OidcError> {
@@ -289,6 +336,13 @@ impl RelyingParty {
     }
 
     async fn verified(&self, id_token: &CoreIdToken, nonce: &str) -> Result<SignedIn, OidcError> {
+        if self.keys_stale() {
+            // Not trusted for ever: a key the provider withdrew must stop verifying. A failed
+            // fetch keeps the keys held (the provider may be briefly down) and says so.
+            if let Err(e) = self.fetch_keys().await {
+                tracing::warn!(error = %e, "the provider's keys were not fetched again; the keys held are kept");
+            }
+        }
         let nonce = Nonce::new(nonce.to_owned());
         let verify = || -> Result<CoreIdTokenClaims, ClaimsVerificationError> {
             let metadata = self
@@ -329,25 +383,21 @@ impl RelyingParty {
             other => other,
         }
         .map_err(|e| OidcError::IdToken(e.to_string()))?;
+        // OpenID Connect Core 3.1.3.7, step 5: an `azp` present must be this client (the crate
+        // leaves the check to its caller).
+        if let Some(party) = claims.authorized_party()
+            && party.as_str() != self.settings.client_id
+        {
+            return Err(OidcError::IdToken(
+                "authorised for another party (azp is not this client)".to_owned(),
+            ));
+        }
         self.signed_in(&claims)
     }
 
     /// Fetches the provider's keys again unless that was done in the last minute: whether it
     /// was.
     async fn refetch_keys(&self) -> Result<bool, OidcError> {
-        let jwks_uri = {
-            let guard = self
-                .metadata
-                .read()
-                .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
-            if guard
-                .1
-                .is_some_and(|at| at.elapsed() < KEYS_REFETCH_INTERVAL)
-            {
-                return Ok(false);
-            }
-            guard.0.jwks_uri().clone()
-        };
         // Claimed before the fetch, so concurrent tokens naming an unknown key fetch once.
         {
             let mut guard = self
@@ -362,15 +412,7 @@ impl RelyingParty {
             }
             guard.1 = Some(std::time::Instant::now());
         }
-        let send = sender(&self.http);
-        let keys = CoreJsonWebKeySet::fetch_async(&jwks_uri, &send)
-            .await
-            .map_err(|e| OidcError::Discovery(e.to_string()))?;
-        let mut guard = self
-            .metadata
-            .write()
-            .map_err(|_| OidcError::Discovery("a poisoned lock".to_owned()))?;
-        guard.0 = guard.0.clone().set_jwks(keys);
+        self.fetch_keys().await?;
         Ok(true)
     }
 
