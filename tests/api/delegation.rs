@@ -144,7 +144,7 @@ async fn the_person_or_an_operator_sets_reads_and_ends_a_delegation() {
         "{from}"
     );
     let expected = json!({"delegator": "Alice@Example.com", "delegate": BOB,
-        "from": null, "until": rfc3339(now + 7 * DAY), "reason": "holiday"});
+        "from": null, "until": rfc3339(now + 7 * DAY), "reason": "holiday", "set_by": ALICE});
     assert_eq!(answered, expected, "any spelling of herself");
     let shown = show(&t, ALICE_KEY, ALICE).await;
     assert_eq!(shown.status, 200, "{}", shown.text());
@@ -160,10 +160,24 @@ async fn the_person_or_an_operator_sets_reads_and_ends_a_delegation() {
         .await
         .assert_problem(404, "not_found");
 
-    // An operator replaces it: one delegation per person.
+    // An operator replaces it: one delegation per person. Handing on another person's vote
+    // needs a reason, and who set it is shown (review of v6, finding 4).
     let by_operator = json!({"delegate": CAROL, "until": rfc3339(now + DAY)});
-    assert_eq!(set(&t, OPS_KEY, ALICE, by_operator).await.status, 200);
-    assert_eq!(show(&t, ALICE_KEY, ALICE).await.json()["delegate"], CAROL);
+    let refused = set(&t, OPS_KEY, ALICE, by_operator.clone()).await;
+    refused.assert_problem(400, "invalid_request");
+    assert_eq!(refused.json()["errors"][0]["field"], "reason");
+    assert_eq!(
+        show(&t, ALICE_KEY, ALICE).await.json()["delegate"],
+        BOB,
+        "nothing written"
+    );
+    let mut with_reason = by_operator;
+    with_reason["reason"] = json!("alice is out sick: ticket OPS-12");
+    assert_eq!(set(&t, OPS_KEY, ALICE, with_reason).await.status, 200);
+    let shown = show(&t, ALICE_KEY, ALICE).await.json();
+    assert_eq!(shown["delegate"], CAROL);
+    assert_eq!(shown["set_by"], OPS);
+    assert_eq!(shown["reason"], "alice is out sick: ticket OPS-12");
 
     let ended = end(&t, ALICE_KEY, ALICE).await;
     assert_eq!(ended.status, 204, "{}", ended.text());
@@ -308,8 +322,13 @@ async fn a_delegate_fills_the_delegators_place_once_and_never_counts_twice() {
     assert_eq!(actors.len(), 2, "{trail:?}");
     assert_eq!(actors[0]["approver"], ALICE);
     assert_eq!(actors[0]["by"], BOB, "the vote's actor names both");
+    assert_eq!(
+        actors[0]["delegation_set_by"], ALICE,
+        "and who set the delegation it was cast under"
+    );
     assert_eq!(actors[1]["approver"], CAROL);
     assert!(actors[1].get("by").is_none());
+    assert!(actors[1].get("delegation_set_by").is_none());
 }
 
 #[tokio::test]
@@ -428,8 +447,10 @@ async fn a_chain_of_delegations_passes_nothing_on() {
 }
 
 /// A vote as oneself costs what it did (one round trip, two for the vote that completes a
-/// quorum); a vote in someone's place one more, the delegation's read, and a refused one is
-/// that read alone.
+/// quorum); a vote in someone's place one more: the approval and the delegation read in one
+/// batch, then the vote's transaction, which checks the delegation as read (review of v6,
+/// finding 3) — the completing vote shaped from what was read, so it too is two. A refused one
+/// is that read alone.
 #[tokio::test]
 async fn a_vote_in_someones_place_costs_one_read_more() {
     let t = start().await;
@@ -439,7 +460,7 @@ async fn a_vote_in_someones_place_costs_one_read_more() {
     assert_eq!(vote(&t, BOB_KEY, &id, ALICE, "approve").await.status, 200);
     assert_eq!(
         t.calls.take(),
-        ["GetItem", "UpdateItem"],
+        ["BatchGetItem", "TransactWriteItems"],
         "in alice's place"
     );
     vote(&t, BOB_KEY, &id, BOB, "approve")
@@ -449,13 +470,13 @@ async fn a_vote_in_someones_place_costs_one_read_more() {
     vote(&t, BOB_KEY, &id, CAROL, "approve")
         .await
         .assert_problem(403, "forbidden");
-    assert_eq!(t.calls.take(), ["GetItem"], "no delegation");
+    assert_eq!(t.calls.take(), ["BatchGetItem"], "no delegation");
     let own = vote(&t, CAROL_KEY, &id, CAROL, "reject").await;
     assert_eq!(own.json()["status"], "rejected", "{}", own.text());
     assert_eq!(t.calls.take(), ["UpdateItem"], "as herself");
 
-    // The vote that completes the quorum: the counted write refused, the completing write —
-    // as for a vote as oneself — after the delegation's read.
+    // The vote that completes the quorum: written as the completing write at once, from the
+    // approval read with the delegation.
     let id = t.create_ok(CI_KEY, "rt-completing", &two_of_three(2)).await;
     assert_eq!(vote(&t, CAROL_KEY, &id, CAROL, "approve").await.status, 200);
     t.calls.take();
@@ -463,7 +484,7 @@ async fn a_vote_in_someones_place_costs_one_read_more() {
     assert_eq!(done.json()["status"], "approved", "{}", done.text());
     assert_eq!(
         t.calls.take(),
-        ["GetItem", "UpdateItem", "UpdateItem"],
+        ["BatchGetItem", "TransactWriteItems"],
         "completing, in alice's place"
     );
 }

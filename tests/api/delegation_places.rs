@@ -9,10 +9,13 @@ use countersign_tests::{
 };
 use serde_json::{Value, json};
 
+const BOB_KEY: &str = "bob-key-0123456789abcdef";
+
 fn api_keys() -> String {
     ApiKeys::new()
         .key(CI, &["requester", "reader"], CI_KEY)
         .key(ALICE, &["approver"], ALICE_KEY)
+        .key(BOB, &["approver"], BOB_KEY)
         .to_string()
 }
 
@@ -65,7 +68,7 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
         .to_string();
     let id = t.create_ok(CI_KEY, "places-1", &body).await;
 
-    let copy = notification(&t, &id, &format!("{id}:notify:{ERIN}:for:{ALICE}")).await;
+    let copy = notification(&t, &id, &format!("{id}:notify:{ERIN}:delegate")).await;
     assert_eq!(copy["approver"], ERIN);
     assert_eq!(copy["in_place_of"], ALICE);
     let link = copy["review_url"].as_str().expect("a link");
@@ -133,6 +136,7 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
         key_id: None,
         signed_in: None,
         by: Some(countersign::domain::Approver::parse(CI).unwrap()),
+        delegation_set_by: None,
     };
     // On a fresh approval, where the vote would be counted without completing anything (a
     // completing vote is also refused by the store's reading of the refusal).
@@ -172,4 +176,29 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
     assert_eq!(refused.status, 403);
     let approval = t.get(CI_KEY, &id).await.json();
     assert_eq!(approval["votes"].as_array().map(Vec::len), Some(1));
+
+    // Bob delegates to erin too: a copy is keyed by the delegate, not the delegator (review of
+    // v6, finding 12), so erin is told once, in the place of the first of them listed.
+    let set = t
+        .send(
+            t.http
+                .put(t.url(&format!("/delegations/{BOB}")))
+                .bearer_auth(BOB_KEY)
+                .json(&json!({"delegate": ERIN, "until": until})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text());
+    let both = t.create_ok(CI_KEY, "places-3", &body).await;
+    let copy = notification(&t, &both, &format!("{both}:notify:{ERIN}:delegate")).await;
+    assert_eq!(copy["in_place_of"], ALICE);
+    notification(&t, &both, &format!("{both}:notify:{BOB}")).await;
+    notification(&t, &both, &format!("{both}:notify:{ALICE}")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let to_erin: Vec<_> = t
+        .downstream()
+        .calls_to("/notify")
+        .into_iter()
+        .filter(|(_, body)| body["approval_id"] == both.as_str() && body["approver"] == ERIN)
+        .collect();
+    assert_eq!(to_erin.len(), 1, "one copy for erin: {to_erin:?}");
 }

@@ -12,6 +12,7 @@ mod claims;
 mod create;
 mod decide;
 mod delegation;
+mod delegation_graphs;
 mod delegation_places;
 mod faults;
 mod github;

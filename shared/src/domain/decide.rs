@@ -112,6 +112,9 @@ pub enum DecideRefusal {
     /// The approver, or the principal that sent the vote, is the approval's requester
     /// (separation of duties).
     SelfApproval,
+    /// A vote in someone's place whose delegation is not to the voter, not in force, or no
+    /// longer the one read when the vote was written: nothing recorded.
+    NotDelegated,
     /// A pending quorum approval that this approve completes: the counted-vote write refused
     /// it for exactly that reason, and the store writes it again as the completing vote.
     Completes(Box<Approval>),
@@ -131,6 +134,7 @@ impl DecideRefusal {
             Self::Expired => Some("approval_expired"),
             Self::NotAnApprover => Some("not_an_approver"),
             Self::SelfApproval => Some("self_approval_forbidden"),
+            Self::NotDelegated => Some("forbidden"),
             Self::Repeat(_) | Self::Completes(_) | Self::Unexplained => None,
         }
     }
@@ -188,6 +192,15 @@ pub fn classify_refusal(
         }
         Status::Expired => DecideRefusal::Expired,
         Status::Pending if !old.is_approver(&request.approver) => DecideRefusal::NotAnApprover,
+        // The store's `voters` holds both people of every vote, so a place someone else's vote
+        // involved (the named person cast a vote in another's place) or a voter whose own place
+        // was filled by their delegate is refused as voted: a delegation cycle or chain
+        // (A→B, B→A; A→B→C) is a 409, never an unexplained refusal (review of v6, finding 2).
+        Status::Pending
+            if old.involving(voter).is_some() || old.involving(&request.approver).is_some() =>
+        {
+            DecideRefusal::AlreadyVoted(Box::new(old))
+        }
         Status::Pending if old.is_requester(&request.approver) => DecideRefusal::SelfApproval,
         Status::Pending if old.completed_by(&request.approver, request.outcome) => {
             DecideRefusal::Completes(Box::new(old))
@@ -227,6 +240,7 @@ mod tests {
             key_id: None,
             signed_in: None,
             by: None,
+            delegation_set_by: None,
         });
         approval
     }
@@ -466,7 +480,7 @@ impl WebhookOutcome {
             | DecideRefusal::AlreadyDecided(_)
             | DecideRefusal::AlreadyVoted(_)
             | DecideRefusal::Expired => Some(Self::Superseded),
-            DecideRefusal::NotAnApprover => Some(Self::NotAnApprover),
+            DecideRefusal::NotAnApprover | DecideRefusal::NotDelegated => Some(Self::NotAnApprover),
             DecideRefusal::SelfApproval => Some(Self::SelfApprovalForbidden),
             DecideRefusal::Completes(_) | DecideRefusal::Unexplained => None,
         }

@@ -212,11 +212,14 @@ pub fn place(
     if is_requester(voter) || is_requester(named) {
         return Err(PlaceRefusal::SelfApproval);
     }
-    // One vote per person, one per place.
-    if cast
-        .iter()
-        .any(|c| c.by.same_identity(voter) || c.place.same_identity(named))
-    {
+    // One vote per person, one per place: each vote involves its place and whoever cast it,
+    // and neither the voter nor the place may be involved in another (the store's `voters`
+    // condition, which holds both people of every vote).
+    if cast.iter().any(|c| {
+        [&c.by, &c.place]
+            .into_iter()
+            .any(|p| p.same_identity(voter) || p.same_identity(named))
+    }) {
         return Err(PlaceRefusal::AlreadyVoted);
     }
     Ok(place)

@@ -358,9 +358,11 @@ impl super::Approval {
     /// The approvers listed now (with the steps applied) whose place has no vote: whom a
     /// reminder goes to.
     pub fn waiting_on(&self) -> Vec<&Approver> {
+        // A person who cast their one vote in someone else's place has voted too: a reminder
+        // would ask for a vote the store must refuse.
         self.approvers
             .iter()
-            .filter(|a| self.vote_of(a).is_none())
+            .filter(|a| self.involving(a).is_none())
             .collect()
     }
 }

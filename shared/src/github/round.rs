@@ -116,6 +116,7 @@ pub fn round_approval(
         key_id: None,
         signed_in: None,
         by: None,
+        delegation_set_by: None,
     });
     Ok(Approval {
         tenant: tenant.clone(),

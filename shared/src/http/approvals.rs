@@ -22,7 +22,7 @@ use crate::domain::{
     classify_refusal, fingerprint, inexact_numbers,
 };
 use crate::observe::{self, Metric, TraceContext};
-use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, StoreError, size};
+use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, InPlace, StoreError, size};
 
 /// Create bodies above this are refused before parsing.
 pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
@@ -251,18 +251,9 @@ pub async fn decide(
 
     let now = app.clock.now();
     if in_place {
-        // The one read a vote in someone's place adds (a vote as oneself reads nothing): the
-        // named person's own delegation, and no other — one hop, so a delegate's delegate
-        // stands in for nobody. The rest (listed, not the requester, one vote per person and
-        // per place) is the vote's write's condition.
-        match app.store.delegation(&tenant, &request.approver).await? {
-            Some(delegation) if delegation.lets(&caller.principal, now) => {
-                request.by = Some(delegation.delegate);
-            }
-            // Not delegated to this voter, or not now: 403 `forbidden`, as naming anyone else
-            // always was.
-            _ => return Err(ApiError::NotDelegated),
-        }
+        // One hop: the named person's own delegation, to this voter, read with the approval
+        // and checked again in the vote's own write (store/votes_in_place.rs).
+        request.by = Some(caller.principal.clone());
     }
     let decision = Decision {
         outcome: request.outcome,
@@ -274,12 +265,28 @@ pub async fn decide(
         key_id: caller.key_id.clone(),
         signed_in: None,
         by: request.by.clone(),
+        delegation_set_by: None,
     };
-    match app
-        .store
-        .decide(&tenant, &id, &decision, request.sent_by.as_ref(), now)
-        .await?
-    {
+    let outcome = if in_place {
+        match app
+            .store
+            .decide_in_place(&tenant, &id, &decision, request.sent_by.as_ref(), now)
+            .await?
+        {
+            InPlace::Voted(outcome) => outcome,
+            // Not delegated to this voter, or not now: 403 `forbidden`, as naming anyone else
+            // always was.
+            InPlace::NotDelegated => {
+                super::refused_vote(Channel::Api, DecideRefusal::NotDelegated);
+                return Err(ApiError::NotDelegated);
+            }
+        }
+    } else {
+        app.store
+            .decide(&tenant, &id, &decision, request.sent_by.as_ref(), now)
+            .await?
+    };
+    match outcome {
         DecideOutcome::Won(approval) => {
             count_vote(Channel::Api, None);
             Ok(Json(approval.view(now)).into_response())
@@ -300,6 +307,7 @@ pub async fn decide(
                 DecideRefusal::Expired => Err(ApiError::ApprovalExpired),
                 DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
                 DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
+                DecideRefusal::NotDelegated => Err(ApiError::NotDelegated),
                 DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
                     Err(ApiError::Internal(StoreError::Corrupt(
                         "the decision condition refused a decidable approval",

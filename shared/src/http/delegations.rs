@@ -19,6 +19,7 @@ use crate::App;
 use crate::auth::{self, Role};
 use crate::domain::delegation::Delegation;
 use crate::domain::{Approver, FieldError, rfc3339};
+use crate::store::StoredDelegation;
 
 /// A delegation's body is a few short fields.
 pub const DELEGATION_BODY_LIMIT: usize = 16 * 1024;
@@ -41,10 +42,31 @@ pub async fn put(
     let value = parse_json(&bytes)?;
     let now = app.clock.now();
     let delegation = Delegation::parse(&delegator, &value, now).map_err(ApiError::invalid)?;
+    // Who hands on another person's vote says why (review of v6, finding 4): an operator
+    // setting someone else's delegation must give a reason, shown beside it and kept.
+    let themselves = caller.principal.same_identity(&delegator);
+    if !themselves && delegation.reason.is_none() {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "reason",
+            "is required when an operator sets another person's delegation",
+        )]));
+    }
+    // Every vote cast under it records who set it: bounded as the delegate is (store::size).
+    if caller.principal.as_str().len() > Delegation::MAX_DELEGATE_BYTES {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "set_by",
+            "the principal setting a delegation must be at most 128 bytes",
+        )]));
+    }
     app.store
         .put_delegation(&caller.tenant, &delegation, &caller.principal, now)
         .await?;
-    Ok(Json(view(&delegation)).into_response())
+    Ok(Json(view(&StoredDelegation {
+        delegation,
+        set_by: Some(caller.principal.clone()),
+        created_at: now,
+    }))
+    .into_response())
 }
 
 /// `GET /delegations/{identity}`: the person's delegation, until it ends (404 after, or none).
@@ -58,7 +80,7 @@ pub async fn get(
     may_manage(&caller, &delegator)?;
     let now = app.clock.now();
     match app.store.delegation(&caller.tenant, &delegator).await? {
-        Some(delegation) if delegation.until > now => Ok(Json(view(&delegation)).into_response()),
+        Some(stored) if stored.delegation.until > now => Ok(Json(view(&stored)).into_response()),
         _ => Err(ApiError::NoDelegation),
     }
 }
@@ -98,12 +120,16 @@ fn may_manage(caller: &auth::Caller, delegator: &Approver) -> Result<(), ApiErro
     }
 }
 
-fn view(delegation: &Delegation) -> Value {
+/// The delegation as shown: who set it (the person, or an operator) and why, beside what it
+/// says.
+fn view(stored: &StoredDelegation) -> Value {
+    let delegation = &stored.delegation;
     json!({
         "delegator": delegation.delegator,
         "delegate": delegation.delegate,
         "from": rfc3339(delegation.from),
         "until": rfc3339(delegation.until),
         "reason": delegation.reason,
+        "set_by": stored.set_by,
     })
 }

@@ -25,7 +25,7 @@ use crate::slack::api::SlackApi;
 use crate::slack::message::escape;
 use crate::slack::signature::{SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER, verify};
 use crate::slack::{Click, SlackApp, parse_click};
-use crate::store::{DecideOutcome, StoreError};
+use crate::store::{DecideOutcome, InPlace, StoreError};
 
 /// An interaction's largest body: a click carries the message it was made on.
 pub const SLACK_BODY_LIMIT: usize = 256 * 1024;
@@ -175,15 +175,33 @@ async fn vote(
     // approval, so the one read this adds is the delegations of its open places.
     if let (DecideRefusal::NotAnApprover, Some(approval)) = (&refusal, &old) {
         let open = open_places(approval);
-        let delegations = app.store.delegations_of(tenant, &open).await?;
-        if let Some(delegation) = first_place(&open, &delegations, approver, now) {
+        let stored = app.store.delegations_of(tenant, &open).await?;
+        let delegations: Vec<_> = stored.iter().map(|d| d.delegation.clone()).collect();
+        if let Some(delegation) = first_place(&open, &delegations, approver, now)
+            && let Some(read) = stored
+                .iter()
+                .find(|d| d.delegation.delegator.same_identity(&delegation.delegator))
+        {
             request.approver = delegation.delegator.clone();
             request.by = Some(delegation.delegate.clone());
             // The clicker sends it: the decision's condition refuses a sender who asked for
             // the approval, as it refuses the key of a delegate who did.
             request.sent_by = Some(approver.clone());
-            match cast(app, tenant, &id, &request, now).await? {
-                None => {
+            // Written with the delegation checked as read, in one transaction.
+            let decision = slack_vote(&request, now);
+            match app
+                .store
+                .vote_as_read(
+                    tenant,
+                    approval.clone(),
+                    &decision,
+                    read,
+                    request.sent_by.as_ref(),
+                    now,
+                )
+                .await?
+            {
+                InPlace::Voted(DecideOutcome::Won(_)) => {
                     super::count_vote(Channel::Slack, None);
                     return Ok(Some(Told::InPlace(format!(
                         "{} in {}'s place.",
@@ -191,7 +209,10 @@ async fn vote(
                         escape(request.approver.as_str())
                     ))));
                 }
-                Some(old) => refusal = classify_refusal(old, &request, now),
+                InPlace::Voted(DecideOutcome::Refused(old)) => {
+                    refusal = classify_refusal(old.map(|a| *a), &request, now)
+                }
+                InPlace::NotDelegated => refusal = DecideRefusal::NotDelegated,
             }
         }
     }
@@ -227,17 +248,7 @@ async fn cast(
     request: &DecideRequest,
     now: EpochSeconds,
 ) -> Result<Option<Option<Approval>>, ApiError> {
-    let decision = Decision {
-        outcome: request.outcome,
-        approver: request.approver.clone(),
-        decided_at: now,
-        channel: Channel::Slack,
-        comment: None,
-        webhook_event_id: None,
-        key_id: None,
-        signed_in: None,
-        by: request.by.clone(),
-    };
+    let decision = slack_vote(request, now);
     let sent_by = request.sent_by.as_ref();
     Ok(
         match app
@@ -249,6 +260,22 @@ async fn cast(
             DecideOutcome::Refused(old) => Some(old.map(|a| *a)),
         },
     )
+}
+
+/// `request`'s vote, cast in Slack at `now`.
+fn slack_vote(request: &DecideRequest, now: EpochSeconds) -> Decision {
+    Decision {
+        outcome: request.outcome,
+        approver: request.approver.clone(),
+        decided_at: now,
+        channel: Channel::Slack,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: None,
+        by: request.by.clone(),
+        delegation_set_by: None,
+    }
 }
 
 fn verb(outcome: Outcome) -> &'static str {
@@ -323,6 +350,10 @@ fn refusal_text(
         DecideRefusal::SelfApproval => {
             format!("You requested this approval: someone else must decide it. {NOTHING}")
         }
+        DecideRefusal::NotDelegated => format!(
+            "{}'s delegation to you ended before your vote was written. {NOTHING}",
+            escape(place.as_str())
+        ),
         DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
             return Err(ApiError::Internal(StoreError::Corrupt(
                 "the decision condition refused a decidable approval",

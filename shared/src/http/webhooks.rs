@@ -147,6 +147,7 @@ async fn deliver(
                         key_id: None,
                         signed_in: None,
                         by: None,
+                        delegation_set_by: None,
                     };
                     app.store
                         .ingest_decision(&source.tenant, &id, &record, &decision, now)

@@ -156,13 +156,20 @@ impl SlackReplyJob {
 
 impl NotifyJob {
     /// What tells this job's keys, ledger item and events apart from the approval's first
-    /// notification (`None` for that one): `reminder:2`, `notify-for:alice@…`, ….
+    /// notification (`None` for that one): `reminder:2`, `notify-delegate:erin@…`, ….
     fn tag(&self) -> Option<String> {
         let reason = self.reason.map(NotifyReason::tag);
-        match (&reason, &self.in_place_of) {
+        // A delegate's copy is named by the delegate (the job's one approver): one copy per
+        // delegate, whichever place it opens.
+        let delegate = self
+            .in_place_of
+            .as_ref()
+            .and(self.approvers.first())
+            .map(Approver::identity);
+        match (&reason, delegate) {
             (_, None) => reason,
-            (None, Some(place)) => Some(format!("notify-for:{}", place.identity())),
-            (Some(reason), Some(place)) => Some(format!("{reason}-for:{}", place.identity())),
+            (None, Some(delegate)) => Some(format!("notify-delegate:{delegate}")),
+            (Some(reason), Some(delegate)) => Some(format!("{reason}-delegate:{delegate}")),
         }
     }
 
@@ -180,7 +187,8 @@ impl NotifyJob {
         };
         match &self.in_place_of {
             None => key,
-            Some(place) => format!("{key}:for:{}", encode(place)),
+            // The delegate's own copy: the key names the delegate (as above) and says so.
+            Some(_) => format!("{key}:delegate"),
         }
     }
 

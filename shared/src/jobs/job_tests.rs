@@ -21,6 +21,7 @@ fn decided(outcome: Outcome) -> Approval {
         key_id: None,
         signed_in: None,
         by: None,
+        delegation_set_by: None,
     });
     approval
 }
@@ -372,6 +373,7 @@ mod sqs_bodies {
                 key_id: None,
                 signed_in: None,
                 by: None,
+                delegation_set_by: None,
             };
             approved.votes = vec![vote.clone()];
             approved.decision = Some(vote);

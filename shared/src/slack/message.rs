@@ -399,6 +399,7 @@ mod tests {
             key_id: None,
             signed_in: None,
             by: None,
+            delegation_set_by: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);

@@ -32,14 +32,34 @@ fn delegation_item(
     item
 }
 
-fn delegation_from_item(delegator: &Approver, item: &Item) -> Result<Delegation, StoreError> {
-    Ok(Delegation {
-        delegator: delegator.clone(),
-        delegate: Approver::from_stored(get_s(item, "delegate")?)
-            .map_err(|_| StoreError::corrupt("delegate"))?,
-        from: get_n(item, "from")?,
-        until: get_n(item, "until")?,
-        reason: opt_s(item, "reason"),
+/// A delegation as stored: what it says, who set it, and when (which tells one write of it
+/// from another: a vote in someone's place counts only while the delegation is the one read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredDelegation {
+    pub delegation: Delegation,
+    /// The principal that set it: the delegator, or an operator (`None`: stored without).
+    pub set_by: Option<Approver>,
+    pub created_at: EpochSeconds,
+}
+
+pub(super) fn delegation_from_item(
+    delegator: &Approver,
+    item: &Item,
+) -> Result<StoredDelegation, StoreError> {
+    Ok(StoredDelegation {
+        delegation: Delegation {
+            delegator: delegator.clone(),
+            delegate: Approver::from_stored(get_s(item, "delegate")?)
+                .map_err(|_| StoreError::corrupt("delegate"))?,
+            from: get_n(item, "from")?,
+            until: get_n(item, "until")?,
+            reason: opt_s(item, "reason"),
+        },
+        set_by: opt_s(item, "set_by")
+            .map(|by| Approver::from_stored(&by))
+            .transpose()
+            .map_err(|_| StoreError::corrupt("set_by"))?,
+        created_at: get_n(item, "created_at").unwrap_or(0),
     })
 }
 
@@ -73,7 +93,7 @@ impl Store {
         &self,
         tenant: &TenantId,
         delegator: &Approver,
-    ) -> Result<Option<Delegation>, StoreError> {
+    ) -> Result<Option<StoredDelegation>, StoreError> {
         let got = self
             .client
             .get_item()
@@ -94,7 +114,7 @@ impl Store {
         &self,
         tenant: &TenantId,
         delegators: &[&Approver],
-    ) -> Result<Vec<Delegation>, StoreError> {
+    ) -> Result<Vec<StoredDelegation>, StoreError> {
         self.read_delegations(tenant, delegators, true).await
     }
 
@@ -105,7 +125,12 @@ impl Store {
         tenant: &TenantId,
         delegators: &[&Approver],
     ) -> Result<Vec<Delegation>, StoreError> {
-        self.read_delegations(tenant, delegators, false).await
+        Ok(self
+            .read_delegations(tenant, delegators, false)
+            .await?
+            .into_iter()
+            .map(|d| d.delegation)
+            .collect())
     }
 
     async fn read_delegations(
@@ -113,7 +138,7 @@ impl Store {
         tenant: &TenantId,
         delegators: &[&Approver],
         consistent: bool,
-    ) -> Result<Vec<Delegation>, StoreError> {
+    ) -> Result<Vec<StoredDelegation>, StoreError> {
         if delegators.is_empty() {
             return Ok(Vec::new());
         }
@@ -174,7 +199,12 @@ mod tests {
             item["pk"],
             AttributeValue::S("delegation#acme#alice@example.com".into())
         );
-        assert_eq!(delegation_from_item(&alice, &item).unwrap(), delegation);
+        let stored = delegation_from_item(&alice, &item).unwrap();
+        assert_eq!(stored.delegation, delegation);
+        assert_eq!(
+            (stored.set_by, stored.created_at),
+            (Some(alice.clone()), 50)
+        );
         let mut keys: Vec<&str> = item.keys().map(String::as_str).collect();
         keys.sort_unstable();
         // What the API function's role may write (infra/template.yaml), and nothing else.

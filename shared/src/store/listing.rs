@@ -221,44 +221,7 @@ impl Store {
         moves: &[StatusMove<'_>],
         now: EpochSeconds,
     ) -> Result<(), StoreError> {
-        let mut writes: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
-        let key = |item: &Item| -> Result<(String, String), StoreError> {
-            Ok((get_s(item, "pk")?.to_owned(), get_s(item, "id")?.to_owned()))
-        };
-        for m in moves {
-            if let Some(from) = m.from.filter(|from| *from != m.approval.status) {
-                for item in index_items(m.approval, from, None) {
-                    writes.insert(key(&item)?, None);
-                }
-            }
-            let until = self.retention.after_expiry(m.approval.expires_at, now);
-            for item in index_items(m.approval, m.approval.status, until) {
-                writes.insert(key(&item)?, Some(item));
-            }
-        }
-        let mut requests = Vec::with_capacity(writes.len());
-        for ((pk, id), write) in writes {
-            let request = match write {
-                Some(item) => WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item))
-                            .build()
-                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
-                    )
-                    .build(),
-                None => WriteRequest::builder()
-                    .delete_request(
-                        DeleteRequest::builder()
-                            .key("pk", s(pk))
-                            .key("id", s(id))
-                            .build()
-                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
-                    )
-                    .build(),
-            };
-            requests.push(request);
-        }
+        let requests = index_writes(moves, self.retention, now)?;
         self.batch_write(&self.tables.approval_index, requests)
             .await
     }
@@ -573,6 +536,60 @@ impl Store {
     }
 }
 
+/// The approval index's writes for `moves`: each approval's items under its new status put,
+/// then those under its old status deleted — every put before every delete, so a batch cut
+/// short (a crash, a throttled request given up) leaves an approval listed twice for a moment
+/// (a listing drops the stale item it meets), never not at all.
+fn index_writes(
+    moves: &[StatusMove<'_>],
+    retention: crate::domain::Retention,
+    now: EpochSeconds,
+) -> Result<Vec<WriteRequest>, StoreError> {
+    let mut writes: BTreeMap<(String, String), Option<Item>> = BTreeMap::new();
+    let key = |item: &Item| -> Result<(String, String), StoreError> {
+        Ok((get_s(item, "pk")?.to_owned(), get_s(item, "id")?.to_owned()))
+    };
+    for m in moves {
+        if let Some(from) = m.from.filter(|from| *from != m.approval.status) {
+            for item in index_items(m.approval, from, None) {
+                writes.insert(key(&item)?, None);
+            }
+        }
+        let until = retention.after_expiry(m.approval.expires_at, now);
+        for item in index_items(m.approval, m.approval.status, until) {
+            writes.insert(key(&item)?, Some(item));
+        }
+    }
+    let (mut puts, mut deletes) = (Vec::new(), Vec::new());
+    for ((pk, id), write) in writes {
+        match write {
+            Some(item) => puts.push(
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
+                    )
+                    .build(),
+            ),
+            None => deletes.push(
+                WriteRequest::builder()
+                    .delete_request(
+                        DeleteRequest::builder()
+                            .key("pk", s(pk))
+                            .key("id", s(id))
+                            .build()
+                            .map_err(|e| StoreError::dynamo("BatchWriteItem", e))?,
+                    )
+                    .build(),
+            ),
+        }
+    }
+    puts.extend(deletes);
+    Ok(puts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,6 +618,43 @@ mod tests {
             ]
         );
         assert!(items.iter().all(|i| i.len() == 2), "keys only");
+    }
+
+    /// Review of v6, finding 12 (carried over from v5): every put goes before every delete, so
+    /// a move cut short leaves the approval listed under its new status, not under none.
+    #[test]
+    fn an_index_move_puts_every_new_item_before_it_deletes_an_old_one() {
+        let approvals: Vec<crate::domain::Approval> = (0..12)
+            .map(|i| {
+                let mut approval = pending(1_000);
+                approval.status = Status::Approved;
+                approval.requested_by = Some(Approver::parse(&format!("ci-{i}@acme")).unwrap());
+                approval.approvers = vec![
+                    Approver::parse("alice").unwrap(),
+                    Approver::parse("zed").unwrap(),
+                ];
+                approval
+            })
+            .collect();
+        let moves: Vec<StatusMove> = approvals
+            .iter()
+            .map(|approval| StatusMove {
+                from: Some(Status::Pending),
+                approval,
+            })
+            .collect();
+        let writes = index_writes(&moves, crate::domain::Retention::days(1), 5).unwrap();
+        assert_eq!(writes.len(), 12 * 3 * 2);
+        let first_delete = writes
+            .iter()
+            .position(|w| w.delete_request().is_some())
+            .unwrap();
+        assert_eq!(first_delete, 36, "36 puts, then the deletes");
+        assert!(
+            writes[first_delete..]
+                .iter()
+                .all(|w| w.delete_request().is_some())
+        );
     }
 
     #[test]

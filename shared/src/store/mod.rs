@@ -6,7 +6,7 @@
 //! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
 //! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
 //! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`,
-//! `held_reads`, `delegations`) → `inbox`, `listing`, `size` → `github` (GitHub's rounds) →
+//! `held_reads`, `delegations`) → `votes_in_place`, `inbox`, `listing`, `size` → `github` (GitHub's rounds) →
 //! `ledger`.
 
 mod api_keys;
@@ -40,10 +40,12 @@ mod tables;
 mod trail;
 mod unclear;
 mod votes;
+mod votes_in_place;
 
 pub use api_keys::KeyRefusal;
 pub use approvals::{CreateOutcome, IdempotencyRecord, SavedResponse};
 pub use client::{DecideOutcome, Store};
+pub use delegations::StoredDelegation;
 pub use due::Requeue;
 pub use error::StoreError;
 pub use github::{RoundIngested, RoundKey, RunClosed, RunEnd};
@@ -59,6 +61,7 @@ pub use stall::Stalled;
 pub use tables::Tables;
 pub use trail::EventPage;
 pub use unclear::UnclearRunEnd;
+pub use votes_in_place::InPlace;
 
 /// An approval from a stored image (a stream record's old or new image).
 pub fn items_to_approval(

@@ -93,6 +93,7 @@ fn largest_vote(approver: &Approver) -> (Decision, usize) {
         key_id: KeyId::parse("abcdefghijklmnop"),
         signed_in: None,
         by: None,
+        delegation_set_by: None,
     };
     let signed_in = Decision {
         webhook_event_id: None,
@@ -108,6 +109,7 @@ fn largest_vote(approver: &Approver) -> (Decision, usize) {
         channel: Channel::Api,
         webhook_event_id: None,
         by: Approver::from_stored(&"x".repeat(Delegation::MAX_DELEGATE_BYTES)).ok(),
+        delegation_set_by: None,
         ..webhook.clone()
     };
     let own = approver.identity().len();

@@ -253,6 +253,33 @@ pub(crate) fn first(
     )
 }
 
+/// The first write of a vote on `approval`, as read a moment ago: its kind from the approval
+/// itself (a quorum's completing vote at once), not from its id's hint.
+pub(crate) fn first_for(
+    approval: &Approval,
+    vote: &Decision,
+    sent_by: Option<&Approver>,
+    (now, retention): (EpochSeconds, Retention),
+) -> VoteWrite {
+    let kind = match (vote.outcome, &approval.policy) {
+        (Outcome::Rejected, _) => WriteKind::Veto,
+        (Outcome::Approved, None) => WriteKind::Single,
+        (Outcome::Approved, Some(policy))
+            if approval.completed_by(&vote.approver, Outcome::Approved) =>
+        {
+            WriteKind::Completing(policy.rules.len())
+        }
+        (Outcome::Approved, Some(policy)) => WriteKind::Counted(policy.rules.len()),
+    };
+    write(
+        (kind, approval.executes),
+        &approval.id,
+        vote,
+        sent_by,
+        (now, retention),
+    )
+}
+
 /// The next write of a vote whose `previous` write (its kind, and whether it took the action
 /// type to be executed) was refused with the item as it was (`old`), or `None` when the refusal
 /// is the answer.
@@ -391,6 +418,7 @@ mod tests {
             key_id: None,
             signed_in: None,
             by: None,
+            delegation_set_by: None,
         }
     }
 

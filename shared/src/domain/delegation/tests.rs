@@ -213,6 +213,7 @@ fn voted(approval: &mut crate::domain::Approval, place: &str, by: Option<&str>) 
         key_id: None,
         signed_in: None,
         by: by.map(who),
+        delegation_set_by: None,
     });
 }
 
@@ -289,5 +290,87 @@ proptest! {
         prop_assert_eq!(places.len(), cast.len(), "one vote per place");
         prop_assert!(cast.iter().all(|c| approvers.iter().any(|a| a.same_identity(&c.place))));
         prop_assert!(cast.iter().all(|c| !c.by.same_identity(&requester) && !c.place.same_identity(&requester)));
+    }
+}
+
+proptest! {
+    /// Review of v6, finding 2: the place rule and the store's write condition must agree, or a
+    /// vote the rule allows is refused by the write and answered 5xx. The store's condition
+    /// modelled here: the place listed, neither person the requester, and neither the place nor
+    /// the voter among `voters` (which holds both people of every vote cast). Over random
+    /// delegations — cycles (A→B, B→A) and chains (A→B→C) included — and votes: the rule allows
+    /// exactly what the write accepts, and every refused write classifies as a 4xx reason.
+    #[test]
+    fn the_place_rule_and_the_write_condition_agree(
+        delegations in proptest::collection::vec((0usize..5, 0usize..5), 0..8),
+        attempts in proptest::collection::vec((0usize..5, 0usize..5, proptest::bool::ANY), 0..30),
+    ) {
+        use crate::domain::{DecideRefusal, DecideRequest, Outcome, classify_refusal};
+
+        let names = ["alice", "bob", "carol", "dave", "erin"];
+        let mut approval = crate::domain::approval::tests::pending(NOW + DAY);
+        approval.approvers = ["alice", "bob", "carol", "dave"].map(who).to_vec();
+        approval.requested_by = Some(who("erin"));
+        let by_delegator: Vec<Delegation> = delegations
+            .iter()
+            .filter(|(from, to)| from != to)
+            .map(|(from, to)| delegation(names[*from], names[*to], (NOW - DAY, NOW + DAY)))
+            .collect();
+        let mut voters: BTreeSet<String> = BTreeSet::new();
+        for (voter, named, approve) in attempts {
+            let (voter, named) = (who(names[voter]), who(names[named]));
+            let delegation = by_delegator.iter().rev().find(|d| d.delegator.same_identity(&named));
+            let cast: Vec<Cast> = approval
+                .votes
+                .iter()
+                .map(|v| Cast { place: v.approver.clone(), by: v.by.clone().unwrap_or_else(|| v.approver.clone()) })
+                .collect();
+            let is_requester = |a: &Approver| approval.is_requester(a);
+            let ruled = super::place(&voter, &named, &approval.approvers, is_requester, &cast, delegation, NOW);
+            if ruled == Err(PlaceRefusal::NotDelegated) {
+                continue; // refused before any write
+            }
+            let in_place = !named.same_identity(&voter);
+            let accepted = approval.status == crate::domain::Status::Pending
+                && approval.is_approver(&named)
+                && !approval.is_requester(&named)
+                && !approval.is_requester(&voter)
+                && !voters.contains(&named.identity())
+                && !voters.contains(&voter.identity());
+            prop_assert_eq!(ruled.is_ok(), accepted, "{:?} for {:?} after {:?}", voter, named, cast);
+            let outcome = if approve { Outcome::Approved } else { Outcome::Rejected };
+            if accepted {
+                voters.insert(named.identity());
+                voters.insert(voter.identity());
+                approval.votes.push(crate::domain::Decision {
+                    outcome,
+                    approver: named.clone(),
+                    decided_at: NOW,
+                    channel: crate::domain::Channel::Api,
+                    comment: None,
+                    webhook_event_id: None,
+                    key_id: None,
+                    signed_in: None,
+                    by: in_place.then(|| voter.clone()),
+                    delegation_set_by: None,
+                });
+                if outcome == Outcome::Rejected {
+                    break; // a veto decides: nothing after it is a pending approval's vote
+                }
+            } else {
+                let request = DecideRequest {
+                    outcome,
+                    approver: named.clone(),
+                    comment: None,
+                    sent_by: in_place.then(|| voter.clone()),
+                    by: in_place.then(|| voter.clone()),
+                };
+                let refusal = classify_refusal(Some(approval.clone()), &request, NOW);
+                prop_assert!(
+                    refusal.reason().is_some() || matches!(refusal, DecideRefusal::Repeat(_)),
+                    "a refused write must be a 4xx or a repeat: {:?} for {:?} after {:?}", refusal, request, cast
+                );
+            }
+        }
     }
 }

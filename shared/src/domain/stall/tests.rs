@@ -277,3 +277,25 @@ fn a_step_joins_the_rule_it_names_or_every_rule_once() {
     );
     assert_eq!(joined.rules[1].min_approvals, 1, "min_approvals unchanged");
 }
+
+/// Review of v6, finding 12: a reminder asks those who have not voted — and a person who cast
+/// their one vote in someone else's place has voted (the store would refuse them another).
+#[test]
+fn a_reminder_skips_whoever_voted_in_someone_elses_place() {
+    let mut approval = crate::domain::approval::tests::pending(1_000);
+    approval.approvers = people(&["alice", "bob", "carol"]);
+    approval.votes.push(crate::domain::Decision {
+        outcome: crate::domain::Outcome::Approved,
+        approver: people(&["alice"])[0].clone(),
+        decided_at: 5,
+        channel: crate::domain::Channel::Api,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: None,
+        by: Some(people(&["bob"])[0].clone()),
+        delegation_set_by: None,
+    });
+    let waiting: Vec<&str> = approval.waiting_on().iter().map(|a| a.as_str()).collect();
+    assert_eq!(waiting, ["carol"], "alice's place is filled, bob has voted");
+}

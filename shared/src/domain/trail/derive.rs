@@ -378,11 +378,16 @@ fn vote_actor(vote: &Decision) -> Value {
     if let Some(key_id) = &vote.key_id {
         actor["key_id"] = json!(key_id.as_str());
     }
-    // Which person: the provider's issuer and their subject there, and when they signed in.
-    // A vote in someone's place names both: whose place (`approver`) and who cast it (`by`).
+    // A vote in someone's place names both: whose place (`approver`) and who cast it (`by`),
+    // and who set the delegation it was cast under (`delegation_set_by`: the person, or an
+    // operator).
     if let Some(by) = &vote.by {
         actor["by"] = json!(by);
+        if let Some(set_by) = &vote.delegation_set_by {
+            actor["delegation_set_by"] = json!(set_by);
+        }
     }
+    // Which person: the provider's issuer and their subject there, and when they signed in.
     if let Some(signed_in) = &vote.signed_in {
         actor["iss"] = json!(signed_in.issuer);
         actor["sub"] = json!(signed_in.sub);

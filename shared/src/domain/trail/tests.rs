@@ -15,6 +15,7 @@ fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
         key_id: None,
         signed_in: None,
         by: None,
+        delegation_set_by: None,
     }
 }
 

@@ -29,7 +29,7 @@ use crate::domain::{
 };
 use crate::review_token::{ReviewGrant, TokenError};
 use crate::session::Session;
-use crate::store::DecideOutcome;
+use crate::store::{DecideOutcome, InPlace};
 use render::{Viewer, render};
 
 fn self_approval_forbidden() -> Response {
@@ -102,8 +102,18 @@ async fn standing(
     };
     let delegation = app.store.delegation(tenant, &place).await?;
     Ok(delegation
-        .filter(|d| d.lets(person, app.clock.now()))
-        .map(|d| d.delegator))
+        .filter(|d| d.delegation.lets(person, app.clock.now()))
+        .map(|d| d.delegation.delegator))
+}
+
+/// The page for a vote in a place whose delegation is not the voter's, or not now.
+fn not_delegated() -> Response {
+    notice(
+        StatusCode::FORBIDDEN,
+        "Not recorded",
+        "Not yours to decide in that place",
+        "That person has not delegated to you, or not now. Nothing was recorded.",
+    )
 }
 
 /// The review page's own path (what a sign-in comes back to), in a delegate's `place`.
@@ -286,24 +296,16 @@ pub async fn decide_form(
                 (signer.session.identity, Some(sign_in))
             }
         };
-    // A delegate's form names the place they fill; its delegation is read again now.
-    let by = match field("place") {
+    // A delegate's form names the place they fill: its delegation is read with the approval
+    // and checked again in the vote's own write.
+    let by = match field("place").map(|named| Approver::parse(&named)) {
         None => None,
-        Some(named) => match standing(app, &grant.tenant, Some(&named), &approver).await {
-            Ok(Some(place)) => Some(std::mem::replace(&mut approver, place)),
-            Ok(None) => {
-                return notice(
-                    StatusCode::FORBIDDEN,
-                    "Not recorded",
-                    "Not yours to decide in that place",
-                    "That person has not delegated to you, or not now. Nothing was recorded.",
-                );
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "review form: store");
-                return unavailable();
-            }
-        },
+        Some(Ok(place)) if !place.same_identity(&approver) => {
+            Some(std::mem::replace(&mut approver, place))
+        }
+        // Their own place, however spelled: their own vote.
+        Some(Ok(_)) => None,
+        Some(Err(_)) => return not_delegated(),
     };
     let mut errors: Vec<FieldError> = Vec::new();
     let outcome = decision.as_deref().and_then(DecideRequest::parse_outcome);
@@ -334,13 +336,29 @@ pub async fn decide_form(
         key_id: None,
         signed_in,
         by: by.clone(),
+        delegation_set_by: None,
     };
     // A delegate's vote is sent by the delegate: the requester may not stand in either.
-    match app
-        .store
-        .decide(&grant.tenant, &id, &decision, by.as_ref(), now)
-        .await
-    {
+    let outcome = match &by {
+        None => {
+            app.store
+                .decide(&grant.tenant, &id, &decision, None, now)
+                .await
+        }
+        Some(by) => match app
+            .store
+            .decide_in_place(&grant.tenant, &id, &decision, Some(by), now)
+            .await
+        {
+            Ok(InPlace::Voted(outcome)) => Ok(outcome),
+            Ok(InPlace::NotDelegated) => {
+                super::refused_vote(Channel::ReviewPage, DecideRefusal::NotDelegated);
+                return not_delegated();
+            }
+            Err(err) => Err(err),
+        },
+    };
+    match outcome {
         Ok(DecideOutcome::Won(_)) => super::count_vote(Channel::ReviewPage, None),
         Ok(DecideOutcome::Refused(old)) => match super::refused_vote(
             Channel::ReviewPage,
@@ -355,6 +373,7 @@ pub async fn decide_form(
                 return not_listed(&approver);
             }
             DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
+            DecideRefusal::NotDelegated => return not_delegated(),
             DecideRefusal::SelfApproval => return self_approval_forbidden(),
             DecideRefusal::Completes(_) | DecideRefusal::Unexplained => return unavailable(),
         },

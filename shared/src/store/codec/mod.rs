@@ -265,6 +265,9 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
     if let Some(by) = &decision.by {
         map.insert("by".to_owned(), s(by.as_str()));
     }
+    if let Some(set_by) = &decision.delegation_set_by {
+        map.insert("set_by".to_owned(), s(set_by.as_str()));
+    }
     AttributeValue::M(map)
 }
 
@@ -538,6 +541,10 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
             .map(|by| Approver::from_stored(&by))
             .transpose()
             .map_err(|_| StoreError::corrupt("decision.by"))?,
+        delegation_set_by: opt_s(map, "set_by")
+            .map(|by| Approver::from_stored(&by))
+            .transpose()
+            .map_err(|_| StoreError::corrupt("decision.set_by"))?,
     })
 }
 

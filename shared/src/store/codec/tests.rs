@@ -46,6 +46,7 @@ fn an_approval_survives_the_round_trip() {
                 auth_time: Some(1_700_000_000),
             }),
             by: Some(Approver::parse("Carol").unwrap()),
+            delegation_set_by: None,
         }],
         decision: Some(Decision {
             outcome: Outcome::Approved,
@@ -57,6 +58,7 @@ fn an_approval_survives_the_round_trip() {
             key_id: None,
             signed_in: None,
             by: None,
+            delegation_set_by: None,
         }),
         cancellation: Some(Cancellation {
             by: Approver::parse("ci@acme").unwrap(),

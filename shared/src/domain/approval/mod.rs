@@ -3,6 +3,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod view;
+
+pub use view::ApprovalView;
+
 use super::{ApprovalId, Approver, EpochSeconds, IdempotencyKey, KeyId, Policy, TenantId, rfc3339};
 
 /// The status as stored. `Expired` is never stored: a pending approval past its expiry reads as
@@ -144,6 +148,9 @@ pub struct Decision {
     pub signed_in: Option<SignIn>,
     /// The delegate who cast it in `approver`'s place (`None`: the approver's own vote).
     pub by: Option<Approver>,
+    /// Who set the delegation `by` voted under (the delegator, or an operator): the trail's
+    /// actor names them beside the delegate. Not shown in the approval.
+    pub delegation_set_by: Option<Approver>,
 }
 
 /// A person as their OpenID Provider vouched for them at sign-in: the issuer, their subject
@@ -398,6 +405,38 @@ impl Approval {
             .find(|v| v.by.as_ref().unwrap_or(&v.approver).identity() == identity)
     }
 
+    /// The approval as a vote the store applied left it, from the approval as it was read just
+    /// before: the vote recorded (`listed`: kept in the votes, which a single decision without
+    /// a policy is not) and, when it `decides`, the outcome, the decision and the execution it
+    /// queues (or leaves for its claim). What a vote's answer shows when its write (a
+    /// transaction's) answers nothing of the item.
+    pub fn with_vote(mut self, vote: &Decision, listed: bool, decides: bool) -> Self {
+        if listed {
+            self.votes.push(vote.clone());
+        }
+        if decides {
+            self.status = vote.outcome.status();
+            self.decision = Some(vote.clone());
+            // An approving write queues the execution (an approval-only one waits for its
+            // claim); a veto leaves it as it was.
+            if vote.outcome == Outcome::Approved {
+                if self.executes {
+                    self.execution.status = ExecutionStatus::Queued;
+                }
+                self.execution.updated_at = vote.decided_at;
+            }
+        }
+        self
+    }
+
+    /// A vote `person` took part in: in their own place, or cast by them in someone else's. The
+    /// store adds both of a vote's people to `voters`, and a vote counts only while neither of
+    /// its people is there: so a person who cast any vote, or whose place was filled, can take
+    /// no part in another (whatever delegations say, cycles and chains included).
+    pub fn involving(&self, person: &Approver) -> Option<&Decision> {
+        self.vote_of(person).or_else(|| self.vote_cast_by(person))
+    }
+
     /// Whether a vote by `voter` would complete this pending approval's quorum (never without a
     /// policy: there, the first write applies any approve, which completes it).
     pub fn completed_by(&self, voter: &Approver, outcome: Outcome) -> bool {
@@ -427,192 +466,6 @@ impl Approval {
             .map(|r| r.approvers.iter().filter(|a| approving.contains(a)).count() as u32)
             .collect()
     }
-
-    /// The public JSON shape of the approval at `now`.
-    pub fn view(&self, now: EpochSeconds) -> ApprovalView<'_> {
-        ApprovalView {
-            id: &self.id,
-            status: self.status_at(now),
-            requested_by: self.requested_by.as_ref(),
-            requested_by_key_id: self.requested_by_key_id.as_ref(),
-            action: ActionView {
-                kind: &self.action_type,
-                payload: &self.payload,
-                executes: self.executes,
-            },
-            approvers: &self.approvers,
-            policy: self.policy.as_ref().map(|p| PolicyView {
-                rules: p
-                    .rules
-                    .iter()
-                    .zip(self.approvals_per_rule())
-                    .map(|(r, approvals)| RuleView {
-                        name: &r.name,
-                        approvers: &r.approvers,
-                        min_approvals: r.min_approvals,
-                        approvals,
-                    })
-                    .collect(),
-            }),
-            context: &self.context,
-            idempotency_key: &self.idempotency_key,
-            created_at: rfc3339(self.created_at),
-            expires_at: rfc3339(self.expires_at),
-            votes: self
-                .recorded_votes()
-                .iter()
-                .map(|v| VoteView {
-                    approver: &v.approver,
-                    vote: match v.outcome {
-                        Outcome::Approved => "approve",
-                        Outcome::Rejected => "reject",
-                    },
-                    at: rfc3339(v.decided_at),
-                    channel: v.channel,
-                    comment: v.comment.as_deref(),
-                    webhook_event_id: v.webhook_event_id.as_deref(),
-                    by: v.by.as_ref(),
-                })
-                .collect(),
-            decision: self.decision.as_ref().map(|d| DecisionView {
-                outcome: d.outcome,
-                approver: &d.approver,
-                decided_at: rfc3339(d.decided_at),
-                channel: d.channel,
-                comment: d.comment.as_deref(),
-                webhook_event_id: d.webhook_event_id.as_deref(),
-                by: d.by.as_ref(),
-            }),
-            cancellation: self.cancellation.as_ref().map(|c| CancellationView {
-                by: &c.by,
-                at: rfc3339(c.at),
-                reason: c.reason.as_deref(),
-            }),
-            execution: ExecutionView {
-                status: self.execution.status,
-                attempts: self.execution.attempts,
-                last_error: self.execution.last_error.as_deref(),
-                updated_at: rfc3339(self.execution.updated_at),
-                note: self.execution.note.as_deref(),
-                claimed_by: self.execution.claimed_by.as_deref(),
-                late_reports: &self.execution.late_reports,
-                status_checks: &self.execution.status_checks,
-            },
-            slack: self.slack.as_ref(),
-            stall: self.stall.view(self.created_at),
-            resume: self.resume.as_ref().map(super::resume::Resume::view),
-        }
-    }
-}
-
-/// The approval as the API shows it (field order is the spec's).
-#[derive(Debug, Serialize)]
-pub struct ApprovalView<'a> {
-    id: &'a ApprovalId,
-    status: Status,
-    requested_by: Option<&'a Approver>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    requested_by_key_id: Option<&'a KeyId>,
-    action: ActionView<'a>,
-    approvers: &'a [Approver],
-    /// `null`: one approving vote decides.
-    policy: Option<PolicyView<'a>>,
-    context: &'a Map<String, Value>,
-    idempotency_key: &'a IdempotencyKey,
-    created_at: String,
-    expires_at: String,
-    votes: Vec<VoteView<'a>>,
-    decision: Option<DecisionView<'a>>,
-    /// Only on a cancelled approval.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cancellation: Option<CancellationView<'a>>,
-    execution: ExecutionView<'a>,
-    /// Only once its Slack message is posted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    slack: Option<&'a SlackMessage>,
-    /// `reminders` and `escalation`, when it has them.
-    #[serde(flatten)]
-    stall: super::stall::StallView<'a>,
-    /// Only when a workflow waits on it: how far telling it went (never its token).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resume: Option<super::resume::ResumeView<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct ActionView<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    payload: &'a Map<String, Value>,
-    /// Only on an approval-only type (`false`): its caller claims the approved execution.
-    #[serde(skip_serializing_if = "is_true")]
-    executes: bool,
-}
-
-fn is_true(value: &bool) -> bool {
-    *value
-}
-
-#[derive(Debug, Serialize)]
-struct PolicyView<'a> {
-    rules: Vec<RuleView<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct RuleView<'a> {
-    name: &'a str,
-    approvers: &'a [Approver],
-    min_approvals: u32,
-    /// Approving votes counted so far.
-    approvals: u32,
-}
-
-#[derive(Debug, Serialize)]
-struct VoteView<'a> {
-    approver: &'a Approver,
-    vote: &'static str,
-    at: String,
-    channel: Channel,
-    comment: Option<&'a str>,
-    webhook_event_id: Option<&'a str>,
-    /// Only on a vote cast in the approver's place: the delegate who cast it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    by: Option<&'a Approver>,
-}
-
-#[derive(Debug, Serialize)]
-struct CancellationView<'a> {
-    by: &'a Approver,
-    at: String,
-    reason: Option<&'a str>,
-}
-
-#[derive(Debug, Serialize)]
-struct DecisionView<'a> {
-    outcome: Outcome,
-    approver: &'a Approver,
-    decided_at: String,
-    channel: Channel,
-    comment: Option<&'a str>,
-    webhook_event_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    by: Option<&'a Approver>,
-}
-
-#[derive(Debug, Serialize)]
-struct ExecutionView<'a> {
-    status: ExecutionStatus,
-    attempts: u32,
-    last_error: Option<&'a str>,
-    updated_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
-    /// Only once an approval-only execution is claimed: the claim's `Idempotency-Key`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    claimed_by: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    late_reports: &'a [String],
-    #[serde(skip_serializing_if = "<[StatusCheck]>::is_empty")]
-    status_checks: &'a [StatusCheck],
 }
 
 #[cfg(test)]
