@@ -576,11 +576,24 @@ async fn a_callbacks_delivery_outdoes_its_failure_and_nothing_outdoes_its_delive
     let delivered = job.ended_event(&Completion::Succeeded, 2).unwrap();
     let store = &t.app.store;
     let failure = Some(EventType::CallbackFailed);
-    assert!(store.put_event_once(&failed, None).await.unwrap());
-    assert!(!store.put_event_once(&failed, None).await.unwrap(), "once");
-    assert!(store.put_event_once(&delivered, failure).await.unwrap());
-    assert!(!store.put_event_once(&failed, None).await.unwrap());
-    assert!(!store.put_event_once(&delivered, failure).await.unwrap());
+    assert!(store.put_event_once(&failed, None, None).await.unwrap());
+    assert!(
+        !store.put_event_once(&failed, None, None).await.unwrap(),
+        "once"
+    );
+    assert!(
+        store
+            .put_event_once(&delivered, failure, None)
+            .await
+            .unwrap()
+    );
+    assert!(!store.put_event_once(&failed, None, None).await.unwrap());
+    assert!(
+        !store
+            .put_event_once(&delivered, failure, None)
+            .await
+            .unwrap()
+    );
     assert_eq!(
         store.recorded_event(&failed).await.unwrap(),
         Some(EventType::CallbackDelivered),

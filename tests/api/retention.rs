@@ -14,9 +14,6 @@ use serde_json::json;
 type Item = HashMap<String, AttributeValue>;
 
 const DAY: i64 = 86_400;
-/// A job's ledger record outlasts any approval it belongs to by at most the longest pending
-/// window (30 days: it does not know the approval's expiry).
-const LONGEST_PENDING: i64 = 30 * DAY;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn number(item: &Item, name: &str) -> Option<i64> {
@@ -126,9 +123,16 @@ async fn an_ended_approval_and_every_item_of_it_expire_within_the_retention_a_pe
                 item_until >= until,
                 "{table} item of {id} would go before its approval ({item_until} < {until})"
             );
+            // No item outlives the approval's own pending window plus the retention: a job's
+            // ledger record and the events it records are bounded by the approval's expiry,
+            // which the job carries (review of v6, finding 13: they took the write's time + 30
+            // days, past a 7-day approval's expiry + retention).
+            let expires_at = number(&approval, "expires_at").expect("its expiry");
             assert!(
-                item_until <= ended_by + LONGEST_PENDING + retention,
-                "{table} item of {id} outlives the retention by more than a pending window"
+                item_until <= expires_at.max(ended_by) + retention,
+                "{table} item of {id} outlives its approval's expiry + the retention: \
+                 {item_until} > {}",
+                expires_at.max(ended_by) + retention
             );
         }
         // Its create's idempotency record keeps its own, shorter life.

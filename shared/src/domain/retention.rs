@@ -11,8 +11,10 @@
 //!   approval's pending window. One that ends after its expiry without changing status (an
 //!   execution, a late claim's report, an operator's resolve) has its index entries put again
 //!   with the later bound; its trail events from before the expiry keep theirs.
-//! - An item written by a job, which does not carry the approval's expiry (a ledger record, the
-//!   event a job's end records): the write's time + the longest pending window + retention.
+//! - An item written by a job (a ledger record, the event a job's end records): the approval's
+//!   expiry or the write's time, whichever is later, + retention — the job carries the expiry
+//!   (review of v6, finding 13). A job queued before it did: the write's time + the longest
+//!   pending window + retention.
 
 use super::EpochSeconds;
 use super::create::CreateRequest;
@@ -61,10 +63,18 @@ impl Retention {
         self.seconds.map(|r| expires_at.max(now) + r)
     }
 
-    /// The bound of an item a job writes at `now` (it does not know the approval's expiry,
-    /// which is at most the longest pending window after any write made for it).
-    pub fn after_job_write(self, now: EpochSeconds) -> Option<EpochSeconds> {
-        self.seconds.map(|r| now + LONGEST_PENDING + r)
+    /// The bound of an item a job writes at `now` for an approval that expires at
+    /// `expires_at`: as [`Retention::after_expiry`]. A job that does not carry the expiry
+    /// (queued before jobs did) bounds it by the longest pending window after its write.
+    pub fn after_job_write(
+        self,
+        now: EpochSeconds,
+        expires_at: Option<EpochSeconds>,
+    ) -> Option<EpochSeconds> {
+        match expires_at {
+            Some(expires_at) => self.after_expiry(expires_at, now),
+            None => self.seconds.map(|r| now + LONGEST_PENDING + r),
+        }
     }
 }
 
@@ -82,9 +92,12 @@ mod tests {
         // Written before the expiry: the expiry's bound; after it: the write's.
         assert_eq!(r.after_expiry(1_000, 100), Some(173_800));
         assert_eq!(r.after_expiry(1_000, 5_000), Some(177_800));
-        // A job's write outlasts any approval it can belong to.
+        // A job's write is bounded by its approval's expiry, as any earlier item is (review of
+        // v6, finding 13); one queued without it outlasts any approval it can belong to.
+        assert_eq!(r.after_job_write(100, Some(1_000)), Some(173_800));
+        assert_eq!(r.after_job_write(5_000, Some(1_000)), Some(177_800));
         assert_eq!(
-            r.after_job_write(100),
+            r.after_job_write(100, None),
             Some(100 + CreateRequest::MAX_EXPIRES_IN + 172_800)
         );
     }

@@ -130,6 +130,7 @@ pub fn slack_replies(new: &Approval, derived: &[TrailEvent]) -> Vec<Job> {
                 approvers,
                 after: event.order.clone(),
                 trace: new.trace.clone(),
+                expires_at: Some(new.expires_at),
             })
         })
         .collect()
@@ -168,6 +169,7 @@ pub fn execute_job(approval: &Approval) -> Job {
         decision: view["decision"].clone(),
         trace: approval.trace.clone(),
         github: GithubCall::of(approval),
+        expires_at: Some(approval.expires_at),
     })
 }
 
@@ -203,6 +205,7 @@ pub fn github_job(
         call,
         after,
         trace: new.trace.clone(),
+        expires_at: Some(new.expires_at),
     }))
 }
 
@@ -244,6 +247,7 @@ pub fn callback_jobs(
                 event_order: event.order.clone(),
                 body,
                 trace: approval.trace.clone(),
+                expires_at: Some(approval.expires_at),
             })
         })
         .collect()

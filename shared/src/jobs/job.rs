@@ -22,6 +22,12 @@ pub use super::resume::ResumeJob;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Job {
+    /// A notification: the approval's first (kind `notify`, as every version has read it), or a
+    /// later one — a reminder, an escalation step, a delegate's copy — which travels as kind
+    /// `notify_later` ([`Job::queue_kind`]): code from before v6 would read those as a first
+    /// notification (a reminder sent as one, a delegate's copy using up the first's record), so
+    /// it must refuse them instead, and does, not knowing the kind.
+    #[serde(alias = "notify_later")]
     Notify(NotifyJob),
     Execute(ExecuteJob),
     Callback(CallbackJob),
@@ -45,6 +51,10 @@ pub struct GithubJob {
     pub after: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The approval's expiry: it bounds the retention of what the job writes (`None` in a job
+    /// queued before jobs carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<EpochSeconds>,
 }
 
 /// The tenant's Slack message, drawn as one committed change left the approval.
@@ -136,6 +146,10 @@ pub struct SlackReplyJob {
     pub after: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The approval's expiry: it bounds the retention of what the job writes (`None` in a job
+    /// queued before jobs carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<EpochSeconds>,
 }
 
 impl SlackReplyJob {
@@ -275,6 +289,10 @@ pub struct CallbackJob {
     /// The approval's trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The approval's expiry: it bounds the retention of what the job writes (`None` in a job
+    /// queued before jobs carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<EpochSeconds>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -302,6 +320,10 @@ pub struct ExecuteJob {
     /// an action target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GithubCall>,
+    /// The approval's expiry: it bounds the retention of what the job writes (`None` in a job
+    /// queued before jobs carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<EpochSeconds>,
 }
 
 /// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`
@@ -362,6 +384,7 @@ impl Job {
             approval_id: self.approval_id().clone(),
             guards,
             generation: self.generation(),
+            expires_at: self.expires_at(),
         }
     }
 
@@ -488,6 +511,17 @@ impl Job {
         }
     }
 
+    /// The `kind` its message body carries: its [`Job::kind`], but `notify_later` for a
+    /// notification after the first (see [`Job::Notify`]). Every shape a version adds has a
+    /// kind older executors do not know, so a rollback leaves such a message in the queue (and
+    /// on to the DLQ, to be redriven once rolled forward) rather than misread.
+    pub fn queue_kind(&self) -> &'static str {
+        match self {
+            Self::Notify(j) if j.tag().is_some() && !j.per_approver => "notify_later",
+            job => job.kind(),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Notify(_) => "notify",
@@ -556,6 +590,19 @@ impl Job {
             _ => {}
         }
         self
+    }
+
+    /// The approval's expiry, when the job carries it (every notification does).
+    pub fn expires_at(&self) -> Option<EpochSeconds> {
+        match self {
+            Self::Notify(j) => Some(j.expires_at),
+            Self::Execute(j) => j.expires_at,
+            Self::Callback(j) => j.expires_at,
+            Self::Slack(j) => Some(j.message.expires_at),
+            Self::SlackReply(j) => j.expires_at,
+            Self::Github(j) => j.expires_at,
+            Self::Resume(j) => j.expires_at,
+        }
     }
 
     pub fn generation(&self) -> u32 {

@@ -29,6 +29,8 @@ pub(super) struct ExecuteJobBody {
     trace: Option<String>,
     #[serde(default)]
     github: Option<GithubCall>,
+    #[serde(default)]
+    expires_at: Option<crate::domain::EpochSeconds>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +61,7 @@ impl TryFrom<ExecuteJobBody> for ExecuteJob {
             decision: body.decision,
             trace: body.trace,
             github: body.github,
+            expires_at: body.expires_at,
         })
     }
 }
@@ -78,7 +81,14 @@ impl Job {
     /// behind it and the approval never executes. Outside strings JSON is ASCII, so escaping a
     /// character wherever it occurs changes no value: the body parses back to the same job.
     pub fn to_body(&self) -> Result<String, serde_json::Error> {
-        let json = serde_json::to_string(self)?;
+        let json = match self.queue_kind() {
+            kind if kind == self.kind() => serde_json::to_string(self)?,
+            kind => {
+                let mut value = serde_json::to_value(self)?;
+                value["kind"] = serde_json::Value::from(kind);
+                serde_json::to_string(&value)?
+            }
+        };
         if json.chars().all(sqs_allows) {
             return Ok(json);
         }
@@ -92,5 +102,103 @@ impl Job {
             }
         }
         Ok(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use crate::domain::approval::tests::pending;
+    use crate::jobs::ResumeJob;
+    use crate::jobs::dispatch_policy::jobs_for_change;
+    use crate::jobs::job::{Job, NotifyReason, SlackReplyJob};
+
+    /// The job kinds an executor from v5 reads (`shared/src/jobs/job.rs` at the last v5
+    /// commit): a body of any other kind is no job to it, and waits in the queue (then the
+    /// DLQ) until a later version reads it.
+    #[derive(serde::Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum V5Job {
+        Notify(Value),
+        Execute(Value),
+        Callback(Value),
+        Slack(Value),
+        Github(Value),
+    }
+
+    /// Review of v6, finding 6: a v5 executor read a reminder, an escalation step's
+    /// notification and a delegate's copy as a first notification (a delegate's copy handled
+    /// first used up the notification record, and the listed approvers were never told). Every
+    /// shape v6 and v7 added is a kind older code refuses, while the shapes it knows travel as
+    /// before — and today's code reads both back.
+    #[test]
+    fn every_later_job_shape_has_a_kind_older_executors_refuse() {
+        let approval = pending(1_000);
+        let Some(Job::Notify(first)) = jobs_for_change(None, Some(&approval), "p")
+            .into_iter()
+            .next()
+        else {
+            panic!("a first notification");
+        };
+        let reminder = Job::Notify(super::super::job::NotifyJob {
+            reason: Some(NotifyReason::Reminder { number: 2 }),
+            ..first.clone()
+        });
+        let escalation = Job::Notify(super::super::job::NotifyJob {
+            reason: Some(NotifyReason::Escalation { number: 1 }),
+            ..first.clone()
+        });
+        let copy = Job::Notify(super::super::job::NotifyJob {
+            approvers: vec![crate::domain::Approver::parse("erin").unwrap()],
+            in_place_of: Some(first.approvers[0].clone()),
+            ..first.clone()
+        });
+        let mut ended = approval.clone();
+        ended.status = crate::domain::Status::Cancelled;
+        ended.cancellation = Some(crate::domain::Cancellation {
+            by: crate::domain::Approver::parse("ci").unwrap(),
+            at: 5,
+            reason: None,
+            channel: None,
+        });
+        ended.resume = Some(crate::domain::resume::Resume {
+            kind: crate::domain::resume::ResumeKind::StepFunctions,
+            token: crate::domain::resume::ResumeToken::new("t0ken"),
+            status: crate::domain::resume::ResumeStatus::Pending,
+            attempts: 0,
+            last_error: None,
+        });
+        let resume = ResumeJob::of_change(Some(&approval), Some(&ended), &[]).expect("a resume");
+        let reply = Job::SlackReply(SlackReplyJob {
+            approval_id: approval.id.clone(),
+            tenant: approval.tenant.clone(),
+            thread: crate::domain::SlackMessage {
+                channel: "C1".into(),
+                ts: "1.2".into(),
+            },
+            reason: NotifyReason::Reminder { number: 1 },
+            approvers: first.approvers.clone(),
+            after: String::new(),
+            trace: None,
+            expires_at: Some(1_000),
+        });
+        for job in [&reminder, &escalation, &copy, &resume, &reply] {
+            let body = job.to_body().unwrap();
+            assert!(
+                serde_json::from_str::<V5Job>(&body).is_err(),
+                "a v5 executor must refuse {}: {body}",
+                job.id()
+            );
+            assert_eq!(&serde_json::from_str::<Job>(&body).unwrap(), job);
+        }
+        let first = Job::Notify(first);
+        let body = first.to_body().unwrap();
+        assert!(matches!(
+            serde_json::from_str::<V5Job>(&body),
+            Ok(V5Job::Notify(_))
+        ));
+        assert_eq!(serde_json::from_str::<Job>(&body).unwrap(), first);
     }
 }

@@ -23,6 +23,10 @@ pub struct ResumeJob {
     pub after: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The approval's expiry: it bounds the retention of what the job writes (`None` in a job
+    /// queued before jobs carried it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<EpochSeconds>,
 }
 
 impl ResumeJob {
@@ -59,6 +63,7 @@ impl ResumeJob {
             answer: ResumeAnswer::of(new)?,
             after,
             trace: new.trace.clone(),
+            expires_at: Some(new.expires_at),
         }))
     }
 

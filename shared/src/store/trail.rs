@@ -143,9 +143,13 @@ fn place(event: &TrailEvent) -> (&str, &str) {
 impl Store {
     /// The Puts of the events recorded with a transition (one item, for events of one end),
     /// for the transaction that commits them.
-    /// A job records them: they take a job's TTL from their time.
-    pub(crate) fn event_puts(&self, events: &[TrailEvent]) -> Result<Vec<Put>, StoreError> {
-        event_items(events, |e| self.retention.after_job_write(e.at))
+    /// A job records them: they take a job's TTL from their time and the approval's expiry.
+    pub(crate) fn event_puts(
+        &self,
+        events: &[TrailEvent],
+        expires_at: Option<EpochSeconds>,
+    ) -> Result<Vec<Put>, StoreError> {
+        event_items(events, |e| self.retention.after_job_write(e.at, expires_at))
             .into_iter()
             .map(|item| {
                 Put::builder()
@@ -169,7 +173,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let retain = |e: &TrailEvent| match expiry(e) {
             Some(expires_at) => self.retention.after_expiry(expires_at, now),
-            None => self.retention.after_job_write(now),
+            None => self.retention.after_job_write(now, None),
         };
         let mut requests = Vec::new();
         for item in event_items(events, retain) {
@@ -213,6 +217,7 @@ impl Store {
         &self,
         event: &TrailEvent,
         replaces: Option<EventType>,
+        expires_at: Option<EpochSeconds>,
     ) -> Result<bool, StoreError> {
         let put = self
             .client
@@ -220,7 +225,7 @@ impl Store {
             .table_name(&self.tables.events)
             .set_item(
                 event_items(std::slice::from_ref(event), |e| {
-                    self.retention.after_job_write(e.at)
+                    self.retention.after_job_write(e.at, expires_at)
                 })
                 .pop(),
             )

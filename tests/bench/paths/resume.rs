@@ -80,6 +80,7 @@ impl Bench<'_> {
             },
             after: String::new(),
             trace: None,
+            expires_at: Some(read.expires_at),
         });
         JobMessage {
             message_id: format!("bench-resume-{i}"),

@@ -79,7 +79,11 @@ impl Executor {
                 (event.kind == EventType::CallbackDelivered).then_some(EventType::CallbackFailed);
             let until = Instant::now() + Duration::from_millis(self.lease_ms as u64);
             let stored = self
-                .persist(r, until, || self.app.store.put_event_once(&event, replaces))
+                .persist(r, until, || {
+                    self.app
+                        .store
+                        .put_event_once(&event, replaces, r.job.expires_at())
+                })
                 .await?;
             if event.kind == EventType::CallbackDelivered {
                 tracing::debug!(

@@ -132,6 +132,7 @@ impl Executor {
             approval_id: state.approval_id.clone(),
             guards: Guarded::SlackMessage,
             generation: 0,
+            expires_at: Some(state.expires_at),
         };
         let token = ulid::Ulid::new().to_string();
         let (now, now_ms) = (self.app.clock.now(), self.app.clock.now_millis());

@@ -192,7 +192,7 @@ impl Store {
             let execution =
                 self.execution_end(key, completion, check, now, end.due_at, unchanged_since)?;
             match self
-                .ledger_transaction(ledger.clone(), execution, end.events)
+                .ledger_transaction(key, ledger.clone(), execution, end.events)
                 .await?
             {
                 Transaction::Committed => return Ok(true),

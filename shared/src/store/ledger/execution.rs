@@ -294,7 +294,7 @@ impl Store {
             .item("tenant", s(key.tenant.as_str()))
             .item("updated_at", epoch(now))
             .item("guards_v5_execution", AttributeValue::Bool(true));
-        if let Some(until) = self.retention.after_job_write(now) {
+        if let Some(until) = self.retention.after_job_write(now, key.expires_at) {
             put = put.item(RETAIN_UNTIL, epoch(until));
         }
         let put = put

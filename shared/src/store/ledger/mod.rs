@@ -44,6 +44,9 @@ pub struct LedgerKey {
     pub guards: Guarded,
     /// 0 for anything but an execution; n for an execution's nth operator retry.
     pub generation: u32,
+    /// The approval's expiry, which bounds the job's items' retention (`None`: a job queued
+    /// before jobs carried it).
+    pub expires_at: Option<EpochSeconds>,
 }
 
 /// What a ledger item guards: an approval's notifications, one execution per approval across
@@ -236,9 +239,9 @@ impl Store {
         &self,
         update: &str,
         vals: &mut HashMap<String, AttributeValue>,
-        now: EpochSeconds,
+        (now, expires_at): (EpochSeconds, Option<EpochSeconds>),
     ) -> String {
-        match self.retention.after_job_write(now) {
+        match self.retention.after_job_write(now, expires_at) {
             Some(until) => {
                 vals.insert(":retain_until".to_owned(), epoch(until));
                 with_set(update, "#retain_until = :retain_until")
@@ -310,17 +313,19 @@ impl Store {
     /// together: the event exists exactly when the transition does.
     async fn ledger_transaction(
         &self,
+        key: &LedgerKey,
         ledger: Update,
         execution: Option<Update>,
         events: &[TrailEvent],
     ) -> Result<Transaction, StoreError> {
-        self.ledger_transaction_fenced(ledger, execution, events, None)
+        self.ledger_transaction_fenced(key, ledger, execution, events, None)
             .await
     }
 
     /// [`Store::ledger_transaction`], with `fence` (a GitHub answer's round) last.
     async fn ledger_transaction_fenced(
         &self,
+        key: &LedgerKey,
         ledger: Update,
         execution: Option<Update>,
         events: &[TrailEvent],
@@ -330,7 +335,7 @@ impl Store {
         if let Some(execution) = execution {
             items.push(TransactWriteItem::builder().update(execution).build());
         }
-        for put in self.event_puts(events)? {
+        for put in self.event_puts(events, key.expires_at)? {
             items.push(TransactWriteItem::builder().put(put).build());
         }
         items.extend(fence);
@@ -387,7 +392,7 @@ impl Store {
         if takeover {
             vals.insert(":now_ms".to_owned(), n(now_ms));
         }
-        let begin = self.job_retained(BEGIN_ATTEMPT, &mut vals, now);
+        let begin = self.job_retained(BEGIN_ATTEMPT, &mut vals, (now, key.expires_at));
         let ledger = self.ledger_update(key, &begin, condition, vals)?;
         let show_running = UpdateExpr::default()
             .set("#execution.#status = :running")
@@ -413,7 +418,7 @@ impl Store {
             self.update_returning(&ledger).await?
         } else {
             let begun = self
-                .ledger_transaction_fenced(ledger, execution, &[], fence)
+                .ledger_transaction_fenced(key, ledger, execution, &[], fence)
                 .await?;
             (begun, None)
         };
@@ -473,7 +478,7 @@ impl Store {
             (":error", s(reason)),
             (":now", epoch(now)),
         ]);
-        let fail = self.job_retained(FAIL_UNBEGUN, &mut vals, now);
+        let fail = self.job_retained(FAIL_UNBEGUN, &mut vals, (now, key.expires_at));
         let ledger = self.ledger_update(key, &fail, ONLY_IF_NOT_BEGUN, vals)?;
         let failed = UpdateExpr::default()
             .set("#execution.#status = :exec_status")
@@ -495,7 +500,8 @@ impl Store {
             )?
         };
         Ok(matches!(
-            self.ledger_transaction(ledger, execution, events).await?,
+            self.ledger_transaction(key, ledger, execution, events)
+                .await?,
             Transaction::Committed
         ))
     }

@@ -98,7 +98,7 @@ impl Store {
             (":now", epoch(now)),
             (":one", n(1)),
         ]);
-        let update = self.job_retained(CLAIM, &mut vals, now);
+        let update = self.job_retained(CLAIM, &mut vals, (now, key.expires_at));
         let claim = ConditionalUpdate {
             table: &self.tables.execution_ledger,
             key: s(key.pk()),
