@@ -14,11 +14,16 @@ use countersign_tests::{
 };
 use serde_json::{Value, json};
 
+/// CI's key after a roll: the same tenant, principal and roles, another secret.
+pub(crate) const ROLLED_CI_KEY: &str = "ci-rolled-key-0123456789abcdef";
+
 fn api_keys() -> String {
     ApiKeys::new()
         .key(CI, &["requester", "operator"], CI_KEY)
         .key(ALICE, &["approver"], ALICE_KEY)
         .key(BOB, &["approver"], BOB_KEY)
+        // CI's key after `keys roll`, while the old one lasts (`mcp_tasks.rs`).
+        .key(CI, &["requester", "operator"], ROLLED_CI_KEY)
         // Another tenant's requester (`mcp_tasks.rs`: its key cannot use tenant A's tasks).
         .key_in(TENANT_B, "agent@tenant-b", &["requester"], KEY_B)
         .to_string()

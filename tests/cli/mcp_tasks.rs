@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::time::Instant;
 
-use crate::harness::{start, vote};
+use crate::harness::{ROLLED_CI_KEY, start, vote};
 use crate::mcp_wire::{Wire, content};
 use crate::task_schema::{acknowledged, created_task, got_task};
 
@@ -332,6 +332,21 @@ async fn a_task_id_is_not_found_with_another_tenants_key_nor_when_forged() {
         "nothing cancelled"
     );
     other.kill().await;
+
+    // Review of v6, finding 14 (the docs' choice): a task id is bound to its key's secret, so a
+    // key roll ends the ids made under the old key — and the same call under the new key
+    // attaches to the same approval, a task of its own.
+    let mut rolled = Wire::start(&t, ROLLED_CI_KEY, true, &[]).await;
+    not_found(rolled.get_task(&task_id).await);
+    let again = rolled
+        .call("request_approval", quorum_request("tenant-a-1"))
+        .await
+        .expect("tools/call");
+    created_task(&again);
+    let reattached = again["taskId"].as_str().expect("a taskId").to_owned();
+    assert_ne!(reattached, task_id);
+    assert!(working(&mut rolled, &reattached).await.contains(&id));
+    rolled.kill().await;
 
     let (payload, tag) = task_id.split_once('.').expect("payload.tag");
     let flipped = if tag.ends_with('A') { "B" } else { "A" };

@@ -98,8 +98,17 @@ const CANCEL_REASON: &str = "cancelled by the agent's MCP client (tasks/cancel)"
 
 /// The extension's error for an unknown task: Invalid params. A task id this key did not mint,
 /// and an approval the key cannot read (another tenant's, or gone), are both unknown.
+/// An id this server cannot read: forged, another tenant's, or minted under another API key —
+/// task ids are bound to the key's secret, so `countersign keys roll` ends the task ids made
+/// under the old key. The same tool call again (the same `idempotency_key` or `tool_use_id`)
+/// attaches to the same approval, as a task of the new key.
 fn not_found() -> ErrorData {
-    ErrorData::invalid_params("Failed to retrieve task: Task not found", None)
+    ErrorData::invalid_params(
+        "Failed to retrieve task: Task not found (a task id is bound to the API key it was made \
+         under: after a key roll, call the tool again with the same idempotency_key or \
+         tool_use_id to attach to the same approval)",
+        None,
+    )
 }
 
 fn read_error(error: CliError) -> ErrorData {
