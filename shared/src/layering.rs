@@ -152,6 +152,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("positions", 6),
     ("held_reads", 6),
     ("redeliveries", 6),
+    ("votes_in_place", 7),
     ("inbox", 7),
     ("listing", 7),
     ("size", 7),

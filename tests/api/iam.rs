@@ -132,3 +132,39 @@ async fn the_local_runner_refuses_what_its_roles_do_not_allow() {
     })
     .await;
 }
+
+/// Review of v6, finding 8: an optional read the dispatcher makes (the delegations of the
+/// approvers a notification tells, for their delegates' copies) used to fail the whole stream
+/// batch — execute and resume jobs included — for as long as it failed. Here the dispatcher's
+/// role lacks that read: the approved action still executes, once, and the approvers are told;
+/// only the copies wait for the batch to come again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_optional_read_that_fails_holds_back_no_execution() {
+    let withheld = [["DispatchRole", "dynamodb:BatchGetItem", "ApiKeysTable.Arn"]];
+    let t = TestApp::jobs_deployed(
+        &[],
+        None,
+        Deployment {
+            without: &withheld,
+            ..Default::default()
+        },
+    )
+    .await;
+    t.start_runner();
+    let id = t
+        .create_approved("optional-read", &deploy(&[ALICE]), ALICE)
+        .await;
+    let done = t
+        .wait_for_execution(KEY_A, &id, std::time::Duration::from_secs(30))
+        .await;
+    assert_eq!(done["execution"]["status"], "succeeded", "{done}");
+    let key = countersign_tests::execute_key("optional-read", &id);
+    assert_eq!(t.downstream().effects(&key), 1, "executed once");
+    eventually("the approver told", || async {
+        t.downstream()
+            .calls_to("/notify")
+            .iter()
+            .any(|(_, body)| body["approval_id"] == id.as_str())
+    })
+    .await;
+}

@@ -36,6 +36,7 @@ mod openapi;
 mod operator;
 mod quorum;
 mod resume;
+mod resume_retries;
 mod retention;
 mod review;
 mod round_trips;

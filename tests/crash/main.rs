@@ -455,6 +455,10 @@ async fn a_crash_after_a_workflow_s_answer_answers_nothing_twice() {
             .collect();
         assert_eq!(ends.len(), 1, "one end: {ends:?}");
         assert_eq!(ends[0]["type"], "resume.succeeded");
+        // Taken from AWS's refusal of the answer after the crash, never a plain success: the
+        // trail says it was not confirmed (review of v6, finding 11).
+        assert_eq!(ends[0]["data"]["confirmed"], false, "{:?}", ends[0]);
+        assert!(ends[0]["data"]["note"].is_string());
         ids.push(id);
     }
     let state = callback.state().await;

@@ -485,6 +485,25 @@ impl TestApp {
     }
 
     /// Messages in a queue (visible and in flight).
+    /// The bodies of the messages in `queue_url` now (received and made visible again at
+    /// once: a look that takes nothing).
+    pub async fn peek(&self, queue_url: &str) -> Vec<String> {
+        let sqs = aws_sdk_sqs::Client::new(&super::sdk_config().await);
+        let received = sqs
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .expect("receive");
+        received
+            .messages()
+            .iter()
+            .filter_map(|m| m.body().map(str::to_owned))
+            .collect()
+    }
+
     pub async fn queue_depth(&self, queue_url: &str) -> usize {
         use aws_sdk_sqs::types::QueueAttributeName;
         let attributes = aws_sdk_sqs::Client::new(&self.sdk)

@@ -94,6 +94,11 @@ pub struct Config {
     pub session_seconds: i64,
     /// `RESUME_TYPES` (none by default): the kinds of waiting AWS workflow a create may name.
     pub resume_types: crate::domain::resume::ResumeTypes,
+    /// `RESUME_RETRY_SECONDS` (60–86400, default 21600): how long a workflow's answer is tried
+    /// again, with backoff, through throttling and 5xx before it ends `failed` — hours, not the
+    /// seconds of a job's attempts, so a short brownout of Step Functions or Lambda strands no
+    /// workflow.
+    pub resume_retry_seconds: i64,
 }
 
 impl Config {
@@ -178,6 +183,11 @@ impl Config {
                 &get("RESUME_TYPES").unwrap_or_default(),
             )
             .map_err(|e| ConfigError::new("RESUME_TYPES", e))?,
+            resume_retry_seconds: at_most(
+                number(&get, "RESUME_RETRY_SECONDS", 21_600, 60)?,
+                86_400,
+                "RESUME_RETRY_SECONDS",
+            )?,
         })
     }
 }

@@ -125,6 +125,21 @@ pub struct Resume {
     /// Answers tried (each attempt's end counts one).
     pub attempts: u32,
     pub last_error: Option<String>,
+    /// How many times an operator had a `failed` answer sent again (each a new generation of
+    /// the resume job and its ledger item), and who asked last.
+    pub generation: u32,
+    pub retried_by: Option<super::Approver>,
+    pub retried_at: Option<super::EpochSeconds>,
+}
+
+impl Resume {
+    /// The most times a failed answer may be sent again by an operator.
+    pub const MAX_RETRIES: u32 = 20;
+
+    /// Whether the token is still held (it is removed once an answer succeeded).
+    pub fn holds_token(&self) -> bool {
+        !self.token.expose().is_empty()
+    }
 }
 
 /// What the approval shows of it: never the token.
@@ -196,6 +211,9 @@ impl Resume {
             status: ResumeStatus::Pending,
             attempts: 0,
             last_error: None,
+            generation: 0,
+            retried_by: None,
+            retried_at: None,
         })
     }
 

@@ -105,6 +105,7 @@ fn api_routes() -> Router<Arc<App>> {
         .route("/approvals/{id}/events", get(trail::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))
+        .route("/approvals/{id}/resume/retry", post(operator::retry_resume))
         .route("/approvals/{id}/execution/resolve", post(operator::resolve))
         .route("/approvals/{id}/execution/claim", post(claims::claim))
         .route("/approvals/{id}/execution/report", post(claims::report))

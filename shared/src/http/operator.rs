@@ -63,6 +63,31 @@ pub async fn retry(
     }
 }
 
+/// `POST /approvals/{id}/resume/retry`: a `failed` answer to the waiting workflow sent again
+/// (operator only; nothing changes but the resume's status). 202 with the approval; anything
+/// but a failed answer that still holds its token is 409 `not_retryable`.
+pub async fn retry_resume(
+    State(app): State<Arc<App>>,
+    caller: Caller,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    caller.require(&[Role::Operator])?;
+    let id = approval_id(id)?;
+    let now = app.clock.now();
+    let Caller(caller) = caller;
+    match app
+        .store
+        .retry_resume(&caller.tenant, &id, &caller.principal, now)
+        .await?
+    {
+        Ok(approval) => Ok((StatusCode::ACCEPTED, Json(approval.view(now))).into_response()),
+        Err(OperatorRefusal::NotFound) => Err(ApiError::NotFound),
+        Err(OperatorRefusal::WrongState(approval)) => Err(ApiError::ResumeNotRetryable {
+            approval: json!(approval.view(now)),
+        }),
+    }
+}
+
 fn replayed(status: StatusCode, body: Value) -> Response {
     let mut response = (status, Json(body)).into_response();
     response

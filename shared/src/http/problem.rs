@@ -52,6 +52,10 @@ pub enum ApiError {
     AlreadyDecided { approval: Value },
     #[error("only a failed or needs_reconciliation execution can be retried, at most 20 times")]
     NotRetryable { approval: Value },
+    #[error(
+        "only a failed answer to a waiting workflow, whose token is still held, can be sent again, at most 20 times"
+    )]
+    ResumeNotRetryable { approval: Value },
     #[error("only a needs_reconciliation execution can be resolved")]
     NotResolvable { approval: Value },
     #[error(
@@ -143,6 +147,7 @@ impl ApiError {
             | Self::ResumeInUse
             | Self::AlreadyDecided { .. }
             | Self::NotRetryable { .. }
+            | Self::ResumeNotRetryable { .. }
             | Self::NotResolvable { .. }
             | Self::NotClaimable { .. }
             | Self::NotApproved { .. }
@@ -225,7 +230,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::ResumeInUse => "resume_in_use",
             Self::AlreadyDecided { .. } => "already_decided",
-            Self::NotRetryable { .. } => "not_retryable",
+            Self::NotRetryable { .. } | Self::ResumeNotRetryable { .. } => "not_retryable",
             Self::NotResolvable { .. } => "not_resolvable",
             Self::NotClaimable { .. } => "not_claimable",
             Self::NotApproved { .. } => "not_approved",
@@ -263,7 +268,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
             Self::ResumeInUse => "Resume token in use",
             Self::AlreadyDecided { .. } => "Already decided",
-            Self::NotRetryable { .. } => "Not retryable",
+            Self::NotRetryable { .. } | Self::ResumeNotRetryable { .. } => "Not retryable",
             Self::NotResolvable { .. } => "Not resolvable",
             Self::NotClaimable { .. } => "Not claimable",
             Self::NotApproved { .. } => "Not approved",
@@ -311,6 +316,7 @@ impl IntoResponse for ApiError {
             Self::AlreadyDecided { approval }
             | Self::AlreadyVoted { approval }
             | Self::NotRetryable { approval }
+            | Self::ResumeNotRetryable { approval }
             | Self::NotResolvable { approval }
             | Self::NotClaimable { approval }
             | Self::NotApproved { approval }
@@ -368,6 +374,9 @@ mod tests {
                 approval: approval.clone(),
             },
             ApiError::NotRetryable {
+                approval: approval.clone(),
+            },
+            ApiError::ResumeNotRetryable {
                 approval: approval.clone(),
             },
             ApiError::NotResolvable {
@@ -435,6 +444,7 @@ mod tests {
                 | ApiError::ResumeInUse
                 | ApiError::AlreadyDecided { .. }
                 | ApiError::NotRetryable { .. }
+                | ApiError::ResumeNotRetryable { .. }
                 | ApiError::NotResolvable { .. }
                 | ApiError::NotClaimable { .. }
                 | ApiError::NotApproved { .. }

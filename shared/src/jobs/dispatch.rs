@@ -257,8 +257,13 @@ impl Dispatcher {
             }
         }
         let now = self.app.clock.now();
-        let delegates = super::delegates::copies(&self.app, &jobs, now).await?;
-        jobs.extend(delegates);
+        // An optional read: its failure holds back no other job of the batch (review of v6,
+        // finding 8). Everything else is stored and sent; then the batch fails, so the stream
+        // delivers it again and the copies are made then (the rest, sent twice, is harmless).
+        let delegates = super::delegates::copies(&self.app, &jobs, now).await;
+        if let Ok(copies) = &delegates {
+            jobs.extend(copies.iter().cloned());
+        }
         self.app
             .store
             .put_events(&events, now, |e| {
@@ -289,6 +294,10 @@ impl Dispatcher {
             start += size;
         }
         fail::fail_point!("dispatch::after_send");
+        if let Err(e) = delegates {
+            tracing::warn!(error = %e, "delegates' copies not made; every other job sent, the batch comes again");
+            return Err(DispatchError::Events(e));
+        }
         // Counted once the batch is through: a batch that fails comes again.
         for approval in &decided {
             count_decided(approval);

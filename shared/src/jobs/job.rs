@@ -346,7 +346,8 @@ impl Job {
             Self::Slack(j) => format!("{}#slack#{}", j.message.approval_id, j.version),
             Self::SlackReply(j) => format!("{}#slack-{}", j.approval_id, j.reason.tag()),
             Self::Github(j) => format!("{}#github", j.approval_id),
-            Self::Resume(j) => format!("{}#resume", j.approval_id),
+            Self::Resume(j) if j.generation == 0 => format!("{}#resume", j.approval_id),
+            Self::Resume(j) => format!("{}#resume#{}", j.approval_id, j.generation),
         }
     }
 
@@ -395,7 +396,8 @@ impl Job {
     pub fn ended_event(&self, completion: &Completion, now: EpochSeconds) -> Option<TrailEvent> {
         let completion = size::kept(completion);
         if let Self::Resume(j) = self {
-            return j.ended_event(&completion, now);
+            // What was sent is known to the attempt that sent it, which records its own end.
+            return j.ended_event(&completion, None, true, now);
         }
         let (after, kind, discriminator, data) = match (self, &completion) {
             (Self::Callback(j), Completion::Succeeded) => (
@@ -611,9 +613,9 @@ impl Job {
             | Self::Callback(_)
             | Self::Slack(_)
             | Self::SlackReply(_)
-            | Self::Github(_)
-            | Self::Resume(_) => 0,
+            | Self::Github(_) => 0,
             Self::Execute(j) => j.generation,
+            Self::Resume(j) => j.generation,
         }
     }
 }

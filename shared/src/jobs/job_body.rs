@@ -169,6 +169,9 @@ mod tests {
             status: crate::domain::resume::ResumeStatus::Pending,
             attempts: 0,
             last_error: None,
+            generation: 0,
+            retried_by: None,
+            retried_at: None,
         });
         let resume = ResumeJob::of_change(Some(&approval), Some(&ended), &[]).expect("a resume");
         let reply = Job::SlackReply(SlackReplyJob {

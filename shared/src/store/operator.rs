@@ -148,3 +148,57 @@ impl Store {
         }))
     }
 }
+
+/// only_if_resume_failed: an operator has a `failed` answer to the waiting workflow sent again
+/// (the approval's outcome stays as it is: only the resume moves), while its token is kept
+/// and at most [`crate::domain::resume::Resume::MAX_RETRIES`] times; each retry is a new
+/// generation, which the dispatcher turns into one resume job.
+const ONLY_IF_RESUME_FAILED: &str = "#resume.#status = :failed AND attribute_exists(#resume.#token) \
+     AND (attribute_not_exists(#resume.#generation) OR #resume.#generation < :max_retries)";
+
+impl Store {
+    /// Sends a failed workflow answer again (`POST /approvals/{id}/resume/retry`): one
+    /// conditional update of the approval's `resume`, by `by`.
+    pub async fn retry_resume(
+        &self,
+        tenant: &TenantId,
+        id: &ApprovalId,
+        by: &crate::domain::Approver,
+        now: EpochSeconds,
+    ) -> Result<Result<Approval, OperatorRefusal>, StoreError> {
+        let values = HashMap::from([
+            (":failed".to_owned(), s("failed")),
+            (":pending".to_owned(), s("pending")),
+            (":zero".to_owned(), n(0)),
+            (":one".to_owned(), n(1)),
+            (
+                ":max_retries".to_owned(),
+                n(crate::domain::resume::Resume::MAX_RETRIES),
+            ),
+            (":by".to_owned(), s(by.as_str())),
+            (":now".to_owned(), epoch(now)),
+        ]);
+        let update = UpdateExpr::default()
+            .set("#resume.#status = :pending")
+            .set("#resume.#generation = if_not_exists(#resume.#generation, :zero) + :one")
+            .set("#resume.#retried_by = :by")
+            .set("#resume.#retried_at = :now")
+            .build();
+        let condition = format!("{ONLY_IF_EXISTS} AND {ONLY_IF_RESUME_FAILED}");
+        let outcome = self
+            .update_approval(
+                tenant,
+                id,
+                &update,
+                &condition,
+                names(&[&update, &condition]),
+                values,
+            )
+            .await?;
+        Ok(match outcome {
+            Ok(approval) => Ok(approval),
+            Err(None) => Err(OperatorRefusal::NotFound),
+            Err(Some(approval)) => Err(OperatorRefusal::WrongState(Box::new(approval))),
+        })
+    }
+}

@@ -1,7 +1,8 @@
 //! A waiting workflow's answer (issue 49): the executor's resume job, as it handles one job
-//! message (begin on the ledger, `SendDurableExecutionCallbackSuccess`, the end with the
-//! approval's `resume` and the trail event in one transaction), beside the same three calls
-//! made by hand, as the executor's role. No HTTP route serves it: no loopback row. Each
+//! message (begin on the ledger, the approval's read — the token and the decision document are
+//! on it, not in the job — `SendDurableExecutionCallbackSuccess`, the end with the approval's
+//! `resume` and the trail event in one transaction), beside the same four calls made by hand,
+//! as the executor's role. No HTTP route serves it: no loopback row. Each
 //! operation answers a callback of its own (a callback answers once), made on the local AWS
 //! before the timed part.
 
@@ -9,7 +10,7 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use countersign::domain::Approval;
-use countersign::domain::resume::{ResumeAnswer, ResumeKind};
+use countersign::domain::resume::ResumeKind;
 use countersign::jobs::{Job, JobMessage, ResumeJob};
 use countersign_tests::workflows::DurableCallback;
 use countersign_tests::{ALICE, BOB};
@@ -50,8 +51,27 @@ impl Bench<'_> {
                 .await
                 .remove(0);
             let id = countersign::domain::ApprovalId::parse(&id).expect("an id");
-            let read = store.get_approval(&tenant, &id).await.expect("a read");
-            approvals.push(read.expect("the approval"));
+            // Approved (by the store alone: nothing dispatches here), so its answer is due.
+            let vote = countersign::domain::Decision {
+                outcome: countersign::domain::Outcome::Approved,
+                approver: countersign::domain::Approver::parse(ALICE).expect("alice"),
+                decided_at: self.t.clock.now(),
+                channel: countersign::domain::Channel::Api,
+                comment: None,
+                webhook_event_id: None,
+                key_id: None,
+                signed_in: None,
+                by: None,
+                delegation_set_by: None,
+            };
+            let decided = store
+                .decide(&tenant, &id, &vote, None, self.t.clock.now())
+                .await
+                .expect("a vote");
+            let countersign::store::DecideOutcome::Won(read) = decided else {
+                panic!("the vote decides");
+            };
+            approvals.push(*read);
         }
         self.t.calls.take();
         let sdk = self.t.functions.sdk(countersign::Function::Executor);
@@ -67,20 +87,16 @@ impl Bench<'_> {
 
     /// The job message the dispatcher would queue for the approval, approved.
     fn resume_message(read: &Approval, i: usize) -> JobMessage {
-        let resume = read.resume.as_ref().expect("a workflow waits");
-        let document = json!({"approval_id": read.id, "status": "approved",
-                              "decided_at": "2026-12-05T10:00:00Z", "votes": []});
         let job = Job::Resume(ResumeJob {
             approval_id: read.id.clone(),
             tenant: read.tenant.clone(),
             kind: ResumeKind::LambdaDurable,
-            token: resume.token.clone(),
-            answer: ResumeAnswer::Success {
-                document: document.to_string(),
-            },
+            generation: 0,
             after: String::new(),
             trace: None,
             expires_at: Some(read.expires_at),
+            since: None,
+            resends: 0,
         });
         JobMessage {
             message_id: format!("bench-resume-{i}"),
@@ -163,8 +179,17 @@ impl Bench<'_> {
             .send()
             .await
             .expect("the begin");
-        let document = json!({"approval_id": read.id, "status": "approved",
-                              "decided_at": "2026-12-05T10:00:00Z", "votes": []});
+        // The approval read for its token and its decision document, as the executor reads it.
+        self.raw
+            .get_item()
+            .table_name(&tables.approvals)
+            .key("pk", s(format!("{}#{}", read.tenant, read.id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("the approval's read");
+        let document =
+            countersign::domain::resume::decision_document(read).expect("a decision document");
         let callback = read
             .resume
             .as_ref()

@@ -129,6 +129,7 @@ pub fn events_for_change(
     if new.status == Status::Approved {
         derived.execution(old.filter(|o| o.status == Status::Approved));
     }
+    derived.resume_retry(old);
     derived.events
 }
 
@@ -159,6 +160,25 @@ impl Derived<'_> {
             tenant: tenant.clone(),
             approval_id: approval_id.clone(),
         });
+    }
+
+    /// An operator's retry of a failed answer to the waiting workflow (its generation grew).
+    fn resume_retry(&mut self, old: Option<&Approval>) {
+        let Some(resume) = &self.approval.resume else {
+            return;
+        };
+        let before = old
+            .and_then(|o| o.resume.as_ref())
+            .map_or(0, |r| r.generation);
+        if resume.generation > before {
+            self.push(
+                EventType::ResumeRetried,
+                &resume.generation.to_string(),
+                resume.retried_at.unwrap_or(self.approval.created_at),
+                json!({ "principal": resume.retried_by, "channel": "api" }),
+                json!({ "type": resume.kind, "generation": resume.generation }),
+            );
+        }
     }
 
     /// The escalation steps applied and the reminder sent since `old` (each by a sweep's

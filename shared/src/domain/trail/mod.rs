@@ -93,10 +93,13 @@ pub enum EventType {
     /// ... or could not be (the workflow gave up waiting, or the attempts ran out).
     #[serde(rename = "resume.failed")]
     ResumeFailed,
+    /// An operator had a failed answer sent again (`POST /approvals/{id}/resume/retry`).
+    #[serde(rename = "resume.retried")]
+    ResumeRetried,
 }
 
 impl EventType {
-    pub const ALL: [Self; 27] = [
+    pub const ALL: [Self; 28] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -124,6 +127,7 @@ impl EventType {
         Self::Escalated,
         Self::ResumeSucceeded,
         Self::ResumeFailed,
+        Self::ResumeRetried,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -155,6 +159,7 @@ impl EventType {
             Self::Escalated => "approval.escalated",
             Self::ResumeSucceeded => "resume.succeeded",
             Self::ResumeFailed => "resume.failed",
+            Self::ResumeRetried => "resume.retried",
         }
     }
 

@@ -24,19 +24,20 @@ pub(super) fn schemas() -> Value {
                 "delegate": {"allOf": [approver], "maxLength": Delegation::MAX_DELEGATE_BYTES, "description": "Who may vote in the person's place: someone else, at most 128 bytes (UTF-8)."},
                 "from": {"type": "string", "format": "date-time", "description": "RFC 3339; now when absent."},
                 "until": {"type": "string", "format": "date-time", "description": "RFC 3339: in the future, after `from`, at most 90 days after it."},
-                "reason": {"type": "string", "maxLength": Delegation::MAX_REASON_CHARS, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"}
+                "reason": {"type": "string", "maxLength": Delegation::MAX_REASON_CHARS, "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", "description": "Required when an operator sets another person's delegation."}
             }
         },
         "Delegation": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["delegator", "delegate", "from", "until", "reason"],
+            "required": ["delegator", "delegate", "from", "until", "reason", "set_by"],
             "properties": {
                 "delegator": {"type": "string", "description": "The person whose place it is, as the path names them."},
                 "delegate": {"type": "string"},
                 "from": timestamp(),
                 "until": timestamp(),
-                "reason": nullable(json!({"type": "string"}))
+                "reason": nullable(json!({"type": "string"})),
+                "set_by": nullable(json!({"type": "string", "description": "The principal that set it: the person, or an operator (null for one stored before v7)."}))
             }
         }
     })

@@ -92,7 +92,8 @@ pub fn document() -> Value {
 
 fn paths() -> Value {
     let paths = merged(api_paths(), sign_in::paths());
-    merged(paths, delegations::paths())
+    let paths = merged(paths, delegations::paths());
+    merged(paths, resume::paths())
 }
 
 /// `more`'s entries beside `all`'s.
@@ -141,7 +142,7 @@ fn api_paths() -> Value {
                         "idempotency_key_missing", "idempotency_key_invalid", "invalid_request",
                         "unknown_action_type", "policy_unsatisfiable", "unauthorized", "forbidden",
                         "idempotency_key_reused", "payload_too_large", "unsupported_media_type",
-                        "resume_not_enabled",
+                        "resume_not_enabled", "resume_in_use",
                     ],
                 ),
             },
@@ -454,7 +455,7 @@ fn api_paths() -> Value {
 
 /// `success` plus one problem response per status that `codes` answer with, plus the 503 every
 /// route that reads the store can answer, each listing its codes.
-fn responses(success: Value, codes: &[&str]) -> Value {
+pub(super) fn responses(success: Value, codes: &[&str]) -> Value {
     let mut out = success.as_object().cloned().unwrap_or_default();
     let mut by_status: Vec<(u16, Vec<&str>)> = Vec::new();
     for code in codes.iter().copied().chain(["unavailable"]) {
@@ -541,7 +542,7 @@ fn json_body(schema: &str, required: bool) -> Value {
     })
 }
 
-fn approval_response(description: &str, replayable: bool) -> Value {
+pub(super) fn approval_response(description: &str, replayable: bool) -> Value {
     let mut response = json!({
         "description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Approval"}}}

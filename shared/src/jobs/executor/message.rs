@@ -79,6 +79,29 @@ impl JobQueue {
         }
     }
 
+    /// Sends `job` (a new form of `message`'s, e.g. with its first try's time) as a new
+    /// message delivered in `seconds`, and lets `message` go; if the send fails, `message`
+    /// comes back instead.
+    pub async fn send_job_again(
+        &self,
+        message: &JobMessage,
+        job: &crate::jobs::Job,
+        seconds: i32,
+    ) -> Disposition {
+        let Ok(body) = job.to_body() else {
+            self.come_back_in(message, seconds).await;
+            return Disposition::Retry;
+        };
+        self.send_again(
+            &JobMessage {
+                body,
+                ..message.clone()
+            },
+            seconds,
+        )
+        .await
+    }
+
     /// Makes `message` come back in `seconds` (0: now).
     pub async fn come_back_in(&self, message: &JobMessage, seconds: i32) {
         let result = self

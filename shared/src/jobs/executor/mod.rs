@@ -406,9 +406,11 @@ impl Executor {
         end: AttemptEnd<'_>,
     ) -> Result<bool, StoreError> {
         let now = self.app.clock.now();
-        // A notify job's end brings its own events; the others' come from the completion.
+        // A notify job's end brings its own events, as does a resume attempt (what it sent);
+        // the others' come from the completion.
         let event: Vec<TrailEvent> = match &r.job {
             Job::Notify(_) => Vec::new(),
+            Job::Resume(_) if !end.events.is_empty() => Vec::new(),
             _ => r.job.ended_event(end.completion, now).into_iter().collect(),
         };
         let end = AttemptEnd {

@@ -29,9 +29,11 @@ impl Executor {
         }
         let now_ms = self.app.clock.now_millis();
         match entry.status {
-            // A notification that failed for good goes on to the DLQ (its alarm), however many
-            // copies of its job come back. (A callback has no ledger item: `callback.rs`.)
-            LedgerStatus::Failed if matches!(r.job, Job::Notify(_)) => {
+            // A notification, or a workflow's answer, that failed for good goes on to the DLQ
+            // (its alarm), however many copies of its job come back. (A callback has no ledger
+            // item: `callback.rs`.) A workflow that gave up is answered `failed` and its message
+            // deleted there and then: none comes back to page.
+            LedgerStatus::Failed if matches!(r.job, Job::Notify(_) | Job::Resume(_)) => {
                 self.queue.come_back_in(r.message, 0).await;
                 Ok(Disposition::Retry)
             }

@@ -16,8 +16,9 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use super::message::Disposition;
 use super::policy::{CallOutcome, comes_back};
 use super::{Attempt, Executor, Receipt, policy};
-use crate::domain::resume::{ResumeAnswer, ResumeKind};
-use crate::jobs::job::ResumeJob;
+use crate::domain::Completion;
+use crate::domain::resume::{Resume, ResumeAnswer, ResumeKind};
+use crate::jobs::job::{Job, ResumeJob};
 use crate::store::{AttemptEnd, LedgerEntry, StoreError};
 
 /// The error codes that say the workflow no longer waits for this token: not retried.
@@ -28,7 +29,7 @@ const NOTHING_WAITS: [&str; 4] = [
     "CallbackTimeoutException",
 ];
 
-/// The error codes that say "later" (with 5xx): retried within the job's attempts.
+/// The error codes that say "later" (with 5xx): retried for `RESUME_RETRY_SECONDS`.
 const THROTTLED: [&str; 5] = [
     "ThrottlingException",
     "TooManyRequestsException",
@@ -67,7 +68,8 @@ impl Workflows {
 
 impl Executor {
     /// Answers the workflow of the attempt this worker began (`left`: the ledger as the begin
-    /// left it), and records what the answer told.
+    /// left it), and records what the answer told. The token and the decision document are
+    /// read from the approval (one strongly consistent read), never carried by the job.
     pub(super) async fn resume(
         &self,
         r: &Receipt<'_>,
@@ -76,26 +78,44 @@ impl Executor {
         left: Option<&LedgerEntry>,
         budget: Option<Duration>,
     ) -> Result<Disposition, StoreError> {
-        let outcome = match budget {
+        let approval = self
+            .app
+            .store
+            .get_approval(&job.tenant, &job.approval_id)
+            .await?;
+        let waiting = approval.as_ref().and_then(|a| {
+            let resume = a.resume.as_ref().filter(|r| r.holds_token())?;
+            Some((resume, ResumeAnswer::of(a)?))
+        });
+        let sent = waiting
+            .as_ref()
+            .map(|(resume, answer)| (answer.error().unwrap_or("success"), resume.token.name()));
+        let outcome = match (&waiting, budget) {
             _ if !self.app.config.resume_types.enables(job.kind) => CallOutcome::Refused(format!(
                 "resume type {:?} is not enabled any more (RESUME_TYPES)",
                 job.kind.as_str()
             )),
-            None => CallOutcome::Retryable(
+            (None, _) => CallOutcome::Refused(
+                "the approval holds no token to answer with (answered already, or gone)".to_owned(),
+            ),
+            (Some(_), None) => CallOutcome::Retryable(
                 "not sent: too little of the invocation or the lease was left after the begin"
                     .to_owned(),
             ),
-            Some(budget) => match tokio::time::timeout(budget, self.answer(job)).await {
-                Ok(outcome) => outcome,
-                Err(_) => CallOutcome::Unknown(format!("no answer within {budget:?}")),
-            },
+            (Some((resume, answer)), Some(budget)) => {
+                match tokio::time::timeout(budget, self.answer(resume, answer)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => CallOutcome::Unknown(format!("no answer within {budget:?}")),
+                }
+            }
         };
         // The answer may have landed, and nothing is written yet: a crash here comes back to a
         // token that answers no more.
         fail::fail_point!("resume::after_answer");
+        let mut confirmed = true;
         let outcome = match outcome {
             // A second answer of ours is refused as one after the workflow's end is: an earlier
-            // attempt that may have landed makes it ours.
+            // attempt that may have landed makes it ours — recorded as not confirmed.
             // (Never an invalid token: no answer of ours makes one.)
             CallOutcome::Refused(why)
                 if nothing_waits(&why)
@@ -105,24 +125,62 @@ impl Executor {
                 tracing::info!(
                     job = r.job.id(),
                     why,
-                    "the workflow no longer waits after an earlier answer that may have landed: taken as that answer's"
+                    "the workflow no longer waits after an earlier answer that may have landed: taken as that answer's, not confirmed"
                 );
+                confirmed = false;
                 CallOutcome::Succeeded
             }
             outcome => outcome,
         };
-        let (completion, disposition) =
-            policy::after_call(outcome, false, true, self.last_attempt(r));
-        let end = AttemptEnd::by_owner(&completion, &attempt.token);
+        // Retried through throttling and 5xx for `RESUME_RETRY_SECONDS` (a brownout), not for
+        // the job's attempts: each retry is a new message sent with backoff, so neither the
+        // queue's redrive nor its visibility bound it (review of v6, finding 7).
+        let now = self.app.clock.now();
+        let since = job.since.unwrap_or(now);
+        let spent = now - since >= self.app.config.resume_retry_seconds;
+        let (completion, disposition) = policy::after_call(outcome, false, true, spent);
+        let completion = match completion {
+            Completion::Failed(why) if spent => Completion::Failed(format!(
+                "{why}; given up after {} s of retries (RESUME_RETRY_SECONDS)",
+                now - since
+            )),
+            completion => completion,
+        };
+        let name = sent
+            .as_ref()
+            .map(|(answer, token)| (*answer, token.as_str()));
+        let events: Vec<_> = job
+            .ended_event(&completion, name, confirmed, now)
+            .into_iter()
+            .collect();
+        let end = AttemptEnd {
+            events: &events,
+            ..AttemptEnd::by_owner(&completion, &attempt.token)
+        };
+        if matches!(completion, Completion::RetryWait(_)) {
+            // Recorded, then sent again with its first try's time, the backoff doubling with
+            // each resend (at most SQS's 15 minutes).
+            let again = Job::Resume(ResumeJob {
+                since: Some(since),
+                resends: job.resends + 1,
+                ..job.clone()
+            });
+            let written = self.finish(r, attempt, end, Disposition::Ack, None).await?;
+            if written == Disposition::Retry {
+                return Ok(Disposition::Retry);
+            }
+            let delay = resume_backoff(job.resends + 1);
+            return Ok(self.queue.send_job_again(r.message, &again, delay).await);
+        }
         let back = comes_back(&completion, disposition, r.message.receive_count);
         self.finish(r, attempt, end, disposition, back).await
     }
 
     /// One answer call; its error names the token only by its hash.
-    async fn answer(&self, job: &ResumeJob) -> CallOutcome {
-        let token = job.token.expose();
+    async fn answer(&self, resume: &Resume, answer: &ResumeAnswer) -> CallOutcome {
+        let token = resume.token.expose();
         let workflows = &self.workflows;
-        let result = match (job.kind, &job.answer) {
+        let result = match (resume.kind, answer) {
             (ResumeKind::StepFunctions, ResumeAnswer::Success { document }) => workflows
                 .sfn
                 .send_task_success()
@@ -156,7 +214,7 @@ impl Executor {
                     .error_type(error)
                     .error_message(format!(
                         "Countersign approval {} ended {}",
-                        job.approval_id,
+                        document_id(document),
                         error.trim_start_matches("Countersign.").to_lowercase()
                     ))
                     .error_data(document)
@@ -174,9 +232,23 @@ impl Executor {
         };
         match result {
             Ok(()) => CallOutcome::Succeeded,
-            Err(outcome) => redacted(outcome, token, &job.token.name()),
+            Err(outcome) => redacted(outcome, token, &resume.token.name()),
         }
     }
+}
+
+/// The approval id a decision document names.
+fn document_id(document: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(document)
+        .ok()
+        .and_then(|d| d["approval_id"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The pause before a workflow's answer is tried again: 1, 2, 4 … seconds by resend, at most
+/// SQS's longest delay (15 minutes).
+fn resume_backoff(resends: u32) -> i32 {
+    (1i64 << resends.saturating_sub(1).min(10)).min(900) as i32
 }
 
 /// What an SDK error means for the job.
@@ -248,6 +320,14 @@ fn redacted(outcome: CallOutcome, token: &str, name: &str) -> CallOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_waits_longer_each_attempt_up_to_sqs_longest_delay() {
+        let waits: Vec<i32> = (1..=12).map(resume_backoff).collect();
+        assert_eq!(&waits[..5], [1, 2, 4, 8, 16]);
+        assert!(waits.iter().all(|w| *w <= 900));
+        assert_eq!(waits[11], 900);
+    }
 
     #[test]
     fn a_refusal_after_an_answer_that_may_have_landed_is_that_answer() {

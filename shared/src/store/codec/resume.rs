@@ -1,6 +1,8 @@
 //! An approval's waiting workflow ⇄ its item's `resume` map: `type` and `token` (written once at
-//! create), and `status`, `attempts`, `last_error`, which the resume job's ends move on in the
-//! transaction that ends each attempt (`store/ledger/end.rs`).
+//! create; the token removed once an answer succeeded), and `status`, `attempts`, `last_error`,
+//! which the resume job's ends move on in the transaction that ends each attempt
+//! (`store/ledger/end.rs`), and `generation`, `retried_by`, which an operator's retry of a
+//! failed answer moves (`store/operator.rs`).
 
 use std::collections::HashMap;
 
@@ -23,6 +25,15 @@ pub(crate) fn resume_to_attr(resume: &Resume) -> AttributeValue {
     if let Some(error) = &resume.last_error {
         map.insert("last_error".to_owned(), s(error));
     }
+    if resume.generation > 0 {
+        map.insert("generation".to_owned(), n(resume.generation));
+    }
+    if let Some(by) = &resume.retried_by {
+        map.insert("retried_by".to_owned(), s(by.as_str()));
+    }
+    if let Some(at) = resume.retried_at {
+        map.insert("retried_at".to_owned(), n(at));
+    }
     AttributeValue::M(map)
 }
 
@@ -40,5 +51,12 @@ pub(crate) fn resume_from(item: &Item) -> Result<Option<Resume>, StoreError> {
             .ok_or(StoreError::corrupt("resume.status"))?,
         attempts: get_n(map, "attempts").unwrap_or(0),
         last_error: opt_s(map, "last_error"),
+        // An operator's retries (absent until the first).
+        generation: get_n(map, "generation").unwrap_or(0),
+        retried_by: opt_s(map, "retried_by")
+            .map(|by| crate::domain::Approver::from_stored(&by))
+            .transpose()
+            .map_err(|_| StoreError::corrupt("resume.retried_by"))?,
+        retried_at: get_n(map, "retried_at").ok(),
     }))
 }

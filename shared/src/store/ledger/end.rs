@@ -241,8 +241,8 @@ impl Store {
     /// The approval's side of a resume job's end: its `resume` status (pending while a retry
     /// or a doubt waits), the attempts (`tried`: this end follows an answer tried) and the last
     /// error, moved in the transaction that ends the attempt — what the approval shows of its
-    /// workflow's answer. Once it ended, the token is removed: it answers nothing any more, and
-    /// a credential is kept no longer than it is needed.
+    /// workflow's answer. Once it succeeded, the token is removed: it answers nothing any more,
+    /// and a credential is kept no longer than it is needed.
     pub(super) fn resume_end(
         &self,
         key: &LedgerKey,
@@ -265,7 +265,9 @@ impl Store {
             vals.insert(":zero".to_owned(), n(0));
             vals.insert(":one".to_owned(), n(1));
         }
-        if status != ResumeStatus::Pending {
+        // Once an answer landed the token answers nothing more: it is kept no longer. A failed
+        // answer keeps it, for an operator's retry (`POST /approvals/{id}/resume/retry`).
+        if status == ResumeStatus::Succeeded {
             update = update.remove("#resume.#token");
         }
         update = match completion.error() {
@@ -275,7 +277,18 @@ impl Store {
             }
             None => update.remove("#resume.#last_error"),
         };
-        self.approval_update(key, &update.build(), "attribute_exists(#resume)", vals)
+        // Only the resume's current generation: a job of an answer an operator has since sent
+        // again changes nothing of it.
+        vals.insert(":generation".to_owned(), n(key.generation));
+        let condition = match key.generation {
+            // The answer's first generation: no retry yet (the attribute comes with the first).
+            0 => {
+                "attribute_exists(#resume) AND (attribute_not_exists(#resume.#generation) \
+                  OR #resume.#generation = :generation)"
+            }
+            _ => "attribute_exists(#resume) AND #resume.#generation = :generation",
+        };
+        self.approval_update(key, &update.build(), condition, vals)
     }
 }
 
