@@ -299,6 +299,7 @@ fn every_route_of_the_api_is_declared() {
         "GET /inbox/{tenant}",
         "POST /approvals/{id}/cancel",
         "POST /approvals/{id}/execution/retry",
+        "POST /approvals/{id}/resume/retry",
         "POST /approvals/{id}/execution/resolve",
         "POST /approvals/{id}/execution/claim",
         "POST /approvals/{id}/execution/report",

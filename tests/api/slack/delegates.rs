@@ -24,7 +24,8 @@ async fn delegate(t: &TestApp, delegator: &str, delegate: &str) {
             t.http
                 .put(t.url(&format!("/delegations/{delegator}")))
                 .bearer_auth(KEY_A)
-                .json(&json!({"delegate": delegate, "until": until})),
+                .json(&json!({"delegate": delegate, "until": until,
+                              "reason": "set for the test by the tenant's operator"})),
         )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.text());
