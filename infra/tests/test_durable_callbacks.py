@@ -19,7 +19,10 @@ from typing import Any
 from urllib.parse import quote
 
 import boto3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from moto_process import MotoServer
@@ -47,10 +50,12 @@ class Durable:
         return self.control("GET", f"/_countersign/durable/callbacks/{quote(callback_id, safe='')}")
 
     def raw(self, callback_id: str, kind: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        """A call as the SDKs send it (unsigned: the administrator's, for the local AWS)."""
-        request = urllib.request.Request(
-            f"{self.endpoint}/2025-12-01/durable-execution-callbacks/{quote(callback_id, safe='')}/{kind}",
-            data=body, method="POST")
+        """A call as the SDKs send it, signed (SigV4) with the administrator's credentials: the
+        local AWS refuses an unsigned one as AWS does."""
+        url = f"{self.endpoint}/2025-12-01/durable-execution-callbacks/{quote(callback_id, safe='')}/{kind}"
+        signed = AWSRequest(method="POST", url=url, data=body)
+        SigV4Auth(Credentials("test", "test"), "lambda", "us-east-1").add_auth(signed)
+        request = urllib.request.Request(url, data=body, method="POST", headers=dict(signed.headers.items()))
         try:
             with urllib.request.urlopen(request) as answer:
                 return answer.status, dict(answer.headers), answer.read()

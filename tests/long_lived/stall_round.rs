@@ -208,7 +208,8 @@ async fn delegated_round(runner: &LocalRunner, downstream: &Downstream) -> usize
         );
         ids.push((key, id));
     }
-    let copy = |id: &str, what: &str| format!("{id}:{what}:{BOB}:for:{CAROL}");
+    // A delegate's copy is keyed by the delegate (one per delegate, whatever places it opens).
+    let copy = |id: &str, what: &str| format!("{id}:{what}:{BOB}:delegate");
     until(runner, "bob's copies of carol's notifications", || {
         ids.iter()
             .all(|(_, id)| downstream.calls(&copy(id, "notify")) >= 1)

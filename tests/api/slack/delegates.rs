@@ -242,15 +242,15 @@ async fn a_delegate_s_click_costs_one_batch_read_more() {
         ["UpdateItem"],
         "a listed approver, as before"
     );
-    // erin's vote in bob's place completes the quorum: the counted write refused, the
-    // completing write, as for a vote as oneself.
+    // erin's vote in bob's place completes the quorum: shaped as the completing write from the
+    // approval its refused first write returned, in one transaction with the delegation's check.
     assert_eq!(
         t.click(&slack, U_ERIN, APPROVE, &id, false).await.status,
         200
     );
     assert_eq!(
         t.calls.take(),
-        ["UpdateItem", "BatchGetItem", "UpdateItem", "UpdateItem"],
+        ["UpdateItem", "BatchGetItem", "TransactWriteItems"],
         "in bob's place, completing"
     );
     assert_eq!(
