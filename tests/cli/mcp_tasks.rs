@@ -337,7 +337,14 @@ async fn a_task_id_is_not_found_with_another_tenants_key_nor_when_forged() {
     // key roll ends the ids made under the old key — and the same call under the new key
     // attaches to the same approval, a task of its own.
     let mut rolled = Wire::start(&t, ROLLED_CI_KEY, true, &[]).await;
-    not_found(rolled.get_task(&task_id).await);
+    let error = rolled.get_task(&task_id).await.expect_err("an error");
+    not_found(Err(error.clone()));
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("key roll") && m.contains("call the tool again")),
+        "the answer says why and how to reattach: {error}"
+    );
     let again = rolled
         .call("request_approval", quorum_request("tenant-a-1"))
         .await
