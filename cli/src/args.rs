@@ -73,7 +73,8 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Serve AI agents over the Model Context Protocol on stdio (tools: request_approval,
     /// wait_for_decision, get_approval, claim, report, permission_prompt). The permission
-    /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated) and
+    /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated;
+    /// optional where the deployment's approval policy chooses the approvers) and
     /// COUNTERSIGN_AGENT_WAIT (seconds, 1-55, default 50)
     Mcp,
     /// Let someone vote in a person's place for a while: set, show or end the person's
@@ -84,6 +85,15 @@ pub enum Command {
     /// credentials: the SDK's default chain; AWS_ENDPOINT_URL locally). Exit 1 on a refusal
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Push, show, roll back and test a tenant's approval policy (Cedar): who must approve
+    /// what (the keys table, over your AWS credentials; test and schema offline). Exit 1 on a
+    /// refusal; test: 0 allow or auto, 3 forbid, 4 error
+    #[command(subcommand)]
+    Policy(crate::policy::args::PolicyCommand),
+    /// Set, list and delete a tenant's groups: whom a policy's @require counts (the keys
+    /// table, over your AWS credentials). Exit 1 on a refusal
+    #[command(subcommand)]
+    Groups(crate::policy::args::GroupsCommand),
 }
 
 #[derive(Debug, Subcommand)]

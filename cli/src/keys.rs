@@ -140,7 +140,7 @@ fn refusal_code(refusal: &KeyRefusal) -> &'static str {
     }
 }
 
-async fn store(table: &KeysTable) -> Store {
+pub(crate) async fn store(table: &KeysTable) -> Store {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
@@ -151,7 +151,7 @@ async fn store(table: &KeysTable) -> Store {
     Store::new(aws_sdk_dynamodb::Client::new(&aws), tables)
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64)
@@ -165,7 +165,7 @@ fn seconds(duration: Duration) -> Result<i64, CliError> {
 /// Who ran the command, as AWS knows the caller: the ARN `sts:GetCallerIdentity` answers (an
 /// action every identity may call). If STS cannot be reached, `unknown (…)` with the user the
 /// machine names — never a guess passed off as the AWS identity.
-async fn caller_identity() -> String {
+pub(crate) async fn caller_identity() -> String {
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
@@ -198,7 +198,7 @@ fn key_cache_seconds() -> Result<i64, CliError> {
     }
 }
 
-fn tenant(raw: &str) -> Result<TenantId, CliError> {
+pub(crate) fn tenant(raw: &str) -> Result<TenantId, CliError> {
     TenantId::parse(raw.trim()).map_err(|e| CliError::Usage(format!("--tenant: {e}")))
 }
 

@@ -12,6 +12,7 @@ mod gate;
 mod input;
 pub mod keys;
 pub mod mcp;
+pub mod policy;
 pub mod progress;
 pub mod render;
 
@@ -61,9 +62,14 @@ pub fn refused(error: &clap::Error) -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     // Key administration goes to the keys table over AWS credentials, not through the API.
-    if let Command::Keys(command) = cli.command {
-        return keys::run(command, cli.json).await;
-    }
+    // So do a tenant's approval policy and groups: no API key changes who must approve.
+    let command = match cli.command {
+        Command::Keys(command) => return keys::run(command, cli.json).await,
+        Command::Policy(command) => return policy::run(command, cli.json).await,
+        Command::Groups(command) => return policy::run_groups(command, cli.json).await,
+        command => command,
+    };
+    let cli = Cli { command, ..cli };
     let api = connect(cli.url.as_deref(), cli.api_key.as_deref())?;
     let out = Output { json: cli.json };
     match cli.command {
@@ -74,7 +80,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Events(args) => commands::events(&api, out, args).await,
         Command::Cancel(args) => commands::cancel(&api, out, args).await,
         Command::Delegate(command) => delegate::run(&api, out, command).await,
-        Command::Keys(_) => unreachable!("handled above"),
+        Command::Keys(_) | Command::Policy(_) | Command::Groups(_) => {
+            unreachable!("handled above")
+        }
         Command::Mcp => {
             let agent = mcp::AgentConfig::from_lookup(|name| std::env::var(name).ok())?;
             mcp::serve(api, agent).await

@@ -18,6 +18,7 @@ pub mod jobs;
 mod layering;
 pub mod observe;
 pub mod oidc;
+pub mod policy_cache;
 pub mod review_token;
 pub mod runner;
 pub mod session;
@@ -44,6 +45,8 @@ pub struct App {
     pub metrics: observe::Emitter,
     /// Table keys' items, for `KEY_CACHE_SECONDS`.
     pub key_cache: auth::KeyCache,
+    /// Each tenant's approval policy and groups, for `KEY_CACHE_SECONDS`.
+    pub policies: policy_cache::PolicyCache,
     /// Each signing-in tenant's identity provider, once discovered.
     pub relying_parties: oidc::RelyingParties,
     /// The secret-bearing configuration in force (read it through [`App::secrets`]).
@@ -96,6 +99,7 @@ impl App {
             .retaining(config.retention);
         let metrics = observe::Emitter::new(config.metrics.clone(), sink);
         let key_cache = auth::KeyCache::new(config.key_cache_seconds);
+        let policies = policy_cache::PolicyCache::new(config.key_cache_seconds);
         let secrets = Arc::new(config::LiveSecrets::new(
             secrets,
             source,
@@ -104,6 +108,7 @@ impl App {
         ));
         Arc::new(Self {
             key_cache,
+            policies,
             relying_parties: oidc::RelyingParties::new(),
             secrets,
             function: OnceLock::new(),
@@ -164,6 +169,37 @@ impl App {
                 observe::count(observe::Metric::SecretRefreshFailed, &[]);
             }
         }));
+    }
+
+    /// The groups `place` is in now (from the cached groups), for a vote on approval `id`: only
+    /// an approval whose id says a deployment's policy put a group's rule on it needs them, so
+    /// no other vote reads them.
+    pub async fn place_groups(
+        &self,
+        tenant: &domain::TenantId,
+        id: &domain::ApprovalId,
+        place: &domain::Approver,
+    ) -> Result<Vec<domain::approval_policy::GroupName>, store::StoreError> {
+        if !id.group_rules_hint() {
+            return Ok(Vec::new());
+        }
+        let policy = self
+            .policies
+            .get(&self.store, tenant, self.clock.now())
+            .await?;
+        let mut groups: Vec<_> = policy.groups.of(place).into_iter().cloned().collect();
+        // The groups the policy in force requires first: the vote's condition names at most
+        // `MAX_GROUPS_OF_ONE` (its expression must stay within DynamoDB's 4 KB).
+        let required = |g: &domain::approval_policy::GroupName| {
+            policy
+                .current
+                .as_ref()
+                .and_then(|c| c.set.as_ref().ok())
+                .is_some_and(|set| set.requires(g))
+        };
+        groups.sort_by_key(|g| !required(g));
+        groups.truncate(store::MAX_GROUPS_OF_ONE);
+        Ok(groups)
     }
 
     /// A Lambda's start-up: [`App::from_env`], then the check that `function` has all the

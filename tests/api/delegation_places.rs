@@ -146,7 +146,13 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
     let refused = t
         .app
         .store
-        .decide(&tenant, &approval_id, &by_requester, None, now)
+        .decide(
+            &tenant,
+            &approval_id,
+            &by_requester,
+            countersign::store::VoteBy::default(),
+            now,
+        )
         .await
         .expect("the store answers");
     assert!(

@@ -12,6 +12,15 @@ async fn each_operation_is_one_round_trip() {
     let t = TestApp::start().await;
     let body = deploy_body(1, &[ALICE, BOB]);
 
+    // A function's first create of a tenant reads the tenant's approval policy and groups
+    // (one BatchGetItem), kept for KEY_CACHE_SECONDS as keys are; every create after is one.
+    t.create_ok(KEY_A, "rt-cold", &deploy_body(9, &[ALICE]))
+        .await;
+    assert_eq!(
+        t.calls.take(),
+        ["BatchGetItem", "TransactWriteItems"],
+        "create, on a cold policy cache"
+    );
     let id = t.create_ok(KEY_A, "rt", &body).await;
     assert_eq!(t.calls.take(), ["TransactWriteItems"], "create, first");
 
@@ -61,14 +70,13 @@ async fn refusals_cost_one_round_trip_too() {
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "not an approver");
 
+    // An id whose hint says nothing of a deployment's groups (one that does reads them, once
+    // per KEY_CACHE_SECONDS, from the cache).
+    let unknown = countersign::domain::ApprovalId::generate().to_string();
     assert_eq!(
-        t.decide(
-            DECIDER_A,
-            "apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ",
-            decision_body("approve", ALICE)
-        )
-        .await
-        .status,
+        t.decide(DECIDER_A, &unknown, decision_body("approve", ALICE))
+            .await
+            .status,
         404
     );
     assert_eq!(t.calls.take(), ["UpdateItem"], "unknown approval");
@@ -269,6 +277,10 @@ async fn a_warm_table_key_adds_no_round_trip() {
     for (key, request) in warm {
         t.send(request.bearer_auth(key.expose())).await;
     }
+    // ... and the API function's tenant policy, by a first create.
+    let first = json!({"action": {"type": "agent", "payload": {"tool_name": "Warm"}}, "approvers": [ALICE]});
+    t.create_ok(requester.expose(), "rt-warm", &first.to_string())
+        .await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let warming = t.calls.take();
     assert_eq!(

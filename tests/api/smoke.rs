@@ -31,6 +31,11 @@ fn base_env(t: &TestApp) -> Vec<(String, String)> {
             "APPROVAL_INDEX_TABLE".to_owned(),
             t.app.config.tables.approval_index.clone(),
         ),
+        // Where every function reads the tenant's approval policy and groups.
+        (
+            "KEYS_TABLE".to_owned(),
+            t.app.config.tables.api_keys.clone(),
+        ),
     ];
     match countersign_tests::aws_endpoint() {
         Some(endpoint) => env.extend([

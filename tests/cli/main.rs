@@ -20,6 +20,7 @@ mod keys;
 mod mcp;
 mod mcp_tasks;
 mod mcp_wire;
+mod policy;
 mod reads;
 mod task_schema;
 

@@ -337,6 +337,7 @@ impl TestApp {
             .expect("create the test queues");
         let targets = serde_json::json!({
             "deploy": {"url": format!("{base}/ok"), "idempotent": true},
+            "refund": {"url": format!("{base}/ok"), "idempotent": true},
             "flaky": {"url": format!("{base}/flaky"), "idempotent": true},
             "flaky_once": {"url": format!("{base}/flaky-once"), "idempotent": true},
             "reject_once": {"url": format!("{base}/reject-once"), "idempotent": true},

@@ -18,6 +18,7 @@ pub mod local_aws;
 pub mod local_runner;
 pub mod meter;
 pub mod oidc;
+pub mod policy;
 pub mod receiver;
 pub mod runtime_api;
 pub mod sign_in;

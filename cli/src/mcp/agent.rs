@@ -27,6 +27,8 @@ pub struct AgentConfig {
     /// The approval-only action type tool calls are asked under (`None`: the gate is off, and
     /// `permission_prompt` denies every call).
     pub action: Option<String>,
+    /// `COUNTERSIGN_AGENT_APPROVERS`: optional where the deployment's approval policy chooses
+    /// the approvers (they only add to the policy's).
     pub approvers: Vec<String>,
     /// How long a blocking call waits for a decision (`COUNTERSIGN_AGENT_WAIT`).
     pub wait: Duration,
@@ -75,10 +77,9 @@ impl AgentConfig {
             .map(str::to_owned)
             .collect();
         let action = get("COUNTERSIGN_AGENT_ACTION");
+        // Without approvers the deployment's approval policy must choose them: a tenant with
+        // none refuses the create (400, approvers required), and the call is denied.
         match (&action, approvers.is_empty()) {
-            (Some(_), true) => Err(CliError::Usage(
-                "COUNTERSIGN_AGENT_ACTION is set but COUNTERSIGN_AGENT_APPROVERS is not: who approves the agent's tool calls? (comma-separated)".to_owned(),
-            )),
             (None, false) => Err(CliError::Usage(
                 "COUNTERSIGN_AGENT_APPROVERS is set but COUNTERSIGN_AGENT_ACTION is not: name the approval-only action type the agent's tool calls are asked under".to_owned(),
             )),
@@ -124,14 +125,16 @@ pub async fn ask(
 ) -> Result<Value, Permission> {
     let Some(action) = &agent.action else {
         return Err(Permission::Deny(
-            "Countersign's agent gate is not configured (COUNTERSIGN_AGENT_ACTION and COUNTERSIGN_AGENT_APPROVERS): nothing may run.".to_owned(),
+            "Countersign's agent gate is not configured (COUNTERSIGN_AGENT_ACTION): nothing may run.".to_owned(),
         ));
     };
-    let body = json!({
+    let mut body = json!({
         "action": {"type": action, "payload": {"tool_name": tool_name, "input": input}},
-        "approvers": agent.approvers,
         "context": {"summary": format!("An AI agent asks to run {tool_name}")},
     });
+    if !agent.approvers.is_empty() {
+        body["approvers"] = json!(agent.approvers);
+    }
     calls
         .create(tool_use_id, &body)
         .await
@@ -244,8 +247,13 @@ mod tests {
         assert_eq!(on.progress, Duration::from_secs(1));
         assert_eq!(on.approvers, ["alice@example.com", "bob@example.com"]);
         assert_eq!(on.wait, Duration::from_secs(5));
+        // The action alone: the deployment's approval policy chooses the approvers.
+        let policed = config(&[("COUNTERSIGN_AGENT_ACTION", "agent")]).unwrap();
+        assert_eq!(
+            (policed.action.as_deref(), policed.approvers.len()),
+            (Some("agent"), 0)
+        );
         for bad in [
-            vec![("COUNTERSIGN_AGENT_ACTION", "agent")],
             vec![("COUNTERSIGN_AGENT_APPROVERS", "alice@example.com")],
             vec![("COUNTERSIGN_AGENT_WAIT", "56")],
             vec![("COUNTERSIGN_AGENT_WAIT", "0")],

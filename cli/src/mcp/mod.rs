@@ -90,7 +90,10 @@ struct RequestApproval {
     /// Exactly what you want to do, as a JSON object. The approvers see it, and an approval
     /// holds for this payload only.
     payload: Map<String, Value>,
-    /// Who may approve (their identities, e.g. email addresses).
+    /// Optional: who may approve (their identities, e.g. email addresses). Where the
+    /// deployment's approval policy decides who must approve, leave it out: the policy names
+    /// the people, and anyone listed here only adds to them.
+    #[serde(default)]
     approvers: Vec<String>,
     /// Optional quorum: {"rules": [{"name", "approvers", "min_approvals"}]}.
     policy: Option<Value>,
@@ -166,6 +169,20 @@ struct PermissionPrompt {
     tool_use_id: String,
 }
 
+/// Whom a pending approval waits on, as its `approvers` list them (the policy's and any named).
+fn listed(approval: &Value) -> String {
+    let names: Vec<&str> = approval["approvers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    match names.is_empty() {
+        true => "the approvers".to_owned(),
+        false => names.join(", "),
+    }
+}
+
 /// A successful answer: the JSON as text, and as `structuredContent`.
 fn answer(value: Value) -> Result<CallToolResult, ErrorData> {
     Ok(CallToolResult::structured(value))
@@ -179,7 +196,7 @@ fn complete(result: CallToolResult) -> Result<CallToolResponse, ErrorData> {
 #[tool_router]
 impl Gate {
     #[tool(
-        description = "Ask people to approve an action before you perform it. Returns the approval (its id and status \"pending\"); then call wait_for_decision. With the MCP tasks extension, returns a task instead, which completes with the decided approval. Approved approvals of an approval-only type are claimed once (claim) before you act, and reported on (report) after."
+        description = "Ask people to approve an action before you perform it. The deployment's approval policy decides whether it may be asked, who must approve and how many (approvers you name only add to them; without a policy, name them). Returns the approval (its id and status \"pending\"); then call wait_for_decision. With the MCP tasks extension, returns a task instead, which completes with the decided approval. Approved approvals of an approval-only type are claimed once (claim) before you act, and reported on (report) after."
     )]
     async fn request_approval(
         &self,
@@ -188,8 +205,10 @@ impl Gate {
     ) -> Result<CallToolResponse, ErrorData> {
         let mut body = json!({
             "action": {"type": args.action_type, "payload": args.payload},
-            "approvers": args.approvers,
         });
+        if !args.approvers.is_empty() {
+            body["approvers"] = json!(args.approvers);
+        }
         if let Some(policy) = args.policy {
             body["policy"] = policy;
         }
@@ -299,7 +318,7 @@ impl Gate {
     }
 
     #[tool(
-        description = "Claude Code's permission prompt (--permission-prompt-tool): asks the configured approvers to allow one tool call, waits for them, and answers {\"behavior\": \"allow\", \"updatedInput\": …} with exactly the input they approved, or {\"behavior\": \"deny\", \"message\": …}. Still pending at the end of the wait is a deny. With the MCP tasks extension, returns a task instead, which completes with the same answer once the approvers decide."
+        description = "Claude Code's permission prompt (--permission-prompt-tool): asks the approvers the deployment's approval policy requires (and any configured) to allow one tool call, waits for them, and answers {\"behavior\": \"allow\", \"updatedInput\": …} with exactly the input they approved, or {\"behavior\": \"deny\", \"message\": …}. Still pending at the end of the wait is a deny. With the MCP tasks extension, returns a task instead, which completes with the same answer once the approvers decide."
     )]
     async fn permission_prompt(
         &self,
@@ -324,7 +343,7 @@ impl Gate {
             }
         }
         let approval = if approval["status"] == "pending" {
-            let approvers = agent.approvers.join(", ");
+            let approvers = listed(&approval);
             let message = format!("waiting for {approvers} to approve (Countersign approval {id})");
             let waiting = calls.wait_for_decision(&id, agent.wait.as_secs());
             match self

@@ -100,6 +100,15 @@ impl Caller {
     pub fn has(&self, role: Role) -> bool {
         self.roles & role.bit() != 0
     }
+
+    /// The names of its roles (what an approval policy sees as the requester's `roles`).
+    pub fn role_names(&self) -> Vec<&'static str> {
+        Role::ALL
+            .into_iter()
+            .filter(|r| self.has(*r))
+            .map(Role::as_str)
+            .collect()
+    }
 }
 
 #[derive(Clone)]

@@ -236,6 +236,10 @@ impl CreateRequest {
             stall: Default::default(),
             github: None,
             resume: self.resume,
+            policy_source: None,
+            policy_evaluated: None,
+            assurance: None,
+            comment_cap: None,
         }
     }
 }
@@ -294,17 +298,22 @@ fn object_field(
     }
 }
 
+/// `approvers`: absent is none (a deployment's approval policy may name every approver: the
+/// create refuses an approval that ends up with none), and so is `[]`; given, at most 20
+/// distinct identities.
 fn parse_approvers(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<Approver> {
-    let Some(value) = value else {
-        errors.push(FieldError::new("approvers", "required"));
+    let Some(value) = value.filter(|v| !v.is_null()) else {
         return Vec::new();
     };
     let Some(list) = value.as_array() else {
         errors.push(FieldError::new("approvers", "must be an array of strings"));
         return Vec::new();
     };
-    if list.is_empty() || list.len() > CreateRequest::MAX_APPROVERS {
-        errors.push(FieldError::new("approvers", "must list 1 to 20 approvers"));
+    if list.len() > CreateRequest::MAX_APPROVERS {
+        errors.push(FieldError::new(
+            "approvers",
+            "must list at most 20 approvers",
+        ));
     }
     let mut seen = HashSet::new();
     let mut approvers = Vec::with_capacity(list.len());
@@ -391,11 +400,14 @@ mod tests {
     }
 
     #[test]
-    fn approvers_are_1_to_20() {
-        assert_eq!(
-            fields(json!({"action": {"type": "deploy"}, "approvers": []})),
-            ["approvers"]
-        );
+    fn approvers_are_at_most_20_and_may_be_left_to_the_policy() {
+        // None (absent or empty): the deployment's approval policy chooses them; the create
+        // refuses an approval that ends with none.
+        for none in [json!([]), Value::Null] {
+            let parsed = parse(json!({"action": {"type": "deploy"}, "approvers": none})).unwrap();
+            assert!(parsed.approvers.is_empty());
+        }
+        assert!(parse(json!({"action": {"type": "deploy"}})).is_ok());
         let many: Vec<String> = (0..21).map(|i| format!("a{i}")).collect();
         assert_eq!(
             fields(json!({"action": {"type": "deploy"}, "approvers": many})),
@@ -430,8 +442,8 @@ mod tests {
             CreateRefusal::UnknownActionType("launch".into())
         );
         assert_eq!(
-            fields(json!({"action": {"type": "launch"}, "approvers": []})),
-            ["approvers"]
+            fields(json!({"action": {"type": "launch"}, "approvers": [7]})),
+            ["approvers[0]"]
         );
     }
 

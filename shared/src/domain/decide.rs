@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::approval_policy::GroupName;
 use super::{Approval, Approver, EpochSeconds, FieldError, Outcome, Status};
 
 /// A valid decision request, whatever channel it came through.
@@ -15,6 +16,9 @@ pub struct DecideRequest {
     pub sent_by: Option<Approver>,
     /// The delegate casting it in `approver`'s place (`None`: the approver's own vote).
     pub by: Option<Approver>,
+    /// The groups `approver` (the place) is in now, from the cached groups: a deployment's
+    /// group rule counts the place's vote only while it is still in the group.
+    pub place_groups: Vec<GroupName>,
 }
 
 impl DecideRequest {
@@ -65,6 +69,7 @@ impl DecideRequest {
                 comment,
                 sent_by: None,
                 by: None,
+                place_groups: Vec::new(),
             }),
             _ => Err(errors),
         }
@@ -115,6 +120,13 @@ pub enum DecideRefusal {
     /// A vote in someone's place whose delegation is not to the voter, not in force, or no
     /// longer the one read when the vote was written: nothing recorded.
     NotDelegated,
+    /// The comment is longer than the approval keeps of one (an approval listing many people
+    /// keeps shorter comments): 400 `invalid_request`, nothing recorded.
+    CommentTooLong {
+        cap: u32,
+    },
+    /// The place was in a group rule's group at the create and is no longer: 403 `forbidden`.
+    NotInGroup(GroupName),
     /// A pending quorum approval that this approve completes: the counted-vote write refused
     /// it for exactly that reason, and the store writes it again as the completing vote.
     Completes(Box<Approval>),
@@ -134,7 +146,8 @@ impl DecideRefusal {
             Self::Expired => Some("approval_expired"),
             Self::NotAnApprover => Some("not_an_approver"),
             Self::SelfApproval => Some("self_approval_forbidden"),
-            Self::NotDelegated => Some("forbidden"),
+            Self::NotDelegated | Self::NotInGroup(_) => Some("forbidden"),
+            Self::CommentTooLong { .. } => Some("invalid_request"),
             Self::Repeat(_) | Self::Completes(_) | Self::Unexplained => None,
         }
     }
@@ -202,10 +215,18 @@ pub fn classify_refusal(
             DecideRefusal::AlreadyVoted(Box::new(old))
         }
         Status::Pending if old.is_requester(&request.approver) => DecideRefusal::SelfApproval,
-        Status::Pending if old.completed_by(&request.approver, request.outcome) => {
-            DecideRefusal::Completes(Box::new(old))
+        Status::Pending if old.comment_too_long(request.comment.as_deref()) => {
+            DecideRefusal::CommentTooLong {
+                cap: old.comment_cap.unwrap_or_default(),
+            }
         }
-        Status::Pending => DecideRefusal::Unexplained,
+        Status::Pending => match old.left_group(&request.approver, &request.place_groups) {
+            Some(group) => DecideRefusal::NotInGroup(group.clone()),
+            None if old.completed_by(&request.approver, request.outcome) => {
+                DecideRefusal::Completes(Box::new(old))
+            }
+            None => DecideRefusal::Unexplained,
+        },
     }
 }
 
@@ -224,6 +245,7 @@ mod tests {
             comment: None,
             sent_by: None,
             by: None,
+            place_groups: Vec::new(),
         }
     }
 
@@ -428,6 +450,8 @@ pub enum WebhookOutcome {
     Ignored,
     /// The event's approver is the approval's requester (separation of duties).
     SelfApprovalForbidden,
+    /// The event's comment is longer than the approval keeps of one: not counted.
+    CommentTooLong,
     /// GitHub: a job waiting on an environment opened a round (its approval).
     Opened,
     /// GitHub: a job waiting on an environment joined the round open for it.
@@ -448,6 +472,7 @@ impl WebhookOutcome {
             Self::UnknownApproval => "unknown_approval",
             Self::Ignored => "ignored",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
+            Self::CommentTooLong => "comment_too_long",
             Self::Opened => "opened",
             Self::Joined => "joined",
             Self::Refused => "refused",
@@ -463,6 +488,7 @@ impl WebhookOutcome {
             Self::UnknownApproval,
             Self::Ignored,
             Self::SelfApprovalForbidden,
+            Self::CommentTooLong,
             Self::Opened,
             Self::Joined,
             Self::Refused,
@@ -480,7 +506,10 @@ impl WebhookOutcome {
             | DecideRefusal::AlreadyDecided(_)
             | DecideRefusal::AlreadyVoted(_)
             | DecideRefusal::Expired => Some(Self::Superseded),
-            DecideRefusal::NotAnApprover | DecideRefusal::NotDelegated => Some(Self::NotAnApprover),
+            DecideRefusal::NotAnApprover
+            | DecideRefusal::NotDelegated
+            | DecideRefusal::NotInGroup(_) => Some(Self::NotAnApprover),
+            DecideRefusal::CommentTooLong { .. } => Some(Self::CommentTooLong),
             DecideRefusal::SelfApproval => Some(Self::SelfApprovalForbidden),
             DecideRefusal::Completes(_) | DecideRefusal::Unexplained => None,
         }

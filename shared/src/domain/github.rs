@@ -74,7 +74,13 @@ impl Approval {
         let votes = self.vote_summary();
         let (approved, what) = match self.status_at(now) {
             Status::Pending => return None,
-            Status::Approved => (true, format!("approved{votes}")),
+            Status::Approved => match self.approved_by_policy() {
+                Some((policy, version)) => (
+                    true,
+                    format!("approved by approval policy {policy} (version {version})"),
+                ),
+                None => (true, format!("approved{votes}")),
+            },
             Status::Rejected => {
                 let why = self
                     .decision

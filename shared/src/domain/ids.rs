@@ -14,21 +14,23 @@ pub struct InvalidValue(pub &'static str);
 /// `apr_` followed by a ULID: sortable by creation time, unguessable enough not to enumerate.
 ///
 /// The ULID's last character (its lowest 5 random bits) hints at what a vote's write must do:
-/// the low 4 bits tell how many rules the approval's policy has (`0`: none, 1–10), and bit 4
+/// the low 4 bits tell how many rules the approval's policy has (`0`: none, 1–15), and bit 4
 /// that its action type is approval-only (approved, its execution waits for a claim instead of
 /// being queued). A vote's first write is shaped by them, so a vote needs no read to pick its
-/// one conditional write. It is only a hint — every condition checks the item itself; an id
-/// made before policies existed (any last character) costs at most one more round trip, never
-/// a wrong count. 75 random bits remain.
+/// one conditional write. Bit 5 says that a deployment's approval policy put a group's rule on
+/// it: only a vote on such an approval needs the tenant's groups (cached). It is only a hint —
+/// every condition checks the item itself; an id made before policies existed (any last
+/// characters) costs at most one more round trip, never a wrong count. 74 random bits remain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
 pub struct ApprovalId(String);
 
 impl ApprovalId {
     const PREFIX: &'static str = "apr_";
-    const HINT_MASK: u128 = 0x1F;
+    const HINT_MASK: u128 = 0x3F;
     const RULES_MASK: u128 = 0x0F;
     const APPROVAL_ONLY_BIT: u128 = 0x10;
+    const GROUP_RULES_BIT: u128 = 0x20;
 
     /// A new id for an approval whose policy has `rules` rules (0: no policy).
     pub fn generate_for(rules: usize) -> Self {
@@ -38,10 +40,30 @@ impl ApprovalId {
     /// A new id for an approval whose policy has `rules` rules, of an action type Countersign
     /// `executes` (false: approval-only).
     pub fn generate_hinting(rules: usize, executes: bool) -> Self {
+        Self::generate_governed(rules, executes, false)
+    }
+
+    /// [`ApprovalId::generate_hinting`], for an approval with (`group_rules`) or without a
+    /// deployment's group rule.
+    pub fn generate_governed(rules: usize, executes: bool, group_rules: bool) -> Self {
         let random = ulid::Ulid::new().0 & !Self::HINT_MASK;
         let only = if executes { 0 } else { Self::APPROVAL_ONLY_BIT };
-        let ulid = ulid::Ulid(random | (rules as u128 & Self::RULES_MASK) | only);
+        let groups = if group_rules {
+            Self::GROUP_RULES_BIT
+        } else {
+            0
+        };
+        let ulid = ulid::Ulid(random | (rules as u128 & Self::RULES_MASK) | only | groups);
         Self(format!("{}{}", Self::PREFIX, ulid))
+    }
+
+    /// Whether the id says a deployment's policy put a group's rule on its approval (see the
+    /// type's notes): only then does a vote read the tenant's groups.
+    pub fn group_rules_hint(&self) -> bool {
+        self.0
+            .strip_prefix(Self::PREFIX)
+            .and_then(|u| ulid::Ulid::from_string(u).ok())
+            .is_some_and(|u| u.0 & Self::GROUP_RULES_BIT != 0)
     }
 
     /// Whether the id says its action type is executed by Countersign (see the type's notes).
@@ -62,7 +84,7 @@ impl ApprovalId {
     pub fn rules_hint(&self) -> Option<usize> {
         let ulid = ulid::Ulid::from_string(self.0.strip_prefix(Self::PREFIX)?).ok()?;
         let rules = (ulid.0 & Self::RULES_MASK) as usize;
-        (rules <= super::Policy::MAX_RULES).then_some(rules)
+        (rules <= super::Policy::MAX_ALL_RULES).then_some(rules)
     }
 
     pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
@@ -260,7 +282,7 @@ mod tests {
 
     #[test]
     fn approval_ids_round_trip_and_have_one_spelling() {
-        for rules in [0, 1, 2, 10] {
+        for rules in [0, 1, 2, 10, 15] {
             let id = ApprovalId::generate_for(rules);
             assert_eq!(id.rules_hint(), Some(rules), "{id}");
             assert_eq!(ApprovalId::parse(id.as_str()).unwrap(), id);
@@ -269,11 +291,13 @@ mod tests {
             ApprovalId::generate_for(2).as_str().chars().last(),
             Some('2')
         );
+        // Since v7 every last character hints (up to 15 rules): an id made before hints may
+        // hint wrongly, which costs its vote one more write, never a wrong count.
         assert_eq!(
             ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ")
                 .unwrap()
                 .rules_hint(),
-            None
+            Some(15)
         );
         for rules in [0, 3, 10] {
             let only = ApprovalId::generate_hinting(rules, false);

@@ -3,6 +3,7 @@
 
 mod api_key;
 pub(crate) mod approval;
+pub mod approval_policy;
 mod attempt;
 mod create;
 mod decide;

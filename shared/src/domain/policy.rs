@@ -12,6 +12,10 @@ pub struct Rule {
     pub name: String,
     pub approvers: Vec<Approver>,
     pub min_approvals: u32,
+    /// The deployment's group this rule counts (its approval policy's `@require`): its
+    /// approvers are the group's members at create, less the requester. `None`: a rule the
+    /// requester wrote.
+    pub group: Option<super::approval_policy::GroupName>,
 }
 
 /// Every rule must hold (AND); one reject by any listed approver rejects (veto).
@@ -43,6 +47,9 @@ pub enum VoteEffect {
 
 impl Policy {
     pub const MAX_RULES: usize = 10;
+    /// The most rules an approval holds with the groups a deployment's policy requires beside
+    /// the requester's own (the most an approval id can hint at: see `ApprovalId`).
+    pub const MAX_ALL_RULES: usize = 15;
     pub const MAX_NAME_CHARS: usize = 64;
 
     /// No `policy` given: one rule, every approver, one approval (v1's single decision).
@@ -52,6 +59,7 @@ impl Policy {
                 name: "approvers".to_owned(),
                 approvers: approvers.to_vec(),
                 min_approvals: 1,
+                group: None,
             }],
         }
     }
@@ -176,6 +184,7 @@ impl Policy {
                     name,
                     approvers: members,
                     min_approvals: min,
+                    group: None,
                 });
             }
         }
@@ -363,6 +372,7 @@ mod tests {
                         name: format!("r{i}"),
                         approvers: members.iter().map(|&m| people[m].clone()).collect(),
                         min_approvals: min,
+                        group: None,
                     })
                     .collect();
                 (Policy { rules }, people)

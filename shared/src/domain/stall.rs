@@ -367,14 +367,16 @@ impl super::Approval {
     }
 }
 
-/// `policy` with the approvers of `steps` joined: to the rule each step names, or every rule.
+/// `policy` with the approvers of `steps` joined: to the rule each step names, or every rule —
+/// never a deployment's group rule, whose approvers are the group's members (a requester's
+/// escalation cannot add anyone to what the approval policy requires).
 pub fn joined(policy: &Policy, steps: &[EscalationStep]) -> Policy {
     let mut policy = policy.clone();
     for step in steps {
         for rule in policy
             .rules
             .iter_mut()
-            .filter(|r| step.rule.as_ref().is_none_or(|name| *name == r.name))
+            .filter(|r| r.group.is_none() && step.rule.as_ref().is_none_or(|name| *name == r.name))
         {
             for approver in &step.approvers {
                 if !rule.approvers.iter().any(|a| a.same_identity(approver)) {

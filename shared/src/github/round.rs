@@ -1,12 +1,19 @@
 //! The approval a waiting job's round opens (pure): the built-in action type
 //! `github_deployment`, its approvers and policy from the environment's entry, and the job it
 //! gates. A round Countersign cannot let anyone approve — an environment without an entry, a
-//! policy only the requester could meet — opens already rejected, with the reason: GitHub is
-//! told `rejected` as for any other rejection (fail closed).
+//! policy only the requester could meet, a deployment's approval policy that forbids it or
+//! cannot be evaluated — opens already rejected, with the reason: GitHub is told `rejected` as
+//! for any other rejection (fail closed).
+//!
+//! Under an enforced approval policy (docs/POLICY.md) the policy decides, as for any create:
+//! the environment's approvers and rules only add, and an environment needs no entry.
 
 use serde_json::{Map, Value, json};
 
 use super::{DeploymentRequest, GithubApp};
+use crate::domain::approval_policy::{
+    ActivePolicy, AskRequest, GovernRefusal, Groups, Mode, govern,
+};
 use crate::domain::{
     Approval, ApprovalId, Approver, Channel, Decision, EpochSeconds, Execution, GITHUB_DEPLOYMENT,
     GithubDelivery, GithubGate, IdempotencyKey, Outcome, Status, TenantId,
@@ -15,15 +22,20 @@ use crate::domain::{
 /// Who refuses a round Countersign itself rejects (the decision's approver).
 pub const REFUSER: &str = "countersign";
 
+/// The tenant's approval policy in force (if any) and its groups, as a round sees them.
+pub type RoundPolicy<'a> = (Option<&'a ActivePolicy>, &'a Groups);
+
 /// The approval that opens the round of `request` (delivery `delivery`, received `now`) for
-/// `tenant`'s `app`.
+/// `tenant`'s `app`, under the tenant's approval policy.
 pub fn round_approval(
     app: &GithubApp,
     tenant: &TenantId,
     request: &DeploymentRequest,
     delivery: &str,
+    (active, groups): RoundPolicy<'_>,
     now: EpochSeconds,
 ) -> Result<Approval, &'static str> {
+    let enforced = active.is_some_and(|a| a.mode == Mode::Enforce);
     let requested_by = Approver::parse(&format!("github:{}", request.sender_login))
         .map_err(|_| "the sender's login is not a name")?;
     // Identity comes from `users` only: an unmapped sender is nobody's approver.
@@ -39,7 +51,7 @@ pub fn round_approval(
         "Deploy {}@{short_sha} to {}, run {}{unmapped}",
         request.repository, request.environment, request.run_id
     );
-    let payload = json!({
+    let payload = object(json!({
         "repository": request.repository,
         "repository_id": request.repository_id,
         "run_id": request.run_id,
@@ -47,7 +59,7 @@ pub fn round_approval(
         "sha": request.sha,
         "ref": request.git_ref,
         "event": request.event,
-    });
+    }));
     let context = json!({
         "summary": summary,
         "requested_by": requested_by.as_str(),
@@ -60,6 +72,8 @@ pub fn round_approval(
     let environment = app.environment(&request.environment);
     let sod_requester = requester.clone().unwrap_or_else(|| requested_by.clone());
     let (approvers, policy, refusal) = match environment {
+        // The deployment's policy decides who must approve: no entry is needed.
+        None if enforced && requester.is_some() => (Vec::new(), None, None),
         None => (
             Vec::new(),
             None,
@@ -87,7 +101,7 @@ pub fn round_approval(
                 .iter()
                 .all(|a| a.identity() == sod_requester.identity());
             match environment.policy_for(&sod_requester) {
-                _ if only_requester => (
+                _ if only_requester && !enforced => (
                     environment.approvers.clone(),
                     None,
                     Some(format!(
@@ -103,22 +117,48 @@ pub fn round_approval(
     let expires_in = environment.map_or(super::config::DEFAULT_EXPIRES_IN_SECONDS, |e| {
         e.expires_in_seconds
     });
+    // The deployment's decision, on a round the environment lets open.
+    let governance = match refusal {
+        Some(why) => Err(why),
+        None => {
+            let ask = AskRequest {
+                tenant: tenant.as_str(),
+                requester: requested_by.as_str(),
+                roles: Vec::new(),
+                action_type: GITHUB_DEPLOYMENT,
+                payload: &payload,
+                summary: &summary,
+                approvers: approvers.iter().map(Approver::as_str).collect(),
+                channel: "github",
+                resume: "",
+                expires_in_seconds: expires_in,
+            };
+            govern(
+                active,
+                groups,
+                &ask,
+                &sod_requester,
+                (&approvers, policy.as_ref()),
+            )
+            .map_err(refused_by_policy)
+        }
+    };
     let rules = policy.as_ref().map_or(0, |p| p.rules.len());
     let idempotency_key = IdempotencyKey::parse(&format!("github:{delivery}"))
         .map_err(|_| "the delivery id is not printable")?;
-    let decision = refusal.map(|why| Decision {
+    let decision = governance.as_ref().err().map(|why| Decision {
         outcome: Outcome::Rejected,
         approver: Approver::parse(REFUSER).unwrap_or_else(|_| requested_by.clone()),
         decided_at: now,
         channel: Channel::Github,
-        comment: Some(why),
+        comment: Some(why.clone()),
         webhook_event_id: Some(delivery.to_owned()),
         key_id: None,
         signed_in: None,
         by: None,
         delegation_set_by: None,
     });
-    Ok(Approval {
+    let approval = Approval {
         tenant: tenant.clone(),
         id: ApprovalId::generate_hinting(rules, true),
         status: if decision.is_some() {
@@ -130,7 +170,7 @@ pub fn round_approval(
         requested_by_key_id: None,
         action_type: GITHUB_DEPLOYMENT.to_owned(),
         executes: true,
-        payload: object(payload),
+        payload,
         approvers,
         context: object(context),
         idempotency_key,
@@ -146,6 +186,10 @@ pub fn round_approval(
         trace: None,
         stall: Default::default(),
         resume: None,
+        policy_source: None,
+        policy_evaluated: None,
+        assurance: None,
+        comment_cap: None,
         github: Some(GithubGate {
             installation_id: request.installation_id,
             repository: request.repository.clone(),
@@ -162,8 +206,46 @@ pub fn round_approval(
                 at: now,
             }],
         }),
+    };
+    Ok(match governance {
+        Ok(governance) => approval.governed(governance, now),
+        Err(_) => approval,
     })
 }
+
+/// Why an enforced approval policy refuses a round: what GitHub is told.
+fn refused_by_policy(refusal: GovernRefusal) -> String {
+    let fields = |errors: Vec<crate::domain::FieldError>| {
+        errors
+            .into_iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match refusal {
+        GovernRefusal::Forbidden { policies } if policies.is_empty() => {
+            "no approval policy permits this deployment (Cedar's default deny)".to_owned()
+        }
+        GovernRefusal::Forbidden { policies } => {
+            format!("forbidden by approval policy {}", policies.join(", "))
+        }
+        GovernRefusal::Error { errors } => format!(
+            "an approval policy could not be evaluated, so the deployment is refused (fail closed): {}",
+            errors
+                .into_iter()
+                .map(|(id, message)| format!("{id}: {message}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        GovernRefusal::Unsatisfiable(errors) | GovernRefusal::Invalid(errors) => fields(errors),
+    }
+}
+
+/// What an unpoliced round is (no policy pushed), for the tests.
+#[cfg(test)]
+pub(crate) const UNPOLICED: RoundPolicy<'static> = (None, &EMPTY_GROUPS);
+#[cfg(test)]
+static EMPTY_GROUPS: Groups = Groups::empty();
 
 fn object(value: Value) -> Map<String, Value> {
     match value {
@@ -222,8 +304,15 @@ mod tests {
 
     #[test]
     fn a_configured_environment_opens_a_pending_round_with_its_policy_and_expiry() {
-        let approval =
-            round_approval(&app(), &tenant(), &request("production", 1002), "d-1", 100).unwrap();
+        let approval = round_approval(
+            &app(),
+            &tenant(),
+            &request("production", 1002),
+            "d-1",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(approval.status, Status::Pending);
         assert_eq!(approval.expires_at, 3700);
         assert_eq!(approval.policy.as_ref().unwrap().rules[0].min_approvals, 2);
@@ -244,8 +333,15 @@ mod tests {
     #[test]
     fn a_round_nobody_but_the_requester_could_approve_is_refused_at_once() {
         // No entry for the environment.
-        let none =
-            round_approval(&app(), &tenant(), &request("staging", 1002), "d-2", 100).unwrap();
+        let none = round_approval(
+            &app(),
+            &tenant(),
+            &request("staging", 1002),
+            "d-2",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(none.status, Status::Rejected);
         let why = none.decision.as_ref().unwrap().comment.clone().unwrap();
         assert!(
@@ -258,11 +354,26 @@ mod tests {
             "{answer:?}"
         );
         // Alice deploys where she alone approves.
-        let solo = round_approval(&app(), &tenant(), &request("solo", 1001), "d-3", 100).unwrap();
+        let solo = round_approval(
+            &app(),
+            &tenant(),
+            &request("solo", 1001),
+            "d-3",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(solo.status, Status::Rejected);
         // A 2-of-3 rule Alice sits in: Bob and Carol can still meet it.
-        let two =
-            round_approval(&app(), &tenant(), &request("production", 1001), "d-4", 100).unwrap();
+        let two = round_approval(
+            &app(),
+            &tenant(),
+            &request("production", 1001),
+            "d-4",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(two.status, Status::Pending);
     }
 
@@ -272,16 +383,30 @@ mod tests {
     /// says so in its summary.
     #[test]
     fn an_unmapped_sender_is_refused_unless_the_environment_allows_it() {
-        let refused =
-            round_approval(&app(), &tenant(), &request("production", 4242), "d-5", 100).unwrap();
+        let refused = round_approval(
+            &app(),
+            &tenant(),
+            &request("production", 4242),
+            "d-5",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(refused.status, Status::Rejected);
         let why = refused.decision.as_ref().unwrap().comment.clone().unwrap();
         assert!(
             why.contains("octocat") && why.contains("4242") && why.contains("unmapped_senders"),
             "{why}"
         );
-        let allowed =
-            round_approval(&app(), &tenant(), &request("nightly", 4242), "d-6", 100).unwrap();
+        let allowed = round_approval(
+            &app(),
+            &tenant(),
+            &request("nightly", 4242),
+            "d-6",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(allowed.status, Status::Pending);
         assert_eq!(
             allowed.requested_by.as_ref().unwrap().as_str(),
@@ -301,8 +426,15 @@ mod tests {
     /// Review of v5, finding 9: GitHub's environment names are not case-sensitive.
     #[test]
     fn an_environment_is_found_in_any_case() {
-        let approval =
-            round_approval(&app(), &tenant(), &request("Production", 1002), "d-7", 100).unwrap();
+        let approval = round_approval(
+            &app(),
+            &tenant(),
+            &request("Production", 1002),
+            "d-7",
+            UNPOLICED,
+            100,
+        )
+        .unwrap();
         assert_eq!(approval.status, Status::Pending);
         assert_eq!(approval.policy.as_ref().unwrap().rules[0].min_approvals, 2);
         let twice = json!({"acme": {

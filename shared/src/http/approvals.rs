@@ -1,183 +1,30 @@
-//! The requester's endpoints: create, read, decide (JSON).
+//! The requester's endpoints beside the create (`create.rs`): read, decide (JSON), cancel.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::extract::{Caller, idempotency_key, is_json, media_type, parse_json, read_body};
+use super::extract::{Caller, is_json, media_type, parse_json, read_body};
 use super::pages::query_params;
 use super::{ApiError, REPLAYED, count_vote, refused_vote};
 use crate::App;
 use crate::auth::Role;
-use crate::domain::stall::{Stall, parse_escalation};
 use crate::domain::{
-    Approval, ApprovalId, Approver, Cancellation, Channel, CreateRefusal, CreateRequest,
-    DecideRefusal, DecideRequest, Decision, FieldError, Policy, PolicyRefusal, Status,
-    classify_refusal, fingerprint, inexact_numbers,
+    Approval, ApprovalId, Approver, Cancellation, Channel, DecideRefusal, DecideRequest, Decision,
+    FieldError, Status, classify_refusal,
 };
-use crate::observe::{self, Metric, TraceContext};
-use crate::store::{CreateOutcome, DecideOutcome, IdempotencyRecord, InPlace, StoreError, size};
+use crate::store::{DecideOutcome, InPlace, StoreError, VoteBy};
 
-/// Create bodies above this are refused before parsing.
-pub const CREATE_BODY_LIMIT: usize = 64 * 1024;
 /// A cancel's body is at most a reason.
 pub const CANCEL_BODY_LIMIT: usize = 16 * 1024;
 /// Decision bodies are small; the same limit keeps one rule for clients.
 pub const DECIDE_BODY_LIMIT: usize = 64 * 1024;
-
-pub async fn create(
-    State(app): State<Arc<App>>,
-    caller: Caller,
-    Extension(trace): Extension<TraceContext>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    caller.require(&[Role::Requester])?;
-    if !is_json(&headers) {
-        return Err(ApiError::UnsupportedMediaType);
-    }
-    let key = idempotency_key(&headers)?;
-    let bytes = read_body(body, &headers, CREATE_BODY_LIMIT).await?;
-    let value = parse_json(&bytes)?;
-    let inexact = inexact_numbers(&bytes);
-    if !inexact.is_empty() {
-        return Err(ApiError::invalid(inexact));
-    }
-    let request =
-        CreateRequest::parse(&value, |t| app.secrets().is_action_type(t)).map_err(|refusal| {
-            match refusal {
-                CreateRefusal::Invalid(errors) => ApiError::invalid(errors),
-                CreateRefusal::UnknownActionType(kind) => ApiError::UnknownActionType(kind),
-            }
-        })?;
-    if let Some(resume) = &request.resume
-        && !app.config.resume_types.enables(resume.kind)
-    {
-        return Err(ApiError::ResumeNotEnabled(resume.kind.as_str()));
-    }
-    let Caller(caller) = caller;
-    let key_id = caller.key_id.clone();
-    // Separation of duties: an approval only its requester could approve can never be approved.
-    let requester = caller.principal.identity();
-    if request.approvers.iter().all(|a| a.identity() == requester) {
-        return Err(ApiError::PolicyUnsatisfiable {
-            errors: vec![FieldError::new("approvers", "lists only the requester")],
-        });
-    }
-    let refused = |refusal| match refusal {
-        PolicyRefusal::Invalid(errors) => ApiError::invalid(errors),
-        PolicyRefusal::Unsatisfiable(errors) => ApiError::PolicyUnsatisfiable { errors },
-    };
-    let policy = request
-        .policy
-        .as_ref()
-        .map(|p| Policy::parse(p, &request.approvers, &caller.principal))
-        .transpose()
-        .map_err(refused)?;
-    // Escalation approvers are checked as any approver is (the requester among them could never
-    // vote: policy_unsatisfiable).
-    let stall = Stall {
-        escalation: request
-            .escalation
-            .as_ref()
-            .map(|e| parse_escalation(e, &request.approvers, policy.as_ref(), &caller.principal))
-            .transpose()
-            .map_err(refused)?
-            .unwrap_or_default(),
-        reminders: request
-            .reminders
-            .or_else(|| app.secrets().default_reminders(&request.action_type)),
-        ..Stall::default()
-    };
-
-    let now = app.clock.now();
-    let executes = app.secrets().executes(&request.action_type);
-    let mut approval = request.into_approval(
-        caller.tenant,
-        caller.principal,
-        policy,
-        key.clone(),
-        executes,
-        now,
-    );
-    approval.trace = Some(trace.stored());
-    approval.requested_by_key_id = key_id;
-    approval.stall = stall;
-    // Refused now rather than stuck later: an item DynamoDB would not let grow (see
-    // `store::size`).
-    let largest = size::largest_item_bytes(&approval);
-    if largest > size::APPROVAL_BUDGET_BYTES {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "action.payload",
-            format!(
-                "with every approver's vote (comments of up to {} characters) and what an execution records, this approval could grow to {largest} bytes, past the {} DynamoDB keeps in one item: send less in payload and context, or list fewer approvers",
-                DecideRequest::MAX_COMMENT_CHARS,
-                size::APPROVAL_BUDGET_BYTES
-            ),
-        )]));
-    }
-    let record = IdempotencyRecord {
-        key,
-        fingerprint: fingerprint(&value),
-        approval_id: approval.id.clone(),
-        response_status: StatusCode::CREATED.as_u16(),
-        // Kept whole for replays; answered from here when this request creates the approval.
-        response_body: approval_json(&approval, now),
-        created_at: now,
-        expires_at: now + app.config.idempotency_ttl_seconds,
-    };
-    let outcome = app.store.create_approval(&approval, &record, now).await?;
-    let action_type = [approval.action_type.as_str()];
-    match outcome {
-        CreateOutcome::Created => {
-            tracing::Span::current().record("approval_id", approval.id.as_str());
-            observe::count(Metric::ApprovalCreated, &[action_type[0], "api"]);
-        }
-        CreateOutcome::Replayed(_) => observe::count(Metric::CreateReplayed, &action_type),
-        CreateOutcome::KeyReused | CreateOutcome::ResumeInUse => {}
-    }
-    match outcome {
-        CreateOutcome::Created => Ok(created(
-            StatusCode::CREATED,
-            approval.id.as_str(),
-            record.response_body,
-            false,
-        )),
-        CreateOutcome::Replayed(saved) => {
-            let status = StatusCode::from_u16(saved.status).unwrap_or(StatusCode::CREATED);
-            Ok(created(status, &saved.approval_id, saved.body, true))
-        }
-        CreateOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
-        CreateOutcome::ResumeInUse => Err(ApiError::ResumeInUse),
-    }
-}
-
-fn created(status: StatusCode, id: &str, body: Vec<u8>, replayed: bool) -> Response {
-    let mut response = (status, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    if let Ok(location) = HeaderValue::from_str(&format!("/approvals/{id}")) {
-        headers.insert(header::LOCATION, location);
-    }
-    if replayed {
-        headers.insert(REPLAYED, HeaderValue::from_static("true"));
-    }
-    response
-}
-
-fn approval_json(approval: &Approval, now: i64) -> Vec<u8> {
-    // The view holds only strings, numbers and JSON objects: serialising it cannot fail.
-    serde_json::to_vec(&approval.view(now)).unwrap_or_default()
-}
 
 /// A path id that is not an approval id (or not even UTF-8) names no approval: 404, with no
 /// store call.
@@ -249,6 +96,7 @@ pub async fn decide(
     let tenant = caller.tenant;
     let id = approval_id(id)?;
 
+    request.place_groups = app.place_groups(&tenant, &id, &request.approver).await?;
     let now = app.clock.now();
     if in_place {
         // One hop: the named person's own delegation, to this voter, read with the approval
@@ -270,7 +118,7 @@ pub async fn decide(
     let outcome = if in_place {
         match app
             .store
-            .decide_in_place(&tenant, &id, &decision, request.sent_by.as_ref(), now)
+            .decide_in_place(&tenant, &id, &decision, VoteBy::of(&request), now)
             .await?
         {
             InPlace::Voted(outcome) => outcome,
@@ -283,7 +131,7 @@ pub async fn decide(
         }
     } else {
         app.store
-            .decide(&tenant, &id, &decision, request.sent_by.as_ref(), now)
+            .decide(&tenant, &id, &decision, VoteBy::of(&request), now)
             .await?
     };
     match outcome {
@@ -308,6 +156,8 @@ pub async fn decide(
                 DecideRefusal::NotAnApprover => Err(ApiError::NotAnApprover),
                 DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
                 DecideRefusal::NotDelegated => Err(ApiError::NotDelegated),
+                DecideRefusal::NotInGroup(group) => Err(ApiError::NotInGroup(group)),
+                DecideRefusal::CommentTooLong { cap } => Err(ApiError::CommentTooLong(cap)),
                 DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
                     Err(ApiError::Internal(StoreError::Corrupt(
                         "the decision condition refused a decidable approval",

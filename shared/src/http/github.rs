@@ -123,10 +123,24 @@ async fn deliver(
         // `ping`, and what Countersign does not act on: acknowledged, nothing recorded.
         GithubEvent::Unused => ("processed", WebhookOutcome::Ignored, None),
         GithubEvent::DeploymentRequested(request) => {
-            let mut approval =
-                round_approval(github, &tenant, &request, delivery, now).map_err(|problem| {
-                    ApiError::invalid(vec![FieldError::new("deployment_protection_rule", problem)])
-                })?;
+            let policy = app.policies.get(&app.store, &tenant, now).await?;
+            if policy.current.is_none() {
+                super::governed::unpoliced(app, &tenant);
+            }
+            let mut approval = round_approval(
+                github,
+                &tenant,
+                &request,
+                delivery,
+                (policy.current.as_ref(), &policy.groups),
+                now,
+            )
+            .map_err(|problem| {
+                ApiError::invalid(vec![FieldError::new("deployment_protection_rule", problem)])
+            })?;
+            if matches!(&approval.policy_evaluated, Some(e) if e["would_refuse"] == true) {
+                observe::count(Metric::PolicyWouldRefuse, &[approval.action_type.as_str()]);
+            }
             approval.trace = Some(trace.stored());
             let round = RoundKey {
                 tenant: tenant.clone(),
@@ -152,10 +166,12 @@ async fn deliver(
                             crate::domain::Channel::Github.as_str(),
                         ],
                     );
-                    let outcome = if opened.status == crate::domain::Status::Pending {
-                        WebhookOutcome::Opened
-                    } else {
+                    // Open for votes, or approved by the tenant's approval policy; refused at
+                    // once otherwise.
+                    let outcome = if opened.status == crate::domain::Status::Rejected {
                         WebhookOutcome::Refused
+                    } else {
+                        WebhookOutcome::Opened
                     };
                     ("processed", outcome, Some(opened.id.to_string()))
                 }

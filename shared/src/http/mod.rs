@@ -2,9 +2,11 @@
 
 mod approvals;
 mod claims;
+mod create;
 mod delegations;
 mod extract;
 mod github;
+mod governed;
 mod html;
 mod inbox;
 mod listing;
@@ -30,7 +32,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::json;
 
-pub use approvals::{CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+pub use approvals::DECIDE_BODY_LIMIT;
+pub use create::CREATE_BODY_LIMIT;
 pub use delegations::DELEGATION_BODY_LIMIT;
 pub use openapi::document as openapi_document;
 pub use problem::{ApiError, ProblemCode};
@@ -101,7 +104,7 @@ pub fn local_router(app_of: impl Fn(Function) -> Arc<App>) -> Router {
 
 fn api_routes() -> Router<Arc<App>> {
     let routes = Router::new()
-        .route("/approvals", post(approvals::create).get(listing::list))
+        .route("/approvals", post(create::create).get(listing::list))
         .route("/approvals/{id}/events", get(trail::events))
         .route("/approvals/{id}/cancel", post(approvals::cancel))
         .route("/approvals/{id}/execution/retry", post(operator::retry))

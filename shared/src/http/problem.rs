@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::domain::FieldError;
+use crate::domain::approval_policy::GroupName;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +83,21 @@ pub enum ApiError {
     NotDelegated,
     #[error("the approval's requester may not decide it")]
     SelfApprovalForbidden,
+    #[error(
+        "this approver was removed from group {0} since the approval was created: its vote no longer counts there"
+    )]
+    NotInGroup(GroupName),
+    #[error("the comment is longer than this approval keeps ({0} bytes)")]
+    CommentTooLong(u32),
+    #[error("{detail}")]
+    PolicyForbidden {
+        detail: String,
+        policies: Vec<String>,
+    },
+    #[error(
+        "an approval policy could not be evaluated on this request, so it is refused (fail closed)"
+    )]
+    PolicyError { errors: Vec<(String, String)> },
     #[error("the approval could only be approved with its requester's own vote")]
     PolicyUnsatisfiable { errors: Vec<FieldError> },
     #[error("this approver already voted otherwise on the approval")]
@@ -158,7 +174,11 @@ impl ApiError {
             Self::NotAnApprover
             | Self::Forbidden
             | Self::NotDelegated
-            | Self::SelfApprovalForbidden => StatusCode::FORBIDDEN,
+            | Self::NotInGroup(_)
+            | Self::SelfApprovalForbidden
+            | Self::PolicyForbidden { .. }
+            | Self::PolicyError { .. } => StatusCode::FORBIDDEN,
+            Self::CommentTooLong(_) => StatusCode::BAD_REQUEST,
             Self::PolicyUnsatisfiable { .. } => StatusCode::BAD_REQUEST,
             Self::AlreadyVoted { .. } => StatusCode::CONFLICT,
             Self::TooManyWaits { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -196,6 +216,8 @@ impl ApiError {
         ("forbidden", 403),
         ("self_approval_forbidden", 403),
         ("policy_unsatisfiable", 400),
+        ("policy_forbidden", 403),
+        ("policy_error", 403),
         ("already_voted", 409),
         ("invalid_cursor", 400),
         ("too_many_waits", 429),
@@ -224,7 +246,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "payload_too_large",
             Self::IdempotencyKeyMissing => "idempotency_key_missing",
             Self::IdempotencyKeyInvalid(_) => "idempotency_key_invalid",
-            Self::InvalidRequest { .. } => "invalid_request",
+            Self::InvalidRequest { .. } | Self::CommentTooLong(_) => "invalid_request",
             Self::UnknownActionType(_) => "unknown_action_type",
             Self::ResumeNotEnabled(_) => "resume_not_enabled",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
@@ -239,9 +261,11 @@ impl ApiError {
             Self::AlreadyReported { .. } => "already_reported",
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
-            Self::Forbidden | Self::NotDelegated => "forbidden",
+            Self::Forbidden | Self::NotDelegated | Self::NotInGroup(_) => "forbidden",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
+            Self::PolicyForbidden { .. } => "policy_forbidden",
+            Self::PolicyError { .. } => "policy_error",
             Self::AlreadyVoted { .. } => "already_voted",
             Self::InvalidCursor => "invalid_cursor",
             Self::TooManyWaits { .. } => "too_many_waits",
@@ -262,7 +286,7 @@ impl ApiError {
             Self::PayloadTooLarge { .. } => "Payload too large",
             Self::IdempotencyKeyMissing => "Idempotency-Key missing",
             Self::IdempotencyKeyInvalid(_) => "Idempotency-Key invalid",
-            Self::InvalidRequest { .. } => "Invalid request",
+            Self::InvalidRequest { .. } | Self::CommentTooLong(_) => "Invalid request",
             Self::UnknownActionType(_) => "Unknown action type",
             Self::ResumeNotEnabled(_) => "Resume not enabled",
             Self::IdempotencyKeyReused => "Idempotency-Key reused",
@@ -277,9 +301,11 @@ impl ApiError {
             Self::AlreadyReported { .. } => "Already reported",
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
-            Self::Forbidden | Self::NotDelegated => "Forbidden",
+            Self::Forbidden | Self::NotDelegated | Self::NotInGroup(_) => "Forbidden",
             Self::SelfApprovalForbidden => "Self-approval forbidden",
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
+            Self::PolicyForbidden { .. } => "Forbidden by policy",
+            Self::PolicyError { .. } => "Policy error",
             Self::AlreadyVoted { .. } => "Already voted",
             Self::InvalidCursor => "Invalid cursor",
             Self::TooManyWaits { .. } => "Too many held reads",
@@ -312,6 +338,21 @@ impl IntoResponse for ApiError {
         match self {
             Self::InvalidRequest { errors, .. } | Self::PolicyUnsatisfiable { errors } => {
                 body["errors"] = json!(errors)
+            }
+            Self::CommentTooLong(cap) => {
+                body["errors"] = json!([FieldError::new(
+                    "comment",
+                    format!("at most {cap} bytes on this approval")
+                )])
+            }
+            Self::NotInGroup(group) => body["group"] = json!(group.as_str()),
+            Self::PolicyForbidden { policies, .. } => body["policies"] = json!(policies),
+            Self::PolicyError { errors } => {
+                body["policies"] = errors.iter().map(|(id, _)| json!(id)).collect();
+                body["policy_errors"] = errors
+                    .iter()
+                    .map(|(policy, message)| json!({"policy": policy, "message": message}))
+                    .collect();
             }
             Self::AlreadyDecided { approval }
             | Self::AlreadyVoted { approval }
@@ -402,6 +443,13 @@ mod tests {
             ApiError::Forbidden,
             ApiError::NotDelegated,
             ApiError::SelfApprovalForbidden,
+            ApiError::NotInGroup(GroupName::parse("sre").unwrap()),
+            ApiError::CommentTooLong(140),
+            ApiError::PolicyForbidden {
+                detail: "x".into(),
+                policies: Vec::new(),
+            },
+            ApiError::PolicyError { errors: Vec::new() },
             ApiError::PolicyUnsatisfiable { errors: Vec::new() },
             ApiError::AlreadyVoted { approval },
             ApiError::InvalidCursor,
@@ -456,6 +504,10 @@ mod tests {
                 | ApiError::Forbidden
                 | ApiError::NotDelegated
                 | ApiError::SelfApprovalForbidden
+                | ApiError::NotInGroup(_)
+                | ApiError::CommentTooLong(_)
+                | ApiError::PolicyForbidden { .. }
+                | ApiError::PolicyError { .. }
                 | ApiError::PolicyUnsatisfiable { .. }
                 | ApiError::AlreadyVoted { .. }
                 | ApiError::InvalidCursor

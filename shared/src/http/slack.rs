@@ -25,7 +25,7 @@ use crate::slack::api::SlackApi;
 use crate::slack::message::escape;
 use crate::slack::signature::{SIGNATURE_HEADER, SignatureError, TIMESTAMP_HEADER, verify};
 use crate::slack::{Click, SlackApp, parse_click};
-use crate::store::{DecideOutcome, InPlace, StoreError};
+use crate::store::{DecideOutcome, InPlace, StoreError, VoteBy};
 
 /// An interaction's largest body: a click carries the message it was made on.
 pub const SLACK_BODY_LIMIT: usize = 256 * 1024;
@@ -157,6 +157,7 @@ async fn vote(
             "This button names no approval. {NOTHING}"
         ))));
     };
+    let place_groups = app.place_groups(tenant, &id, approver).await?;
     let now = app.clock.now();
     let mut request = DecideRequest {
         outcome: click.outcome,
@@ -164,6 +165,7 @@ async fn vote(
         comment: None,
         sent_by: None,
         by: None,
+        place_groups,
     };
     // As themselves first, as before delegation: a listed approver's click costs what it did.
     let Some(old) = cast(app, tenant, &id, &request, now).await? else {
@@ -187,6 +189,8 @@ async fn vote(
             // The clicker sends it: the decision's condition refuses a sender who asked for
             // the approval, as it refuses the key of a delegate who did.
             request.sent_by = Some(approver.clone());
+            // The place is the delegator's: its groups now are what the write checks.
+            request.place_groups = app.place_groups(tenant, &id, &request.approver).await?;
             // Written with the delegation checked as read, in one transaction.
             let decision = slack_vote(&request, now);
             match app
@@ -196,7 +200,7 @@ async fn vote(
                     approval.clone(),
                     &decision,
                     read,
-                    request.sent_by.as_ref(),
+                    VoteBy::of(&request),
                     now,
                 )
                 .await?
@@ -249,11 +253,10 @@ async fn cast(
     now: EpochSeconds,
 ) -> Result<Option<Option<Approval>>, ApiError> {
     let decision = slack_vote(request, now);
-    let sent_by = request.sent_by.as_ref();
     Ok(
         match app
             .store
-            .decide(tenant, id, &decision, sent_by, now)
+            .decide(tenant, id, &decision, VoteBy::of(request), now)
             .await?
         {
             DecideOutcome::Won(_) => None,
@@ -354,6 +357,17 @@ fn refusal_text(
             "{}'s delegation to you ended before your vote was written. {NOTHING}",
             escape(place.as_str())
         ),
+        DecideRefusal::NotInGroup(group) => format!(
+            "{} no longer in group {group}, which the approval policy counts this vote in. {NOTHING}",
+            match place.same_identity(voter) {
+                true => "You are".to_owned(),
+                false => format!("{} is", escape(place.as_str())),
+            }
+        ),
+        // A click carries no comment.
+        DecideRefusal::CommentTooLong { cap } => {
+            format!("The comment is longer than this request keeps ({cap} bytes). {NOTHING}")
+        }
         DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
             return Err(ApiError::Internal(StoreError::Corrupt(
                 "the decision condition refused a decidable approval",

@@ -137,6 +137,7 @@ async fn deliver(
                         .await?
                 }
                 Ok(id) => {
+                    let place_groups = app.place_groups(&source.tenant, &id, &approver).await?;
                     let decision = Decision {
                         outcome,
                         approver,
@@ -150,7 +151,14 @@ async fn deliver(
                         delegation_set_by: None,
                     };
                     app.store
-                        .ingest_decision(&source.tenant, &id, &record, &decision, now)
+                        .ingest_decision(
+                            &source.tenant,
+                            &id,
+                            &record,
+                            &decision,
+                            &place_groups,
+                            now,
+                        )
                         .await?
                 }
             }

@@ -82,6 +82,9 @@ metrics! {
     ApprovalCreated: Count [ActionType, Channel];
     /// A create repeated an earlier one (same key, same body): the first answer was replayed.
     CreateReplayed: Count [ActionType];
+    /// A tenant's approval policy in `log_only` would have refused a create that went ahead
+    /// (forbidden, an evaluation error, or groups it could not meet).
+    PolicyWouldRefuse: Count [ActionType];
     /// A request answered 4xx; `Reason` is the problem's `code`.
     RequestRefused: Count [Reason];
     /// A vote was counted; `Channel` is where it was cast (api, review_page, slack, webhook).

@@ -151,19 +151,37 @@ impl Store {
             // Only the approval's condition failed: a ULID collided, which a retry would fix.
             return Err(StoreError::Corrupt("approval id already taken"));
         };
-        if get_s(old, "fingerprint")? != record.fingerprint {
-            return Ok(CreateOutcome::KeyReused);
-        }
-        // Deflated since v5; a record from before keeps the body as it was.
-        let body = match get_b(old, "response_body_z") {
-            Ok(deflated) => inflated(deflated)?,
-            Err(_) => get_b(old, "response_body")?.to_vec(),
+        earlier(old, &record.fingerprint)
+    }
+
+    /// What an earlier create with `key` answered, if its record is still in force: for a
+    /// create refused before any write (by the tenant's approval policy), so that a replay of a
+    /// create that went ahead still answers as first, whatever version is in force now. One
+    /// strongly consistent `GetItem`, on that refusal's path only.
+    pub async fn earlier_create(
+        &self,
+        tenant: &TenantId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        now: EpochSeconds,
+    ) -> Result<Option<CreateOutcome>, StoreError> {
+        let answer = self
+            .client
+            .get_item()
+            .table_name(&self.tables.idempotency_keys)
+            .key("pk", idempotency_key(tenant, key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| StoreError::from_sdk("GetItem", e))?;
+        let Some(old) = answer.item() else {
+            return Ok(None);
         };
-        Ok(CreateOutcome::Replayed(SavedResponse {
-            approval_id: get_s(old, "approval_id")?.to_owned(),
-            status: get_n(old, "response_status")?,
-            body,
-        }))
+        // An expired record no longer holds its key (as the create's condition says).
+        if get_n::<EpochSeconds>(old, "expires_at").is_ok_and(|at| at <= now) {
+            return Ok(None);
+        }
+        earlier(old, fingerprint).map(Some)
     }
 
     /// The item that binds a workflow's token to `approval` (see
@@ -267,6 +285,24 @@ impl Store {
             Err(old) => DecideOutcome::Refused(old.map(Box::new)),
         })
     }
+}
+
+/// An earlier create's record, as this create with `fingerprint` meets it: the same body
+/// replays its first answer; another is the key reused.
+fn earlier(old: &super::attr::Item, fingerprint: &str) -> Result<CreateOutcome, StoreError> {
+    if get_s(old, "fingerprint")? != fingerprint {
+        return Ok(CreateOutcome::KeyReused);
+    }
+    // Deflated since v5; a record from before keeps the body as it was.
+    let body = match get_b(old, "response_body_z") {
+        Ok(deflated) => inflated(deflated)?,
+        Err(_) => get_b(old, "response_body")?.to_vec(),
+    };
+    Ok(CreateOutcome::Replayed(SavedResponse {
+        approval_id: get_s(old, "approval_id")?.to_owned(),
+        status: get_n(old, "response_status")?,
+        body,
+    }))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::error::{StoreError, is_transient};
 use super::expr::names;
 use super::keys::{approval_key, inbox_key};
 use super::votes;
+use crate::domain::approval_policy::GroupName;
 use crate::domain::{
     ApprovalId, DecideRequest, Decision, EpochSeconds, TenantId, WebhookOutcome, classify_refusal,
 };
@@ -122,9 +123,14 @@ impl Store {
         approval_id: &ApprovalId,
         record: &InboxRecord,
         decision: &Decision,
+        place_groups: &[GroupName],
         now: EpochSeconds,
     ) -> Result<Ingested, StoreError> {
-        let mut write = votes::first(approval_id, decision, None, (now, self.retention));
+        let by = votes::VoteBy {
+            sent_by: None,
+            groups: place_groups,
+        };
+        let mut write = votes::first(approval_id, decision, by, (now, self.retention));
         // Each write of the vote (the counted one, then the completing one) is another request:
         // DynamoDB refuses a client token sent with two different transactions.
         let mut writes = 0;
@@ -165,7 +171,7 @@ impl Store {
                 (write.kind, write.executes),
                 old.as_ref(),
                 decision,
-                None,
+                by,
                 (now, self.retention),
             ) {
                 Some(next) => write = next,
@@ -176,9 +182,10 @@ impl Store {
         let request = DecideRequest {
             outcome: decision.outcome,
             approver: decision.approver.clone(),
-            comment: None,
+            comment: decision.comment.clone(),
             sent_by: None,
             by: None,
+            place_groups: place_groups.to_vec(),
         };
         let outcome = WebhookOutcome::from_refusal(&classify_refusal(old, &request, now)).ok_or(
             StoreError::Corrupt("the decision condition refused a decidable approval"),

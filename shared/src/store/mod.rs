@@ -6,7 +6,7 @@
 //! checks it): `error`, `expr`, `keys`, `tables`, `conditions` → `attr` → `indexes`, `ballots`
 //! → `codec` → `client` (the store, its transactions and its one conditional update) → `batch`,
 //! `schema` → the operations (`approvals`, `votes`, `operator`, `due`, `trail`, `positions`,
-//! `held_reads`, `delegations`) → `votes_in_place`, `inbox`, `listing`, `size` → `github` (GitHub's rounds) →
+//! `held_reads`, `delegations`, `policies`) → `votes_in_place`, `inbox`, `listing`, `size` → `github` (GitHub's rounds) →
 //! `ledger`.
 
 mod api_keys;
@@ -30,6 +30,7 @@ mod keys;
 mod ledger;
 mod listing;
 mod operator;
+mod policies;
 mod positions;
 mod redeliveries;
 mod run_ends;
@@ -56,11 +57,13 @@ pub use keys::github_source;
 pub use ledger::{AttemptEnd, Begin, Guarded, LedgerEntry, LedgerKey, SlackClaim, SlackRelease};
 pub use listing::{ListPage, ListQuery, Listed, StatusMove};
 pub use operator::{MAX_RETRIES, OperatorRefusal};
+pub use policies::{PushRefusal, StoredPolicy, TenantPolicyItems};
 pub use size::{MAX_LATE_REPORTS, MAX_REPORT_CHARS, MAX_STATUS_CHECKS};
 pub use stall::Stalled;
 pub use tables::Tables;
 pub use trail::EventPage;
 pub use unclear::UnclearRunEnd;
+pub use votes::{MAX_GROUPS_OF_ONE, VoteBy};
 pub use votes_in_place::InPlace;
 
 /// An approval from a stored image (a stream record's old or new image).

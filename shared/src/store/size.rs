@@ -82,13 +82,18 @@ fn widest(chars: usize) -> String {
 /// longest comment, through a webhook with its longest event id, after sign-in with the longest
 /// issuer and subject, or in their place by a delegate of the longest name (who joins the
 /// voters too), whichever is larger.
-fn largest_vote(approver: &Approver) -> (Decision, usize) {
+fn largest_vote(approver: &Approver, comment_cap: Option<u32>) -> (Decision, usize) {
+    // The longest comment: its characters at their widest, or the approval's cap in bytes.
+    let comment = match comment_cap {
+        None => widest(DecideRequest::MAX_COMMENT_CHARS),
+        Some(cap) => "x".repeat(cap as usize),
+    };
     let webhook = Decision {
         outcome: Outcome::Rejected,
         approver: approver.clone(),
         decided_at: 0,
         channel: Channel::ReviewPage,
-        comment: Some(widest(DecideRequest::MAX_COMMENT_CHARS)),
+        comment: Some(comment),
         webhook_event_id: Some("x".repeat(MAX_WEBHOOK_ID_BYTES)),
         key_id: KeyId::parse("abcdefghijklmnop"),
         signed_in: None,
@@ -138,12 +143,12 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
     let votes: usize = listed
         + voters()
             .map(|a| {
-                let (vote, voters) = largest_vote(a);
+                let (vote, voters) = largest_vote(a, approval.comment_cap);
                 1 + value_bytes(&decision_to_attr(&vote)) + voters
             })
             .sum::<usize>();
     let decision = voters()
-        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a).0)))
+        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a, approval.comment_cap).0)))
         .max()
         .unwrap_or(0);
     // A cancel is the requester's or any operator's: a principal of the longest name.
@@ -184,6 +189,42 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         .as_ref()
         .map_or(0, |_| 4 * MAX_ERROR_CHARS + SMALL_ATTRIBUTES_BYTES);
     created + votes + decision + cancellation + execution + deliveries + resume
+}
+
+/// The shortest comment cap an approval may be given (bytes): below it, the approval lists too
+/// many people for its item, and the create is refused.
+pub const MIN_COMMENT_CAP: u32 = 140;
+
+/// The comment cap (UTF-8 bytes of a vote's comment) `approval` needs for everything that grows
+/// on its item to fit ([`APPROVAL_BUDGET_BYTES`]): `Ok(None)` when the usual limit fits (2,000
+/// characters), `Ok(Some(cap))` the largest cap that does, `Err(bytes)` when not even
+/// [`MIN_COMMENT_CAP`] does (the most the item could reach with it). Only an approval listing
+/// many people — a deployment's groups — needs one: the votes' write refuses a longer comment
+/// (`store/votes.rs`), so the item never outgrows DynamoDB's 400 KB.
+pub fn comment_cap_for(approval: &Approval) -> Result<Option<u32>, usize> {
+    let with = |cap: Option<u32>| {
+        let mut capped = approval.clone();
+        capped.comment_cap = cap;
+        largest_item_bytes(&capped)
+    };
+    if with(None) <= APPROVAL_BUDGET_BYTES {
+        return Ok(None);
+    }
+    let most = (DecideRequest::MAX_COMMENT_CHARS * 4) as u32;
+    if with(Some(MIN_COMMENT_CAP)) > APPROVAL_BUDGET_BYTES {
+        return Err(with(Some(MIN_COMMENT_CAP)));
+    }
+    // The largest cap that fits: the item's bound only grows with the cap.
+    let (mut fits, mut too_big) = (MIN_COMMENT_CAP, most);
+    while too_big - fits > 1 {
+        let mid = fits + (too_big - fits) / 2;
+        if with(Some(mid)) <= APPROVAL_BUDGET_BYTES {
+            fits = mid;
+        } else {
+            too_big = mid;
+        }
+    }
+    Ok(Some(fits))
 }
 
 /// Cuts `text` to `chars` characters.

@@ -37,6 +37,7 @@ use super::conditions::ONLY_IF_DECIDABLE;
 use super::error::StoreError;
 use super::expr::{UpdateExpr, names, uses};
 use super::indexes::Indexed;
+use crate::domain::approval_policy::GroupName;
 use crate::domain::{
     Approval, ApprovalId, Approver, DecideRefusal, DecideRequest, Decision, EpochSeconds,
     ExecutionStatus, Outcome, Retention, Status, TenantId, classify_refusal,
@@ -55,6 +56,52 @@ const ONLY_IF_DELEGATES_FIRST_VOTE: &str = "NOT contains(#voters, :by_id)";
 /// whichever channel cast the vote and whatever key sent it (one with no sender too).
 const ONLY_IF_DELEGATE_NOT_REQUESTER: &str = "(attribute_not_exists(#requested_by_id) OR #requested_by_id <> :by_id) \
      AND NOT contains(#gh.#rq, :by_id)";
+
+/// ... and its comment fits what the approval keeps of one (`comment_cap`: an approval that lists
+/// many people keeps shorter comments, so that its item never outgrows DynamoDB's 400 KB).
+const ONLY_IF_COMMENT_FITS: &str =
+    "(attribute_not_exists(#comment_cap) OR #comment_cap >= :comment_bytes)";
+
+/// The most of the place's groups a vote's condition names: with 15 rules, a delegate's
+/// completing vote's condition stays within DynamoDB's 4 KB for an expression (tested below).
+/// A place in more groups is checked against the ones the policy in force requires first.
+pub const MAX_GROUPS_OF_ONE: usize = 10;
+
+/// ... and, for each of the approval's first `rules` rules that counts a deployment's group and
+/// lists the place, the place is still in that group (`groups` of its groups now, `:g0…`): a
+/// member removed from a group since the create is not counted in its rule — the check reads
+/// the cached groups, no round trip.
+fn still_in_groups(rules: usize, groups: usize) -> String {
+    let now_in: Vec<String> = (0..groups).map(|g| format!(":g{g}")).collect();
+    let now_in = now_in.join(", ");
+    (0..rules)
+        .map(|i| {
+            format!(
+                " AND (attribute_not_exists(#policy[{i}].#group) OR #ballots.#voter.#m{i} = :zero \
+                 OR #policy[{i}].#group IN ({now_in}))"
+            )
+        })
+        .collect()
+}
+
+/// Who sent a vote, beyond the vote itself, and where its place stands now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VoteBy<'a> {
+    /// The principal of the key (or the person) that sent it, when it is not the approver.
+    pub sent_by: Option<&'a Approver>,
+    /// The groups the vote's place (its approver) is in now, from the cached groups.
+    pub groups: &'a [GroupName],
+}
+
+impl<'a> VoteBy<'a> {
+    /// Who sent `request` and its place's groups, as the handler found them.
+    pub fn of(request: &'a DecideRequest) -> Self {
+        Self {
+            sent_by: request.sent_by.as_ref(),
+            groups: &request.place_groups,
+        }
+    }
+}
 
 /// Records the vote (a list in the order applied) and its voter (a set, for the condition).
 const RECORD_VOTE: &str = "#votes = list_append(if_not_exists(#votes, :no_votes), :vote)";
@@ -89,7 +136,7 @@ impl VoteWrite {
         (kind, executes): (WriteKind, bool),
         update: UpdateExpr,
         condition: String,
-        (id, vote, sent_by, now): (&ApprovalId, &Decision, Option<&Approver>, EpochSeconds),
+        (id, vote, by, now): (&ApprovalId, &Decision, VoteBy<'_>, EpochSeconds),
         retention: Retention,
     ) -> Self {
         let mut values = HashMap::from([
@@ -122,11 +169,36 @@ impl VoteWrite {
             ),
             (
                 ":sender_id".to_owned(),
-                s(sent_by.unwrap_or(&vote.approver).identity()),
+                s(by.sent_by.unwrap_or(&vote.approver).identity()),
             ),
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
+            (
+                ":comment_bytes".to_owned(),
+                n(vote.comment.as_ref().map_or(0, String::len)),
+            ),
         ]);
+        // The place's groups now, for each group rule's check (a sentinel when none: no
+        // group's name holds a `#`).
+        let groups: Vec<&str> = match by.groups {
+            [] => vec!["#none"],
+            groups => groups
+                .iter()
+                .map(GroupName::as_str)
+                .take(MAX_GROUPS_OF_ONE)
+                .collect(),
+        };
+        for (i, group) in groups.iter().enumerate() {
+            values.insert(format!(":g{i}"), s(*group));
+        }
+        let rules = match kind {
+            WriteKind::Counted(rules) | WriteKind::Completing(rules) => rules,
+            WriteKind::Veto | WriteKind::Single => id.rules_hint().unwrap_or(0),
+        };
+        let condition = format!(
+            "{condition} AND {ONLY_IF_COMMENT_FITS}{}",
+            still_in_groups(rules, groups.len())
+        );
         // The outcome a deciding write sets: rejected (nothing due), or approved with the
         // execution queued (due to end from now) or, approval-only, waiting for its claim.
         let decides = matches!(
@@ -171,17 +243,17 @@ impl Store {
     /// Records a vote (see the module's notes): one conditional update, and a second only for
     /// the approve that completes a quorum (or after an id's wrong hint). Every vote that is not
     /// counted gets the item as it was.
-    /// `sent_by`: the principal of the key that sent the vote, when it is not the approver's.
+    /// `by`: who sent it, when it is not the approver, and the place's groups now.
     pub async fn decide(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
         vote: &Decision,
-        sent_by: Option<&Approver>,
+        by: VoteBy<'_>,
         now: EpochSeconds,
     ) -> Result<DecideOutcome, StoreError> {
         let mut vote = std::borrow::Cow::Borrowed(vote);
-        let mut write = first(id, &vote, sent_by, (now, self.retention));
+        let mut write = first(id, &vote, by, (now, self.retention));
         let mut respelled = false;
         loop {
             let outcome = self
@@ -204,7 +276,7 @@ impl Store {
                 (write.kind, write.executes),
                 old.as_ref(),
                 &vote,
-                sent_by,
+                by,
                 (now, self.retention),
             ) {
                 write = next;
@@ -224,7 +296,7 @@ impl Store {
                     let mut respelled_vote = vote.into_owned();
                     respelled_vote.approver = listed;
                     vote = std::borrow::Cow::Owned(respelled_vote);
-                    write = first(id, &vote, sent_by, (now, self.retention));
+                    write = first(id, &vote, by, (now, self.retention));
                 }
                 _ => return Ok(DecideOutcome::Refused(old.map(Box::new))),
             }
@@ -236,7 +308,7 @@ impl Store {
 pub(crate) fn first(
     id: &ApprovalId,
     vote: &Decision,
-    sent_by: Option<&Approver>,
+    by: VoteBy<'_>,
     (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
     let kind = match (vote.outcome, id.rules_hint()) {
@@ -244,13 +316,7 @@ pub(crate) fn first(
         (Outcome::Approved, Some(rules)) if rules > 0 => WriteKind::Counted(rules),
         (Outcome::Approved, _) => WriteKind::Single,
     };
-    write(
-        (kind, id.executes_hint()),
-        id,
-        vote,
-        sent_by,
-        (now, retention),
-    )
+    write((kind, id.executes_hint()), id, vote, by, (now, retention))
 }
 
 /// The first write of a vote on `approval`, as read a moment ago: its kind from the approval
@@ -258,7 +324,7 @@ pub(crate) fn first(
 pub(crate) fn first_for(
     approval: &Approval,
     vote: &Decision,
-    sent_by: Option<&Approver>,
+    by: VoteBy<'_>,
     (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
     let kind = match (vote.outcome, &approval.policy) {
@@ -275,7 +341,7 @@ pub(crate) fn first_for(
         (kind, approval.executes),
         &approval.id,
         vote,
-        sent_by,
+        by,
         (now, retention),
     )
 }
@@ -287,15 +353,16 @@ pub(crate) fn next(
     previous: (WriteKind, bool),
     old: Option<&Approval>,
     vote: &Decision,
-    sent_by: Option<&Approver>,
+    by: VoteBy<'_>,
     (now, retention): (EpochSeconds, Retention),
 ) -> Option<VoteWrite> {
     let request = DecideRequest {
         outcome: vote.outcome,
         approver: vote.approver.clone(),
-        comment: None,
-        sent_by: sent_by.cloned(),
+        comment: vote.comment.clone(),
+        sent_by: by.sent_by.cloned(),
         by: vote.by.clone(),
+        place_groups: by.groups.to_vec(),
     };
     let kind = match classify_refusal(old.cloned(), &request, now) {
         DecideRefusal::Completes(old) => {
@@ -311,14 +378,14 @@ pub(crate) fn next(
     };
     let old = old?;
     let shape = (kind, old.executes);
-    (shape != previous).then(|| write(shape, &old.id, vote, sent_by, (now, retention)))
+    (shape != previous).then(|| write(shape, &old.id, vote, by, (now, retention)))
 }
 
 fn write(
     (kind, executes): (WriteKind, bool),
     id: &ApprovalId,
     vote: &Decision,
-    sent_by: Option<&Approver>,
+    by: VoteBy<'_>,
     (now, retention): (EpochSeconds, Retention),
 ) -> VoteWrite {
     let (decidable, not_requester) = match vote.by {
@@ -337,7 +404,7 @@ fn write(
     let decides = UpdateExpr::default()
         .set("#status = :outcome")
         .set("#decision = :decision");
-    let vote_of = (id, vote, sent_by, now);
+    let vote_of = (id, vote, by, now);
     let approves = match executes {
         true => "attribute_not_exists(#approval_only)",
         false => "attribute_exists(#approval_only)",
@@ -428,26 +495,26 @@ mod tests {
             first(
                 &ApprovalId::generate(),
                 &vote(Outcome::Approved),
-                None,
+                VoteBy::default(),
                 (5, Retention::days(1)),
             ),
             first(
                 &ApprovalId::generate_for(3),
                 &vote(Outcome::Approved),
-                None,
+                VoteBy::default(),
                 (5, Retention::days(1)),
             ),
             first(
                 &ApprovalId::generate_for(3),
                 &vote(Outcome::Rejected),
-                None,
+                VoteBy::default(),
                 (5, Retention::days(1)),
             ),
             write(
                 (WriteKind::Completing(2), false),
                 &ApprovalId::generate_for(2),
                 &vote(Outcome::Approved),
-                None,
+                VoteBy::default(),
                 (5, Retention::days(1)),
             ),
         ] {
@@ -462,7 +529,7 @@ mod tests {
         let counted = first(
             &ApprovalId::generate_for(3),
             &vote(Outcome::Approved),
-            None,
+            VoteBy::default(),
             (5, Retention::days(1)),
         );
         assert_eq!(counted.kind, WriteKind::Counted(3));
@@ -478,7 +545,10 @@ mod tests {
         let counted = first(
             &ApprovalId::generate_for(3),
             &delegated,
-            delegated.by.as_ref(),
+            VoteBy {
+                sent_by: delegated.by.as_ref(),
+                groups: &[],
+            },
             (5, Retention::days(1)),
         );
         assert!(counted.condition.contains("NOT contains(#voters, :by_id)"));
@@ -493,20 +563,65 @@ mod tests {
         let own = first(
             &ApprovalId::generate_for(3),
             &vote(Outcome::Approved),
-            None,
+            VoteBy::default(),
             (5, Retention::days(1)),
         );
         assert!(!own.condition.contains(":by_id") && !own.values.contains_key(":by_id"));
+        // An id made before hints may hint at anything: its first write is shaped by the hint,
+        // and a refused one is written again as the approval's own kind (`next`).
         let legacy = ApprovalId::parse("apr_01JD3ZZZZZZZZZZZZZZZZZZZZZ").unwrap();
         assert_eq!(
             first(
                 &legacy,
                 &vote(Outcome::Approved),
-                None,
+                VoteBy::default(),
                 (5, Retention::days(1))
             )
             .kind,
-            WriteKind::Single
+            WriteKind::Counted(15)
         );
+    }
+
+    /// DynamoDB: "the maximum length of any expression string is 4 KB". The longest a vote's
+    /// write can be: a delegate's completing vote on 15 rules, its place in the most groups
+    /// the condition names.
+    #[test]
+    fn the_longest_vote_write_stays_within_dynamodbs_4_kb_per_expression() {
+        let groups: Vec<GroupName> = (0..MAX_GROUPS_OF_ONE)
+            .map(|i| GroupName::parse(&format!("{i:0>64}")).unwrap())
+            .collect();
+        let delegated = Decision {
+            by: Some(Approver::parse("Bob@Example.com").unwrap()),
+            comment: Some("x".repeat(2_000)),
+            ..vote(Outcome::Approved)
+        };
+        let by = VoteBy {
+            sent_by: delegated.by.as_ref(),
+            groups: &groups,
+        };
+        for kind in [
+            WriteKind::Completing(15),
+            WriteKind::Counted(15),
+            WriteKind::Veto,
+        ] {
+            let longest = write(
+                (kind, true),
+                &ApprovalId::generate_for(15),
+                &delegated,
+                by,
+                (5, Retention::days(1)),
+            );
+            assert!(
+                longest.condition.len() <= 4096 && longest.update.len() <= 4096,
+                "{kind:?}: condition {} bytes, update {} bytes",
+                longest.condition.len(),
+                longest.update.len()
+            );
+            assert!(
+                longest
+                    .condition
+                    .contains(&format!(":g{}", MAX_GROUPS_OF_ONE - 1))
+            );
+        }
     }
 }

@@ -26,7 +26,7 @@ use super::delegations::{StoredDelegation, delegation_from_item};
 use super::error::StoreError;
 use super::expr::names;
 use super::keys::{approval_key, delegation_key};
-use super::votes::{self, VoteWrite, WriteKind};
+use super::votes::{self, VoteBy, VoteWrite, WriteKind};
 use crate::domain::{Approval, ApprovalId, Approver, Decision, EpochSeconds, TenantId};
 
 /// only_if_delegation_as_read: the delegation is still the one the vote was shaped by — the
@@ -50,13 +50,13 @@ impl Store {
     /// `vote` (`approver`: the place; `by`: the delegate casting it) on approval `id`: the
     /// approval and the place's delegation read together (strongly consistent), then the vote
     /// written with the delegation checked in the same transaction. `sent_by`: the principal
-    /// of the key or the person that sent it.
+    /// of the key or the person that sent it, and the place's groups now.
     pub async fn decide_in_place(
         &self,
         tenant: &TenantId,
         id: &ApprovalId,
         vote: &Decision,
-        sent_by: Option<&Approver>,
+        by: VoteBy<'_>,
         now: EpochSeconds,
     ) -> Result<InPlace, StoreError> {
         let Some(delegate) = vote.by.as_ref() else {
@@ -80,7 +80,7 @@ impl Store {
         if let Some(ms) = pause {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
-        self.vote_as_read(tenant, approval, vote, &delegation, sent_by, now)
+        self.vote_as_read(tenant, approval, vote, &delegation, by, now)
             .await
     }
 
@@ -94,13 +94,13 @@ impl Store {
         approval: Approval,
         vote: &Decision,
         delegation: &StoredDelegation,
-        sent_by: Option<&Approver>,
+        by: VoteBy<'_>,
         now: EpochSeconds,
     ) -> Result<InPlace, StoreError> {
         let mut vote = vote.clone();
         vote.delegation_set_by = delegation.set_by.clone();
         let mut base = approval;
-        let mut write = votes::first_for(&base, &vote, sent_by, (now, self.retention));
+        let mut write = votes::first_for(&base, &vote, by, (now, self.retention));
         // Each write is its own request (its own client token), and each kind is sent once.
         let request = ulid::Ulid::new().to_string();
         for writes in 1..=4 {
@@ -138,7 +138,7 @@ impl Store {
                 (kind, executes),
                 old.as_ref(),
                 &vote,
-                sent_by,
+                by,
                 (now, self.retention),
             ) {
                 Some(next) => {

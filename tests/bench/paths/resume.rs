@@ -65,7 +65,13 @@ impl Bench<'_> {
                 delegation_set_by: None,
             };
             let decided = store
-                .decide(&tenant, &id, &vote, None, self.t.clock.now())
+                .decide(
+                    &tenant,
+                    &id,
+                    &vote,
+                    countersign::store::VoteBy::default(),
+                    self.t.clock.now(),
+                )
                 .await
                 .expect("a vote");
             let countersign::store::DecideOutcome::Won(read) = decided else {

@@ -98,6 +98,9 @@ pub enum Channel {
     /// GitHub: an event of the tenant's GitHub App (an approval it opened, a round it joined,
     /// a run whose end cancelled it), or Countersign's own refusal of one.
     Github,
+    /// The deployment's approval policy, which approved the approval at its create
+    /// (`@require("none")`): no person.
+    Policy,
 }
 
 impl Channel {
@@ -108,6 +111,7 @@ impl Channel {
             Self::Webhook => "webhook",
             Self::Slack => "slack",
             Self::Github => "github",
+            Self::Policy => "policy",
         }
     }
 
@@ -118,6 +122,7 @@ impl Channel {
             "webhook" => Some(Self::Webhook),
             "slack" => Some(Self::Slack),
             "github" => Some(Self::Github),
+            "policy" => Some(Self::Policy),
             _ => None,
         }
     }
@@ -326,6 +331,17 @@ pub struct Approval {
     pub stall: super::stall::Stall,
     /// The AWS workflow waiting on it, told once it ends.
     pub resume: Option<super::resume::Resume>,
+    /// The deployment's approval policy that decided its approvers (or approved it), by
+    /// version; `None` when no policy was enforced on it.
+    pub policy_source: Option<super::approval_policy::PolicySource>,
+    /// Under a policy in `log_only`: what enforcement would have done (the trail's
+    /// `policy.evaluated`).
+    pub policy_evaluated: Option<Value>,
+    /// `passkey`: every vote must be a passkey signature over the exact action.
+    pub assurance: Option<super::approval_policy::Assurance>,
+    /// The longest comment (UTF-8 bytes) a vote on it may carry, when its many approvers leave
+    /// less than the usual room on its item (`None`: the usual limit).
+    pub comment_cap: Option<u32>,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -501,6 +517,10 @@ pub(crate) mod tests {
             github: None,
             stall: Default::default(),
             resume: None,
+            policy_source: None,
+            policy_evaluated: None,
+            assurance: None,
+            comment_cap: None,
         }
     }
 

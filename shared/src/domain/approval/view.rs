@@ -24,19 +24,29 @@ impl Approval {
                 executes: self.executes,
             },
             approvers: &self.approvers,
-            policy: self.policy.as_ref().map(|p| PolicyView {
-                rules: p
-                    .rules
+            // Shown when it has rules or a deployment's policy decided it (`null` for v6's one
+            // approving vote, no policy pushed).
+            policy: (self.policy.is_some() || self.policy_source.is_some()).then(|| PolicyView {
+                rules: self
+                    .policy
                     .iter()
+                    .flat_map(|p| &p.rules)
                     .zip(self.approvals_per_rule())
                     .map(|(r, approvals)| RuleView {
                         name: &r.name,
+                        group: r.group.as_ref().map(|g| g.as_str()),
                         approvers: &r.approvers,
                         min_approvals: r.min_approvals,
                         approvals,
                     })
                     .collect(),
+                source: self.policy_source.as_ref().map(|s| SourceView {
+                    version: s.version,
+                    sha256: &s.sha256,
+                    policies: &s.policies,
+                }),
             }),
+            assurance: self.assurance.map(|a| a.as_str()),
             context: &self.context,
             idempotency_key: &self.idempotency_key,
             created_at: rfc3339(self.created_at),
@@ -65,6 +75,11 @@ impl Approval {
                 comment: d.comment.as_deref(),
                 webhook_event_id: d.webhook_event_id.as_deref(),
                 by: d.by.as_ref(),
+                actor: self.approved_by_policy().map(|(id, version)| PolicyActor {
+                    kind: "policy",
+                    id,
+                    version,
+                }),
             }),
             cancellation: self.cancellation.as_ref().map(|c| CancellationView {
                 by: &c.by,
@@ -101,8 +116,11 @@ pub struct ApprovalView<'a> {
     requested_by_key_id: Option<&'a KeyId>,
     action: ActionView<'a>,
     approvers: &'a [Approver],
-    /// `null`: one approving vote decides.
+    /// `null`: one approving vote decides, and no deployment's policy decided it.
     policy: Option<PolicyView<'a>>,
+    /// Only on a passkey-only approval: `passkey`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    assurance: Option<&'static str>,
     context: &'a Map<String, Value>,
     idempotency_key: &'a IdempotencyKey,
     created_at: String,
@@ -141,11 +159,34 @@ fn is_true(value: &bool) -> bool {
 #[derive(Debug, Serialize)]
 struct PolicyView<'a> {
     rules: Vec<RuleView<'a>>,
+    /// The deployment's approval policy that decided it, by version (`null`: none did).
+    source: Option<SourceView<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct SourceView<'a> {
+    version: u32,
+    sha256: &'a str,
+    /// The `@id`s of the permits that decided.
+    policies: &'a [String],
+}
+
+/// The policy as a decision's actor (an auto-approval).
+#[derive(Debug, Serialize)]
+pub struct PolicyActor<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: &'a str,
+    pub version: u32,
 }
 
 #[derive(Debug, Serialize)]
 struct RuleView<'a> {
     name: &'a str,
+    /// A deployment's group rule names its group (its approvers: the members at create, less
+    /// the requester).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<&'a str>,
     approvers: &'a [Approver],
     min_approvals: u32,
     /// Approving votes counted so far.
@@ -182,6 +223,10 @@ struct DecisionView<'a> {
     webhook_event_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     by: Option<&'a Approver>,
+    /// Only on an auto-approval: the policy that approved it, `{"type": "policy", "id",
+    /// "version"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actor: Option<PolicyActor<'a>>,
 }
 
 #[derive(Debug, Serialize)]

@@ -364,6 +364,7 @@ proptest! {
                     comment: None,
                     sent_by: in_place.then(|| voter.clone()),
                     by: in_place.then(|| voter.clone()),
+                    place_groups: Vec::new(),
                 };
                 let refusal = classify_refusal(Some(approval.clone()), &request, NOW);
                 prop_assert!(

@@ -237,11 +237,13 @@ fn a_step_joins_the_rule_it_names_or_every_rule_once() {
                 name: "eng".into(),
                 approvers: people(&["alice@example.com"]),
                 min_approvals: 1,
+                group: None,
             },
             super::super::Rule {
                 name: "sec".into(),
                 approvers: people(&["bob@example.com"]),
                 min_approvals: 1,
+                group: None,
             },
         ],
     };

@@ -36,6 +36,12 @@ pub fn events_for_change(
         if let Some(resume) = &new.resume {
             data["resume"] = json!(resume.kind);
         }
+        // The deployment's policy that chose its approvers (or approved it): which version,
+        // which policies.
+        if let Some(source) = &new.policy_source {
+            data["policy_version"] = json!(source.version);
+            data["policies"] = json!(source.policies);
+        }
         derived.push(
             EventType::Created,
             "",
@@ -43,6 +49,15 @@ pub fn events_for_change(
             requester_actor(new),
             data,
         );
+        if let Some(evaluated) = &new.policy_evaluated {
+            derived.push(
+                EventType::PolicyEvaluated,
+                "",
+                new.created_at,
+                json!({ "channel": "policy" }),
+                evaluated.clone(),
+            );
+        }
     }
     // The GitHub deliveries that joined the round (the one that opened it is the creation's).
     if let Some(gate) = &new.github {
@@ -93,11 +108,18 @@ pub fn events_for_change(
                     } else {
                         EventType::Rejected
                     };
+                    // An auto-approval's actor is the policy that approved it.
+                    let actor = match new.approved_by_policy() {
+                        Some((id, version)) => {
+                            json!({ "type": "policy", "id": id, "version": version })
+                        }
+                        None => vote_actor(decision),
+                    };
                     derived.push(
                         kind,
                         "",
                         decision.decided_at,
-                        vote_actor(decision),
+                        actor,
                         json!({ "deciding_vote": decision.approver }),
                     );
                 }

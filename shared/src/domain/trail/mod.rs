@@ -96,10 +96,14 @@ pub enum EventType {
     /// An operator had a failed answer sent again (`POST /approvals/{id}/resume/retry`).
     #[serde(rename = "resume.retried")]
     ResumeRetried,
+    /// A tenant's approval policy in `log_only` was evaluated on the create: what enforcement
+    /// would have done.
+    #[serde(rename = "policy.evaluated")]
+    PolicyEvaluated,
 }
 
 impl EventType {
-    pub const ALL: [Self; 28] = [
+    pub const ALL: [Self; 29] = [
         Self::Created,
         Self::VoteRecorded,
         Self::Approved,
@@ -128,6 +132,7 @@ impl EventType {
         Self::ResumeSucceeded,
         Self::ResumeFailed,
         Self::ResumeRetried,
+        Self::PolicyEvaluated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -160,6 +165,7 @@ impl EventType {
             Self::ResumeSucceeded => "resume.succeeded",
             Self::ResumeFailed => "resume.failed",
             Self::ResumeRetried => "resume.retried",
+            Self::PolicyEvaluated => "policy.evaluated",
         }
     }
 

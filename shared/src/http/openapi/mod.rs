@@ -11,8 +11,9 @@ mod stall;
 
 use serde_json::{Map, Value, json};
 
-use super::approvals::{CANCEL_BODY_LIMIT, CREATE_BODY_LIMIT, DECIDE_BODY_LIMIT};
+use super::approvals::{CANCEL_BODY_LIMIT, DECIDE_BODY_LIMIT};
 use super::claims::REPORT_BODY_LIMIT;
+use super::create::CREATE_BODY_LIMIT;
 use super::listing::LIST_BODY_BUDGET;
 use super::operator::RESOLVE_BODY_LIMIT;
 use super::pages::{DEFAULT_LIMIT, MAX_LIMIT};
@@ -125,7 +126,7 @@ fn api_paths() -> Value {
                 "operationId": "createApproval",
                 "tags": ["approvals"],
                 "summary": "Create an approval (requester)",
-                "description": format!("Safe to retry: the same `Idempotency-Key` with the same body answers the first response again (`idempotent-replayed: true`); with another body, 409 `idempotency_key_reused`. Bodies over {CREATE_BODY_LIMIT} bytes are refused before they are read."),
+                "description": format!("Safe to retry: the same `Idempotency-Key` with the same body answers the first response again (`idempotent-replayed: true`); with another body, 409 `idempotency_key_reused`. Bodies over {CREATE_BODY_LIMIT} bytes are refused before they are read. The tenant's approval policy (docs/POLICY.md) decides first, before anything is written: 403 `policy_forbidden` (a forbid, or no permit), 403 `policy_error` (a policy that cannot be evaluated: fail closed), 400 `policy_unsatisfiable` (a required group with too few members besides the requester); a permit with `@require(\"none\")` creates it `approved`."),
                 "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyRequired"}],
                 "requestBody": json_body("CreateApproval", true),
                 "responses": responses(
@@ -142,7 +143,7 @@ fn api_paths() -> Value {
                         "idempotency_key_missing", "idempotency_key_invalid", "invalid_request",
                         "unknown_action_type", "policy_unsatisfiable", "unauthorized", "forbidden",
                         "idempotency_key_reused", "payload_too_large", "unsupported_media_type",
-                        "resume_not_enabled", "resume_in_use",
+                        "resume_not_enabled", "resume_in_use", "policy_forbidden", "policy_error",
                     ],
                 ),
             },

@@ -21,7 +21,7 @@ fn core() -> Value {
     let comment =
         json!({"type": ["string", "null"], "maxLength": DecideRequest::MAX_COMMENT_CHARS});
     let approver = json!({"$ref": "#/components/schemas/Approver"});
-    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook", "slack"]});
+    let channel = json!({"type": "string", "enum": ["api", "review_page", "webhook", "slack", "github", "policy"]});
     json!({
         "Approver": approver_schema(),
         "ApprovalId": {"type": "string", "pattern": APPROVAL_ID_PATTERN},
@@ -30,7 +30,7 @@ fn core() -> Value {
         "CreateApproval": {
             "type": "object",
             "additionalProperties": false,
-            "required": ["action", "approvers"],
+            "required": ["action"],
             "properties": {
                 "action": {
                     "type": "object",
@@ -42,8 +42,9 @@ fn core() -> Value {
                     }
                 },
                 "approvers": {
-                    "type": "array", "minItems": 1, "maxItems": CreateRequest::MAX_APPROVERS,
-                    "uniqueItems": true, "items": approver
+                    "type": "array", "maxItems": CreateRequest::MAX_APPROVERS,
+                    "uniqueItems": true, "items": approver,
+                    "description": "Who may approve. Where the tenant's approval policy requires groups, optional: their members are added, and anyone named here only adds (docs/POLICY.md). Without an enforced policy, at least one."
                 },
                 "context": {"type": "object", "description": "Shown to approvers; not sent to the target."},
                 "expires_in_seconds": {
@@ -181,18 +182,33 @@ fn core() -> Value {
                 },
                 "approvers": {"type": "array", "items": {"type": "string"}},
                 "policy": nullable(json!({
-                    "type": "object", "additionalProperties": false, "required": ["rules"],
-                    "properties": {"rules": {"type": "array", "items": {
-                        "type": "object", "additionalProperties": false,
-                        "required": ["name", "approvers", "min_approvals", "approvals"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "approvers": {"type": "array", "items": {"type": "string"}},
-                            "min_approvals": {"type": "integer", "minimum": 1},
-                            "approvals": {"type": "integer", "minimum": 0, "description": "Approving votes counted so far."}
-                        }
-                    }}}
+                    "type": "object", "additionalProperties": false, "required": ["rules", "source"],
+                    "description": "`null`: one approving vote decides, and no deployment's approval policy decided it.",
+                    "properties": {
+                        "rules": {"type": "array", "items": {
+                            "type": "object", "additionalProperties": false,
+                            "required": ["name", "approvers", "min_approvals", "approvals"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "group": {"type": "string", "description": "A deployment's group rule: the group its approval policy requires (its approvers: the members at create, less the requester)."},
+                                "approvers": {"type": "array", "items": {"type": "string"}},
+                                "min_approvals": {"type": "integer", "minimum": 1},
+                                "approvals": {"type": "integer", "minimum": 0, "description": "Approving votes counted so far."}
+                            }
+                        }},
+                        "source": nullable(json!({
+                            "type": "object", "additionalProperties": false,
+                            "required": ["version", "sha256", "policies"],
+                            "description": "The tenant's approval policy that decided it (docs/POLICY.md): `null` when none did.",
+                            "properties": {
+                                "version": {"type": "integer", "minimum": 1},
+                                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                "policies": {"type": "array", "items": {"type": "string"}, "description": "The `@id`s of the permits that decided."}
+                            }
+                        }))
+                    }
                 })),
+                "assurance": {"type": "string", "enum": ["passkey"], "description": "Only on a passkey-only approval: every vote a passkey signature over the exact action."},
                 "context": {"type": "object"},
                 "idempotency_key": {"type": "string"},
                 "created_at": timestamp(),
@@ -208,7 +224,12 @@ fn core() -> Value {
                         "channel": channel,
                         "comment": {"type": ["string", "null"]},
                         "webhook_event_id": {"type": ["string", "null"]},
-                        "by": {"type": "string", "description": "Only when the deciding vote was cast in `approver`'s place: the delegate."}
+                        "by": {"type": "string", "description": "Only when the deciding vote was cast in `approver`'s place: the delegate."},
+                        "actor": {
+                            "type": "object", "additionalProperties": false, "required": ["type", "id", "version"],
+                            "description": "Only on an approval its approval policy approved at create (`@require(\"none\")`): the policy.",
+                            "properties": {"type": {"type": "string", "enum": ["policy"]}, "id": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}
+                        }
                     }
                 })),
                 "cancellation": {
@@ -285,7 +306,13 @@ fn core() -> Value {
                 "status": {"type": "integer"},
                 "detail": {"type": "string"},
                 "code": {"type": "string", "enum": ApiError::CODES.iter().map(|(c, _)| *c).collect::<Vec<_>>()},
-                "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}, "description": "`invalid_request` and `policy_unsatisfiable`: every field at fault."},
+                "errors": {"type": "array", "items": {"$ref": "#/components/schemas/FieldError"}, "description": "`invalid_request` and `policy_unsatisfiable`: every field at fault (a group the approval policy requires: `group <name>`)."},
+                "policies": {"type": "array", "items": {"type": "string"}, "description": "`policy_forbidden` and `policy_error`: the `@id`s of the approval policies that refused (none: no policy permits it)."},
+                "policy_errors": {"type": "array", "items": {
+                    "type": "object", "additionalProperties": false, "required": ["policy", "message"],
+                    "properties": {"policy": {"type": "string"}, "message": {"type": "string"}}
+                }, "description": "`policy_error`: each policy that could not be evaluated on the request, and Cedar's reason."},
+                "group": {"type": "string", "description": "`forbidden` for a vote by someone removed from a group since the create: the group."},
                 "approval": {"$ref": "#/components/schemas/Approval", "description": "`already_decided`, `already_voted`, `not_retryable`, `not_resolvable`: the approval as it is."}
             }
         }

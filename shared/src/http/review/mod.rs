@@ -29,7 +29,7 @@ use crate::domain::{
 };
 use crate::review_token::{ReviewGrant, TokenError};
 use crate::session::Session;
-use crate::store::{DecideOutcome, InPlace};
+use crate::store::{DecideOutcome, InPlace, VoteBy};
 use render::{Viewer, render};
 
 fn self_approval_forbidden() -> Response {
@@ -318,6 +318,13 @@ pub async fn decide_form(
             "Nothing was recorded. Go back and use the Approve or Reject button.",
         );
     };
+    let place_groups = match app.place_groups(&grant.tenant, &id, &approver).await {
+        Ok(groups) => groups,
+        Err(err) => {
+            tracing::error!(error = %err, "review form: the tenant's groups");
+            return unavailable();
+        }
+    };
     let now = app.clock.now();
     let request = DecideRequest {
         outcome,
@@ -325,6 +332,7 @@ pub async fn decide_form(
         comment,
         sent_by: by.clone(),
         by: by.clone(),
+        place_groups,
     };
     let decision = Decision {
         outcome,
@@ -342,12 +350,12 @@ pub async fn decide_form(
     let outcome = match &by {
         None => {
             app.store
-                .decide(&grant.tenant, &id, &decision, None, now)
+                .decide(&grant.tenant, &id, &decision, VoteBy::of(&request), now)
                 .await
         }
-        Some(by) => match app
+        Some(_) => match app
             .store
-            .decide_in_place(&grant.tenant, &id, &decision, Some(by), now)
+            .decide_in_place(&grant.tenant, &id, &decision, VoteBy::of(&request), now)
             .await
         {
             Ok(InPlace::Voted(outcome)) => Ok(outcome),
@@ -375,6 +383,24 @@ pub async fn decide_form(
             DecideRefusal::NotFound | DecideRefusal::NotAnApprover => return forbidden(),
             DecideRefusal::NotDelegated => return not_delegated(),
             DecideRefusal::SelfApproval => return self_approval_forbidden(),
+            DecideRefusal::NotInGroup(group) => {
+                return notice(
+                    StatusCode::FORBIDDEN,
+                    "No longer in the group",
+                    &format!("You are no longer in group {group}"),
+                    "Nothing was recorded: the approval policy counts this place's vote only while it is in the group.",
+                );
+            }
+            DecideRefusal::CommentTooLong { cap } => {
+                return notice(
+                    StatusCode::BAD_REQUEST,
+                    "Comment too long",
+                    "That comment is too long",
+                    &format!(
+                        "Nothing was recorded. This approval keeps comments of at most {cap} bytes: go back and shorten it."
+                    ),
+                );
+            }
             DecideRefusal::Completes(_) | DecideRefusal::Unexplained => return unavailable(),
         },
         Err(err) => {

@@ -270,6 +270,7 @@ fn channel_name(channel: Channel) -> &'static str {
         Channel::Webhook => "a webhook",
         Channel::Slack => "Slack",
         Channel::Github => "GitHub",
+        Channel::Policy => "the approval policy",
     }
 }
 

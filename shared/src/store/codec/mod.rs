@@ -10,6 +10,7 @@ use super::ballots::quorum_attributes;
 use super::error::StoreError;
 use super::indexes::Indexed;
 use super::keys::approval_key;
+use crate::domain::approval_policy::GroupName;
 use crate::domain::{
     Approval, ApprovalId, Approver, Cancellation, Channel, Decision, Execution, ExecutionStatus,
     GithubDelivery, GithubGate, IdempotencyKey, KeyId, Outcome, Policy, Rule, SignIn, SlackMessage,
@@ -120,6 +121,7 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
     if let Some(resume) = &approval.resume {
         item.insert(resume::RESUME.to_owned(), resume::resume_to_attr(resume));
     }
+    item.extend(governed::governed_attributes(approval));
     item
 }
 
@@ -277,14 +279,20 @@ fn policy_to_attr(policy: &Policy) -> AttributeValue {
             .rules
             .iter()
             .map(|rule| {
-                AttributeValue::M(HashMap::from([
+                let mut map = HashMap::from([
                     ("name".to_owned(), s(&rule.name)),
                     (
                         "approvers".to_owned(),
                         AttributeValue::L(rule.approvers.iter().map(|a| s(a.as_str())).collect()),
                     ),
                     ("min_approvals".to_owned(), n(rule.min_approvals)),
-                ]))
+                ]);
+                // A deployment's group rule names its group (the votes' write checks a
+                // member is still in it); a requester's rule has none.
+                if let Some(group) = &rule.group {
+                    map.insert("group".to_owned(), s(group.as_str()));
+                }
+                AttributeValue::M(map)
             })
             .collect(),
     )
@@ -301,6 +309,9 @@ fn policy_from_attr(value: &AttributeValue) -> Result<Policy, StoreError> {
                 name: get_s(rule, "name")?.to_owned(),
                 approvers: approvers_from(rule.get("approvers"), FIELD)?,
                 min_approvals: get_n(rule, "min_approvals")?,
+                group: opt_s(rule, "group")
+                    .map(|g| GroupName::parse(&g).map_err(|_| StoreError::corrupt(FIELD)))
+                    .transpose()?,
             })
         })
         .collect::<Result<_, StoreError>>()?;
@@ -511,6 +522,10 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         },
         stall,
         resume: resume::resume_from(item)?,
+        policy_source: governed::source_from(item)?,
+        policy_evaluated: governed::evaluated_from(item)?,
+        assurance: governed::assurance_from(item)?,
+        comment_cap: governed::comment_cap_from(item),
     })
 }
 
@@ -596,6 +611,7 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
     }
 }
 
+pub(crate) mod governed;
 mod resume;
 mod stall;
 pub(crate) use stall::{ESCALATED, REMINDED};

@@ -30,6 +30,7 @@ fn an_approval_survives_the_round_trip() {
                 name: "engineering".into(),
                 approvers: vec![Approver::parse("bob").unwrap()],
                 min_approvals: 1,
+                group: None,
             }],
         }),
         votes: vec![Decision {
@@ -93,6 +94,10 @@ fn an_approval_survives_the_round_trip() {
         trace: Some("4bf92f3577b34da6a3ce929d0e0e4736-01".into()),
         stall: Default::default(),
         resume: None,
+        policy_source: None,
+        policy_evaluated: None,
+        assurance: None,
+        comment_cap: None,
         github: Some(GithubGate {
             installation_id: 42,
             repository: "acme/api".into(),
