@@ -128,6 +128,17 @@ async fn a_requester_naming_an_accomplice_still_needs_the_groups() {
         .collect();
     assert_eq!(listed, [MALLORY, ALICE, BOB, CAROL, DAVE]);
 
+    // The review page says which policy required whom.
+    let page = t.send(t.http.get(t.review_link(&id, ALICE))).await;
+    assert_eq!(page.status, 200);
+    let page = page.text();
+    assert!(
+        page.contains(
+            "required by approval policy production-deploys (version 1), as a member of sre"
+        ) && page
+            .contains("group security, required by approval policy production-deploys (version 1)"),
+        "{page}"
+    );
     let accomplice = vote(&t, &id, MALLORY).await.json();
     assert_eq!(
         accomplice["status"], "pending",
@@ -342,4 +353,41 @@ async fn without_a_policy_requesters_choose_as_before() {
     t.create(CI_KEY, "pol-7b", &deploy("production", &[]).to_string())
         .await
         .assert_problem(400, "invalid_request");
+}
+
+/// `make run`'s demo pushes its tenant's approval policy and `owners` group at start and prints
+/// them: the quickstart's create that names nobody gets the owners.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_demo_pushes_a_policy_and_its_quickstart_create_gets_the_owners() {
+    use countersign_tests::local_runner::{LocalRunner, isolated_env};
+    let prefix = format!("demo-{}", ulid::Ulid::new().to_string().to_lowercase());
+    let runner = LocalRunner::start(&isolated_env(&prefix).await).await;
+    let created = runner
+        .http
+        .post(runner.url("/approvals"))
+        .bearer_auth("cs_demo_key_0123456789")
+        .header("idempotency-key", "demo-policy-1")
+        .json(&json!({"action": {"type": "echo", "payload": {"say": "the policy chose"}}}))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+    let approval: Value = created.json().await.expect("json");
+    assert_eq!(approval["approvers"], json!([ALICE, BOB]));
+    assert_eq!(approval["policy"]["rules"][0]["group"], "owners");
+    assert_eq!(
+        approval["policy"]["source"]["policies"],
+        json!(["echo-needs-an-owner"])
+    );
+    assert!(
+        !runner
+            .stdout_lines_with("approval policy (version 1, pushed now; group owners = alice@example.com, bob@example.com)")
+            .is_empty(),
+        "the banner shows the policy"
+    );
+    assert!(
+        !runner
+            .stdout_lines_with(r#"@id("agents-never-drop-tables")"#)
+            .is_empty()
+    );
 }

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 
 mod clock;
 mod demo;
+mod demo_policy;
 
 use countersign::runner::{Clients, Deployment, Functions, LocalRoles, Pollers, ensure_queues};
 use countersign::{App, Clock, Config, Function};
@@ -157,6 +158,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         countersign::observe::Sink::Stdout,
     );
     deployer.store.ensure_tables().await?;
+    // The demo tenant's approval policy and group, as an administrator would push them.
+    let demo_policy = match demo {
+        true => Some(demo_policy::ensure(&deployer.store, deployer.clock.now()).await?),
+        false => None,
+    };
     // The tables by name, as each function's environment names them (defaults included).
     for (variable, table) in deployer.config.tables.variables() {
         variables.insert(variable.to_owned(), table.to_owned());
@@ -180,6 +186,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await
         .map_err(|e| format!("cannot listen on {addr} (PORT): {e}"))?;
     print_banner(port, demo, &deployer, &functions);
+    if let Some((version, pushed)) = demo_policy {
+        print_demo_policy(port, version, pushed);
+    }
     let mut router =
         countersign::http::local_router(|f| functions.app(f).clone()).merge(demo::router(
             demo.then(|| countersign::webhook::WebhookSecret::parse(DEMO_CALLBACK_SECRET).ok())
@@ -263,6 +272,33 @@ fn sign_webhook(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
          -d '{quoted}'"
     );
     Ok(())
+}
+
+/// The demo's approval policy, and a create it decides.
+fn print_demo_policy(port: u16, version: u32, pushed: bool) {
+    let base = format!("http://127.0.0.1:{port}");
+    let how = if pushed {
+        "pushed now"
+    } else {
+        "already in force"
+    };
+    println!(
+        r#"The demo tenant's approval policy (version {version}, {how}; group owners = {owners}):
+{policy}
+The policy decides who must approve: a create may name nobody, and what it names only adds.
+  curl -s -X POST {base}/approvals     -H 'Authorization: Bearer {DEMO_API_KEY}' -H 'Content-Type: application/json'     -H 'Idempotency-Key: demo-policy-1'     -d '{{"action": {{"type": "echo", "payload": {{"say": "the policy chose"}}}}}}'
+  → "approvers": {owners_json}, "policy": {{"rules": [{{"name": "owners", "group": "owners", …}}],
+    "source": {{"version": {version}, "policies": ["echo-needs-an-owner"], …}}}}
+Change it with `countersign policy push --tenant demo FILE.cedar` (docs/POLICY.md).
+"#,
+        owners = demo_policy::DEMO_OWNERS.join(", "),
+        owners_json = serde_json::json!(demo_policy::DEMO_OWNERS),
+        policy = demo_policy::DEMO_POLICY
+            .lines()
+            .map(|l| format!("  {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
 }
 
 fn print_banner(port: u16, demo: bool, app: &App, functions: &Functions) {

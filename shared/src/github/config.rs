@@ -310,6 +310,13 @@ fn parse_environment(raw: RawEnvironment) -> Result<GithubEnvironment, String> {
             .join("; "),
         CreateRefusal::UnknownActionType(kind) => format!("unknown action type {kind}"),
     })?;
+    if request.approvers.is_empty() {
+        return Err(
+            "approvers: must list 1 to 20 approvers (where the tenant's approval policy chooses \
+             them, an environment needs no entry)"
+                .to_owned(),
+        );
+    }
     let expires_in_seconds = match raw.expires_in_seconds {
         None => DEFAULT_EXPIRES_IN_SECONDS,
         Some(_) if request.expires_in_seconds > MAX_EXPIRES_IN_SECONDS => {

@@ -293,6 +293,9 @@ fn render(
                     }
                     @if let Some(step) = approval.joined_at_step(&session.identity) { " You were added by escalation step " (step) "." }
                 }
+                @if let Some(why) = approval.required_by(&session.identity) {
+                    p.muted.required { "Asked of you by " (why) "." }
+                }
             }
         }
         @if let Some(next) = next { p { a #next href=(next) { "Older" } } }

@@ -85,6 +85,7 @@ pub(super) fn render(
             ul { @for approver in &approval.approvers { li {
                 (approver.as_str()) @if you.is_some_and(|you| approver.same_identity(you)) { " (you)" }
                 @if let Some(step) = approval.joined_at_step(approver) { span.muted { " (added by escalation step " (step) ")" } }
+                @if let Some(why) = approval.required_by(approver) { span.muted.required { " (required by " (why) ")" } }
             } } }
         }
         @if let Some(policy) = &approval.policy {
@@ -92,7 +93,8 @@ pub(super) fn render(
                 h2 { "Needed" }
                 ul {
                     @for (rule, approvals) in policy.rules.iter().zip(approval.approvals_per_rule()) {
-                        li { strong { (rule.name) } ": " (approvals) " of " (rule.min_approvals) " approvals" span.muted { " (" (rule.approvers.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")) ")" } }
+                        li { strong { (rule.name) } ": " (approvals) " of " (rule.min_approvals) " approvals" span.muted { " (" (rule.approvers.iter().map(|a| a.as_str()).collect::<Vec<_>>().join(", ")) ")" }
+                            @if let Some(source) = approval.rule_source(rule) { br; span.muted.source { (source) } } }
                     }
                 }
             }
