@@ -7,7 +7,8 @@
 //! interceptor. Then the cold start of each function binary (release) under a loopback Runtime
 //! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
 //! through the whole chain on one local runner, a listing page beside the requests it is made
-//! of (`--listing` runs only that), and how far apart a notify job's calls go out (`--notify`). The last line is `overhead-ratio: …`
+//! of (`--listing` runs only that), how far apart a notify job's calls go out (`--notify`), and
+//! a create's approval-policy evaluation and overhead (`--policy`). The last line is `overhead-ratio: …`
 //! (in-process ops/s ÷ raw ops/s at concurrency 8; the router writes its metrics, as in Lambda,
 //! into memory here). `--effect` runs only the last part, `--paths` only the first, `--cpu`
 //! only the per-request CPU work.
@@ -18,6 +19,7 @@ mod effect;
 mod listing;
 mod notify;
 mod paths;
+mod policy;
 
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,10 @@ async fn main() {
         listing::run(if quick { 40 } else { 150 }).await;
         return;
     }
+    if std::env::args().any(|a| a == "--policy") {
+        policy::run(if quick { 40 } else { 150 }).await;
+        return;
+    }
     if std::env::args().any(|a| a == "--notify") {
         notify::run(if quick { 10 } else { 40 }).await;
         return;
@@ -46,6 +52,7 @@ async fn main() {
     if !std::env::args().any(|a| a == "--paths") {
         listing::run(if quick { 40 } else { 150 }).await;
         notify::run(if quick { 10 } else { 40 }).await;
+        policy::run(if quick { 40 } else { 150 }).await;
         cold_start::run(if quick { 5 } else { 20 }).await;
         cpu::run();
         effects(quick).await;
