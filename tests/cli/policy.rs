@@ -368,3 +368,44 @@ async fn the_mcp_tools_ask_whom_the_policy_requires() {
     );
     client.cancel().await.expect("close");
 }
+
+/// docs/POLICY.md's worked examples, as a policy repository tests them in CI: `ci.sh` runs
+/// `countersign policy test` (validated against the schema) on every request and passes; a
+/// request whose expected decision is wrong makes it fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worked_examples_pass_their_own_ci_script() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
+    let binary = function_binary("countersign", "debug");
+    let bin_dir = binary.parent().expect("bin dir").to_string_lossy().into_owned();
+    let path = format!("{bin_dir}:{}", std::env::var("PATH").unwrap_or_default());
+    let ci = |dir: &std::path::Path| {
+        let mut command = Command::new("sh");
+        command.env("PATH", &path).arg(dir.join("ci.sh"));
+        command
+    };
+    let passed = run(ci(&examples)).await.code(0);
+    let out = stdout(&passed);
+    for name in [
+        "allow-production-deploy",
+        "auto-small-refund",
+        "allow-large-refund",
+        "forbid-agent-drops-a-table",
+        "allow-agent-reads-a-file",
+        "error-deploy-without-environment",
+    ] {
+        assert_has(&out, &format!("ok   {name}"));
+    }
+    // The same repository with one wrong expectation: a large refund expected to approve itself.
+    let copy = scratch("examples");
+    std::fs::create_dir_all(copy.join("requests")).expect("requests dir");
+    for file in ["ci.sh", "acme.cedar", "acme.cedarschema", "groups.json"] {
+        std::fs::copy(examples.join(file), copy.join(file)).expect("copy");
+    }
+    std::fs::copy(
+        examples.join("requests/allow-large-refund.json"),
+        copy.join("requests/auto-large-refund.json"),
+    )
+    .expect("copy");
+    let failed = run(ci(&copy)).await.code(1);
+    assert_has(&stdout(&failed), "FAIL auto-large-refund (exit 0)");
+}

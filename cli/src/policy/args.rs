@@ -101,6 +101,10 @@ pub struct TestArgs {
     #[arg(long, value_name = "GROUPS.json")]
     pub groups: PathBuf,
 
+    /// A Cedar schema (.cedarschema): the set is validated against it first, as a push would
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+
     /// Who asks (the requester key's principal; `github:{login}` for a GitHub deployment)
     #[arg(long)]
     pub principal: String,

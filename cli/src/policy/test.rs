@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use countersign::domain::approval_policy::{
     ActivePolicy, AskRequest, GovernRefusal, Governance, GroupName, Groups, Mode, PolicySet, govern,
 };
-use countersign::domain::{Approver, CreateRequest, Policy};
+use countersign::domain::{
+    Approver, CreateRefusal, CreateRequest, FieldError, Policy, PolicyRefusal,
+};
 use serde_json::{Value, json};
 
 use super::args::TestArgs;
@@ -26,12 +28,17 @@ pub fn run(args: &TestArgs) -> Result<u8, CliError> {
     let body: Value = serde_json::from_str(&read(&args.request)?)
         .map_err(|e| CliError::Usage(format!("--request: not JSON: {e}")))?;
     let request = CreateRequest::parse(&body, |_| true).map_err(|refusal| {
-        CliError::Usage(format!("--request: not a create's body: {refusal:?}"))
+        let problems = match refusal {
+            CreateRefusal::Invalid(invalid) => fields(&invalid),
+            CreateRefusal::UnknownActionType(action) => format!("unknown action type {action:?}"),
+        };
+        CliError::Usage(format!("--request: not a create's body: {problems}"))
     })?;
     if !matches!(args.channel.as_str(), "api" | "github") {
         return Err(CliError::Usage("--channel: api or github".to_owned()));
     }
-    let set = match PolicySet::parse(&text, None) {
+    let schema = args.schema.as_ref().map(read).transpose()?;
+    let set = match PolicySet::parse(&text, schema.as_deref()) {
         Ok(set) => set,
         Err(error) => return Ok(print(&errored(vec![(String::new(), error.to_string())]))),
     };
@@ -44,7 +51,10 @@ pub fn run(args: &TestArgs) -> Result<u8, CliError> {
         Ok(policy) => policy,
         Err(refusal) => {
             return Err(CliError::Usage(format!(
-                "--request: its policy is refused: {refusal:?}"
+                "--request: its policy is refused: {}",
+                fields(match &refusal {
+                    PolicyRefusal::Invalid(f) | PolicyRefusal::Unsatisfiable(f) => f,
+                })
             )));
         }
     };
@@ -141,4 +151,13 @@ fn parse_groups(raw: &str) -> Result<Groups, CliError> {
         groups.insert(group, members);
     }
     Ok(Groups::new(groups))
+}
+
+/// Every field's problem on one line.
+fn fields(fields: &[FieldError]) -> String {
+    fields
+        .iter()
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect::<Vec<_>>()
+        .join("; ")
 }

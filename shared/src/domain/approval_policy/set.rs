@@ -105,9 +105,20 @@ impl PolicySet {
             let result = cedar_policy::Validator::new(schema)
                 .validate(&cedar, cedar_policy::ValidationMode::Strict);
             if !result.validation_passed() {
+                // Cedar names a policy by its position (`policy0`); an author knows its @id.
+                let named = |id: &PolicyId| {
+                    cedar
+                        .policy(id)
+                        .and_then(|p| p.annotation("id"))
+                        .map_or_else(|| id.to_string(), |a| format!("{a:?}"))
+                };
                 let errors: Vec<String> = result
                     .validation_errors()
-                    .map(ToString::to_string)
+                    .map(|e| {
+                        let text = e.to_string();
+                        let cedar_name = format!("`{}`", e.policy_id());
+                        text.replacen(&cedar_name, &named(e.policy_id()), 1)
+                    })
                     .collect();
                 return Err(PolicyError::Validation(errors.join("\n")));
             }

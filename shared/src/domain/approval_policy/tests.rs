@@ -348,12 +348,13 @@ fn a_push_refuses_a_set_without_ids_requirements_or_with_bad_annotations() {
     let mistyped = r#"@id("typo") @require("sre:1")
         permit(principal, action == Countersign::Action::"deploy", resource)
         when { context.chanel == "api" };"#;
-    assert!(
-        PolicySet::parse(mistyped, Some(&schema))
-            .unwrap_err()
-            .to_string()
-            .contains("validator")
-    );
+    let refusal = PolicySet::parse(&format!("{valid}\n{mistyped}"), Some(&schema))
+        .unwrap_err()
+        .to_string();
+    assert!(refusal.contains("validator"), "{refusal}");
+    // Named by its @id, not by Cedar's position in the set (`policy1`).
+    assert!(refusal.contains("for policy \"typo\""), "{refusal}");
+    assert!(!refusal.contains("policy1"), "{refusal}");
 }
 
 #[test]
