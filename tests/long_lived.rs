@@ -55,10 +55,16 @@ async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
     .await;
     // No API_KEYS: the demo configuration, as `make run` starts with none.
     let runner = LocalRunner::start(&env).await;
-    let body = r#"{"action": {"type": "echo", "payload": {"say": "hello"}}, "approvers": ["alice@example.com"]}"#;
+    // As the README's quickstart: no approvers named, the demo's policy chose its owners.
+    let body = r#"{"action": {"type": "echo", "payload": {"say": "hello"}}}"#;
 
     let first = send(create(&runner, DEMO_KEY, "demo-1", body)).await;
     assert_eq!((first.status, first.replayed), (201, false));
+    assert_eq!(first.json()["approvers"], serde_json::json!([ALICE, BOB]));
+    assert_eq!(
+        first.json()["policy"]["source"]["policies"],
+        serde_json::json!(["echo-needs-an-owner"])
+    );
     let again = send(create(&runner, DEMO_KEY, "demo-1", body)).await;
     assert_eq!((again.status, again.replayed), (201, true));
     assert_eq!(again.body, first.body, "a replay is byte-identical");
@@ -79,7 +85,7 @@ async fn the_quickstart_with_a_replayed_create_executes_both_approvals_once() {
     let quorum = json!({
         "action": {"type": "echo", "payload": {"say": "both of us"}},
         "approvers": [ALICE, BOB],
-        "policy": {"rules": [{"name": "owners", "approvers": [ALICE, BOB], "min_approvals": 2}]}
+        "policy": {"rules": [{"name": "both-of-us", "approvers": [ALICE, BOB], "min_approvals": 2}]}
     })
     .to_string();
     let third = send(create(&runner, DEMO_KEY, "demo-3", &quorum)).await;

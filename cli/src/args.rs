@@ -230,17 +230,18 @@ pub struct RequestArgs {
     #[arg(long, value_name = "JSON|@FILE")]
     pub payload: Option<String>,
 
-    /// Who may approve (repeat the flag, or separate with commas)
-    #[arg(
-        long = "approver",
-        value_name = "APPROVER",
-        required = true,
-        value_delimiter = ','
-    )]
+    /// Who may approve (repeat the flag, or separate with commas). Leave it out where the
+    /// deployment's approval policy chooses the approvers; those named only add to them
+    #[arg(long = "approver", value_name = "APPROVER", value_delimiter = ',')]
     pub approvers: Vec<String>,
 
     /// How many of the approvers must approve [default: 1]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        requires = "approvers"
+    )]
     pub min_approvals: Option<u32>,
 
     /// Context shown to the approvers: a JSON object, @FILE, or @-

@@ -78,17 +78,20 @@ pub async fn request(api: &Api, out: Output, args: RequestArgs) -> Result<u8, Cl
 
 /// The create body. Payload and context are spliced in as written (see [`input::json_object`]);
 /// everything else is serialised here. `--min-approvals` is a policy of one rule over every
-/// approver.
+/// approver. No `--approver`: no `approvers`, for the deployment's approval policy to choose
+/// (without one the API refuses it, saying so).
 fn create_body(args: &RequestArgs) -> Result<String, CliError> {
     let payload = match &args.payload {
         Some(raw) => input::json_object("payload", raw)?,
         None => "{}".to_owned(),
     };
     let mut body = format!(
-        r#"{{"action":{{"type":{},"payload":{payload}}},"approvers":{}"#,
-        json!(args.action_type),
-        json!(args.approvers)
+        r#"{{"action":{{"type":{},"payload":{payload}}}"#,
+        json!(args.action_type)
     );
+    if !args.approvers.is_empty() {
+        body.push_str(&format!(r#","approvers":{}"#, json!(args.approvers)));
+    }
     if let Some(raw) = &args.context {
         body.push_str(&format!(
             r#","context":{}"#,
@@ -265,5 +268,28 @@ mod tests {
             json!({"action": {"type": "echo", "payload": {}},
                    "approvers": ["alice@example.com", "bob@example.com"]})
         );
+    }
+
+    #[test]
+    fn without_approvers_the_policy_chooses_and_a_quorum_needs_them() {
+        let value = body(&[
+            "--type",
+            "deploy",
+            "--payload",
+            r#"{"environment": "production"}"#,
+        ]);
+        assert_eq!(
+            value,
+            json!({"action": {"type": "deploy", "payload": {"environment": "production"}}})
+        );
+        let quorum_alone = Cli::try_parse_from([
+            "countersign",
+            "request",
+            "--type",
+            "deploy",
+            "--min-approvals",
+            "2",
+        ]);
+        assert!(quorum_alone.is_err());
     }
 }

@@ -15,7 +15,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 
-use crate::harness::{assert_has, assert_starts, run, start, stderr, stdout, vote};
+use crate::harness::{assert_has, assert_starts, countersign, run, start, stderr, stdout, vote};
 
 const SET: &str = r#"
 @id("deploys")
@@ -162,6 +162,24 @@ async fn policies_and_groups_are_pushed_shown_rolled_back_and_in_force() {
     let approval = t.create(CI_KEY, "cli-pol-1", &body).await.json();
     assert_eq!(approval["policy"]["source"]["version"], 1, "{approval}");
     assert_eq!(approval["policy"]["rules"][0]["group"], "sre");
+    // The pipeline gate names nobody: the policy chose alice and bob.
+    let gated = run(countersign(
+        &t,
+        CI_KEY,
+        &[
+            "request",
+            "--type",
+            "deploy",
+            "--payload",
+            r#"{"build": 2}"#,
+            "--json",
+        ],
+    ))
+    .await
+    .code(0);
+    let gated: Value = serde_json::from_str(&stdout(&gated)).expect("JSON");
+    assert_eq!(gated["approvers"], json!([ALICE, BOB]), "{gated}");
+    assert_eq!(gated["policy"]["source"]["policies"], json!(["deploys"]));
 
     // log_only, then a rollback to 1: version 3, enforce, with 1's text.
     let logged = run(admin(
@@ -366,6 +384,13 @@ async fn the_mcp_tools_ask_whom_the_policy_requires() {
             .contains("policy_forbidden"),
         "{denied}"
     );
+    assert!(
+        denied["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("forbidden by approval policy no-drop"),
+        "{denied}"
+    );
     client.cancel().await.expect("close");
 }
 
@@ -376,7 +401,11 @@ async fn the_mcp_tools_ask_whom_the_policy_requires() {
 async fn the_worked_examples_pass_their_own_ci_script() {
     let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/policies");
     let binary = function_binary("countersign", "debug");
-    let bin_dir = binary.parent().expect("bin dir").to_string_lossy().into_owned();
+    let bin_dir = binary
+        .parent()
+        .expect("bin dir")
+        .to_string_lossy()
+        .into_owned();
     let path = format!("{bin_dir}:{}", std::env::var("PATH").unwrap_or_default());
     let ci = |dir: &std::path::Path| {
         let mut command = Command::new("sh");
