@@ -191,3 +191,35 @@ async fn the_inbox_pages_through_what_waits_with_signed_cursors() {
         location(&anonymous).starts_with(&format!("/auth/{TENANT_A}/login?return_to=%2Finbox"))
     );
 }
+
+/// Under the tenant's approval policy, the inbox says why an approval waits on the signed-in
+/// person: which policy and version required them, as a member of which group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_says_which_policy_asked_the_signed_in_person() {
+    use countersign::domain::approval_policy::Mode;
+    let s = SignInStack::start(json!({}), &[]).await;
+    let t = &s.t;
+    t.set_group(TENANT_A, "sre", &[ALICE, BOB]).await;
+    t.push_policy(
+        TENANT_A,
+        r#"@id("deploys-need-an-sre") @require("sre:1")
+        permit(principal, action == Countersign::Action::"deploy", resource);"#,
+        Mode::Enforce,
+    )
+    .await;
+    let body = json!({"action": {"type": "deploy", "payload": {"service": "api", "build": 1}}})
+        .to_string();
+    let id = t.create_ok(KEY_A, "inbox-policy-1", &body).await;
+    let approval = s.approval(&id).await;
+    assert_eq!(approval["policy"]["rules"][0]["group"], "sre", "{approval}");
+
+    let inbox = format!("/inbox/{TENANT_A}");
+    let alice = s.sign_in(ALICE, &inbox).await;
+    let html = s.inbox_listing(&inbox, &alice.cookie, 1).await;
+    assert!(
+        html.contains(
+            "Asked of you by approval policy deploys-need-an-sre (version 1), as a member of sre."
+        ),
+        "{html}"
+    );
+}
