@@ -18,6 +18,7 @@ moto did); here, the list and `install()`, which puts them in place.
 11. Step Functions runs state machines (moto's parser mode), and tracks each task token: its
     task, its deadlines, whether it is still open (`sfn_tasks`).
 12. SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat answer as AWS does (`sfn_answers`).
+13. An expression is at most 4 KB (`expressions`).
 
 Besides: Secrets Manager refuses a SecretString over 65,536 characters and a
 BatchGetSecretValue of more than 20 secrets (`secrets_manager`).
@@ -45,6 +46,7 @@ from moto_fixes import (
     batch_write,
     client_tokens,
     dispatch,
+    expressions,
     indexes,
     secrets_manager,
     sfn_answers,
@@ -77,6 +79,7 @@ def install(port: int | None = None) -> None:
     Message.delayed = property(sqs._delayed)  # type: ignore[method-assign,assignment]
     DomainDispatcherApplication.get_backend_for_host = dispatch.get_backend_for_host  # type: ignore[method-assign]
     DynamoHandler.batch_write_item = batch_write.batch_write_item  # type: ignore[method-assign]
+    DynamoHandler.call_action = expressions.call_action  # type: ignore[method-assign]
     # The module's own setting, read by its functions when they run.
     indexes.BACKFILL_SECONDS = float(os.environ.get("MOTO_BACKFILL_SECONDS", indexes.BACKFILL_SECONDS))
     DynamoDBBackend.update_table_global_indexes = indexes.update_table_global_indexes  # type: ignore[method-assign]

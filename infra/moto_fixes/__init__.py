@@ -9,6 +9,7 @@ whole of its reasons (what AWS does, with its documentation, and what moto 5.2.5
 - `sqs`: SQS's characters, sizes and costs (patches 3, 6, 7).
 - `indexes`: an added global index backfills before it can be read (patch 10).
 - `dispatch`: the dispatcher's host lookup, memoised (patch 4).
+- `expressions`: an expression is at most 4 KB (patch 13).
 - `secrets_manager`: Secrets Manager's limits on a value and a batch read.
 - `sfn_tasks`: Step Functions' state machines run (moto's parser mode), each task token tracked
   (patch 11).

@@ -1,4 +1,4 @@
-"""What AWS refuses, the local stack refuses (infra/moto_patches.py, patches 5 to 9), driven over
+"""What AWS refuses, the local stack refuses (infra/moto_patches.py, patches 5 to 9 and 13), driven over
 the wire with boto3 against infra/moto_server.py: BatchWriteItem's duplicate keys and limits,
 the characters and sizes SQS takes, TransactWriteItems' ClientRequestToken and 4 MB limit.
 
@@ -477,6 +477,58 @@ class TransactWriteItemsRules(Stack):
         self.assertEqual(self.records(arn), [])
         self.db.transact_write_items(TransactItems=puts(10))
         self.assertEqual(len(self.items(table)), 10)
+
+
+class ExpressionRules(Stack):
+    def condition(self, size: int) -> str:
+        """A condition that holds on an item without `#x`, `size` bytes long (padded with ORs)."""
+        clause = "attribute_not_exists(#x)"
+        text = clause
+        while len(text) + len(" OR " + clause) <= size:
+            text += " OR " + clause
+        return text + " " * (size - len(text))
+
+    def test_an_expression_over_4_kb_is_refused_and_writes_nothing(self) -> None:
+        """Expression parameters: the maximum length of any expression string is 4 KB
+        (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+        #limits-expression-parameters): 4,096 bytes is taken, 4,097 refused, alone and inside a
+        transaction, which then applies none of its items.
+        """
+        table, _ = self.table()
+        update = {
+            "TableName": table,
+            "Key": {"pk": {"S": "a"}},
+            "UpdateExpression": "ADD #n :by",
+            "ExpressionAttributeNames": {"#n": "n", "#x": "x"},
+            "ExpressionAttributeValues": {":by": {"N": "1"}},
+        }
+        self.db.update_item(**update, ConditionExpression=self.condition(4096))
+        with self.assertRaises(ClientError) as refused:
+            self.db.update_item(**update, ConditionExpression=self.condition(4097))
+        self.assertEqual(refused.exception.response["Error"]["Code"], "ValidationException")
+        self.assertIn("Expression size has exceeded", str(refused.exception))
+        with self.assertRaises(ClientError) as in_transaction:
+            self.db.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": table, "Item": {"pk": {"S": "b"}}}},
+                    {"Update": {**update, "ConditionExpression": self.condition(4097)}},
+                ]
+            )
+        self.assertIn("Expression size has exceeded", str(in_transaction.exception))
+        item = self.db.get_item(TableName=table, Key={"pk": {"S": "a"}}, ConsistentRead=True)
+        self.assertEqual(item["Item"]["n"], {"N": "1"})
+        absent = self.db.get_item(TableName=table, Key={"pk": {"S": "b"}}, ConsistentRead=True)
+        self.assertNotIn("Item", absent)
+        # Counted in bytes: 1,366 three-byte characters in a value's name are over 4 KB.
+        with self.assertRaises(ClientError) as in_bytes:
+            self.db.query(
+                TableName=table,
+                KeyConditionExpression="pk = :k",
+                FilterExpression="#n <> :" + "\u20ac" * 1366,
+                ExpressionAttributeNames={"#n": "n"},
+                ExpressionAttributeValues={":k": {"S": "a"}},
+            )
+        self.assertIn("Expression size has exceeded", str(in_bytes.exception))
 
 
 class TokenWindow(Stack):
