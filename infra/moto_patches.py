@@ -19,6 +19,8 @@ moto did); here, the list and `install()`, which puts them in place.
     task, its deadlines, whether it is still open (`sfn_tasks`).
 12. SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat answer as AWS does (`sfn_answers`).
 13. An expression is at most 4 KB (`expressions`).
+14. SES v2 SendEmail keeps each email whole (its text and HTML parts) for the control API, and
+    answers injected faults (`ses`).
 
 Besides: Secrets Manager refuses a SecretString over 65,536 characters and a
 BatchGetSecretValue of more than 20 secrets (`secrets_manager`).
@@ -38,6 +40,7 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 from moto.secretsmanager.responses import SecretsManagerResponse
+from moto.sesv2.responses import SESV2Response
 from moto.sqs.models import Message, SQSBackend
 from moto.sqs.responses import SQSResponse
 from moto.stepfunctions.responses import StepFunctionResponse
@@ -49,6 +52,7 @@ from moto_fixes import (
     expressions,
     indexes,
     secrets_manager,
+    ses,
     sfn_answers,
     sfn_tasks,
     sqs,
@@ -107,3 +111,8 @@ def install(port: int | None = None) -> None:
     StepFunctionResponse.send_task_success = sfn_answers.send_task_success  # type: ignore[method-assign]
     StepFunctionResponse.send_task_failure = sfn_answers.send_task_failure  # type: ignore[method-assign]
     StepFunctionResponse.send_task_heartbeat = sfn_answers.send_task_heartbeat  # type: ignore[method-assign]
+    # 14: what SES sent, whole.
+    if not getattr(SESV2Response.send_email, "_countersign", False):
+        patched = ses.checked(SESV2Response.send_email)
+        patched._countersign = True  # type: ignore[attr-defined]
+        SESV2Response.send_email = patched  # type: ignore[method-assign]

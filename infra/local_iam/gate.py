@@ -259,6 +259,8 @@ class Gate:
         durable = callback_call(environ)
         if durable is not None:
             return self._durable_callback(environ, start_response, *durable)
+        if environ.get("PATH_INFO") == needs_of.SES_SEND_PATH and environ.get("REQUEST_METHOD") == "POST":
+            return self._ses_send(environ, start_response, raw)
         try:
             if service is not None and "HTTP_AUTHORIZATION" not in environ and self.enforce:
                 # AWS answers a request that is not signed at all before looking at it
@@ -282,6 +284,21 @@ class Gate:
         if batch is None:
             return self.app(environ, start_response)
         return self._forward_batch(environ, start_response, body, batch)
+
+    def _ses_send(self, environ: dict[str, Any], start_response: Callable[..., Any], raw: bytes) -> Iterable[bytes]:
+        """An SES v2 SendEmail (restJson1): `ses:SendEmail` on its From identity and configuration
+        set; a refusal as SES answers one (403, `x-amzn-ErrorType: AccessDeniedException`)."""
+        try:
+            if "HTTP_AUTHORIZATION" not in environ and self.enforce:
+                raise Refusal(403, "MissingAuthenticationTokenException", "Missing Authentication Token")
+            identity = self._identity(environ) if "HTTP_AUTHORIZATION" in environ else None
+            if identity is not None and self.enforce:
+                region = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2].split("/")[2]
+                for need in needs_of.ses_send_email(json.loads(raw or b"{}"), region, ACCOUNT):
+                    self._allow(identity, need.action, need.resource, need.context, "AccessDeniedException", status=403)
+        except Refusal as refusal:
+            return lambda_error(start_response, refusal.code, refusal.status, refusal.message)
+        return self.app(environ, start_response)
 
     def _durable_callback(self, environ: dict[str, Any], start_response: Callable[..., Any], callback_id: str,
                           kind: str) -> Iterable[bytes]:

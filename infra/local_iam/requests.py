@@ -29,6 +29,12 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
   form) has no resource to evaluate: nothing is checked, and the request is answered
   InvalidParameterValueException, as a malformed id is, whoever asks.
 
+- SES v2 SendEmail (list_amazonsesv2.html; restJson1, `POST /v2/email/outbound-emails`):
+  `ses:SendEmail` on the sending identity, `identity/<the From address>` (a grant on
+  `identity/*` covers the domain's identity too), and on `configuration-set/<name>` when the
+  request names one; the context carries `ses:FromAddress`, `ses:Recipients` (every To, Cc and
+  Bcc address) and `ses:ApiVersion` (`2`).
+
 The context carries the DynamoDB condition keys a write can be restricted by:
 `dynamodb:Attributes` (the top-level attribute names the request names: its key, and every name
 in its update, condition and projection expressions), `dynamodb:LeadingKeys` (the partition key's
@@ -235,3 +241,22 @@ def durable_callback(kind: str, callback_id: str, execution_of: Callable[[str], 
     if arn is None:
         return []
     return [Need(DURABLE_CALLBACK_ACTIONS[kind], arn, {})]
+
+
+SES_SEND_PATH = "/v2/email/outbound-emails"
+
+
+def ses_send_email(body: dict[str, Any], region: str, account: str) -> list[Need]:
+    """What an SES v2 SendEmail needs: its action on the From identity, and on the
+    configuration set it names."""
+    sender = str(body.get("FromEmailAddress") or "")
+    destination = body.get("Destination") or {}
+    recipients = [str(a) for field in ("ToAddresses", "CcAddresses", "BccAddresses")
+                  for a in destination.get(field) or []]
+    context: Context = {"ses:fromaddress": [sender], "ses:recipients": recipients, "ses:apiversion": ["2"]}
+    needs = [Need("ses:SendEmail", f"arn:aws:ses:{region}:{account}:identity/{sender}", context)]
+    if body.get("ConfigurationSetName"):
+        needs.append(Need("ses:SendEmail",
+                          f"arn:aws:ses:{region}:{account}:configuration-set/{body['ConfigurationSetName']}",
+                          context))
+    return needs

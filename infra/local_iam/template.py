@@ -269,7 +269,12 @@ class Resolver:
             # A list (a Split): each of its ARNs, one grant.
             for each in value if isinstance(value, list) else [value]:
                 resources.append(Resource(each, source))
-        return Statement.make(raw["Effect"], actions, resources, raw.get("Condition"))
+        # A condition's values may be parameters too (`ses:FromAddress: !Ref EmailSenders`).
+        condition = {
+            operator: {key: self.value(values) for key, values in tests.items()}
+            for operator, tests in (raw.get("Condition") or {}).items()
+        } or None
+        return Statement.make(raw["Effect"], actions, resources, condition)
 
     def roles(self) -> dict[str, Role]:
         """Each function's role, by the function's binary name."""

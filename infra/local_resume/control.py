@@ -24,6 +24,8 @@ registration):
              "heartbeats_accepted", "durable_execution_arn", "function_arn", "callback_id"}
     POST /_countersign/faults {"operation", "error", "count"?, "target"?}  -> {"queued": count}
     DELETE /_countersign/faults                                -> {"cleared": true}
+    GET  /_countersign/emails[?to=ADDRESS]  -> [{"from", "to", "subject", "text", "html", "at", ...}]
+         (what SES v2 SendEmail took, oldest first: moto_fixes/ses.py)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from .durable import CALLBACKS, CallbackError
 CALLBACK_PATH = re.compile(r"^/2025-12-01/durable-execution-callbacks/(?P<id>[^/]+)/(?P<kind>succeed|fail|heartbeat)$")
 CONTROL_CALLBACKS = "/_countersign/durable/callbacks"
 CONTROL_FAULTS = "/_countersign/faults"
+CONTROL_EMAILS = "/_countersign/emails"
 OPERATIONS = {
     "succeed": "SendDurableExecutionCallbackSuccess",
     "fail": "SendDurableExecutionCallbackFailure",
@@ -98,6 +101,15 @@ class Control:
         if call is not None:
             return self._callback(environ, start_response, *call)
         path = raw_path(environ)
+        if path == CONTROL_EMAILS:
+            from urllib.parse import parse_qs
+
+            from moto_fixes import ses
+
+            if environ.get("REQUEST_METHOD") != "GET":
+                return _json(start_response, 405, {"error": "GET"})
+            to = parse_qs(environ.get("QUERY_STRING", "")).get("to", [None])[0]
+            return _json(start_response, 200, ses.sent(to))
         if path == CONTROL_FAULTS or path.startswith(CONTROL_CALLBACKS):
             try:
                 return self._control(environ, start_response, path)

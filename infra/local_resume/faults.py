@@ -26,6 +26,13 @@ for _operation in ("SendDurableExecutionCallbackSuccess", "SendDurableExecutionC
         "ServiceException": (500, "The Lambda service encountered an internal error."),
     }
 
+# SES v2 SendEmail (API_SendEmail.html, "Errors"): throttled, refused, failed.
+KNOWN["SendEmail"] = {
+    "TooManyRequestsException": (429, "Maximum sending rate exceeded."),
+    "MessageRejected": (400, "Email address is not verified. The following identities failed the check in region US-EAST-1"),
+    "InternalFailure": (500, "An internal error occurred"),
+}
+
 _lock = threading.Lock()
 # operation -> the queued errors, each with the token or callback id it is for (None: any)
 _queued: dict[str, deque[tuple[str, str | None]]] = {}

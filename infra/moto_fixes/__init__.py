@@ -15,6 +15,7 @@ whole of its reasons (what AWS does, with its documentation, and what moto 5.2.5
   (patch 11).
 - `sfn_answers`: SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat with AWS's rules
   (patch 12).
+- `ses`: SES v2 SendEmail keeps each email whole, for the control API (patch 14).
 
 Importing a module patches nothing: `moto_patches.install()` does, after checking moto's
 version. Each module keeps moto's own functions (`_stock_…`) as they are when it is imported.

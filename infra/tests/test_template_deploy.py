@@ -169,7 +169,7 @@ class MinimumDeploy(unittest.TestCase):
                 missing = {n for n in named - names if not SAM_GENERATED.match(n)}
                 self.assertEqual(missing, set())
 
-    def test_the_oidc_secret_exists_only_with_oidc_and_only_the_decide_function_names_it(
+    def test_the_oidc_secret_exists_only_with_oidc_and_only_the_decide_function_and_the_executor_name_it(
             self) -> None:
         def variables(stack: Stack, function: dict[str, Any]) -> dict[str, Any]:
             """The function's environment as deployed: each Fn::If resolved, AWS::NoValue
@@ -196,14 +196,16 @@ class MinimumDeploy(unittest.TestCase):
         self.assertIn("OidcSecret", created)
         naming = {logical for logical, resource in created.items()
                   if "OidcSecret" in given.references(resource.get("Properties", {}))}
-        # The decide function's variable, and its role's GetSecretValue: no other.
-        self.assertEqual(naming, {"DecideFunction", "DecideRole"})
+        # The decide function's variable, and its role's GetSecretValue; and the executor's, whose
+        # emails say whether to sign in (it already holds DECISION_TOKEN_SECRET, which signs the
+        # sessions: the client secret gives it nothing more to forge). No other.
+        self.assertEqual(naming, {"DecideFunction", "DecideRole", "ExecutorFunction", "ExecutorRole"})
         for logical, resource in created.items():
             if resource["Type"] != "AWS::Serverless::Function":
                 continue
             with self.subTest(oidc="given", function=logical):
                 arn = variables(given, resource).get("OIDC_SECRET_ARN")
-                if logical == "DecideFunction":
+                if logical in ("DecideFunction", "ExecutorFunction"):
                     self.assertEqual(arn, {"Ref": "OidcSecret"})
                     self.assertNotIn("OIDC", resource["Properties"]["Environment"]["Variables"])
                 else:

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod cursor;
 pub mod domain;
+pub mod email;
 pub mod github;
 pub mod http;
 pub mod jobs;

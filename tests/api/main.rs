@@ -14,6 +14,7 @@ mod decide;
 mod delegation;
 mod delegation_graphs;
 mod delegation_places;
+mod email;
 mod faults;
 mod github;
 mod github_review;

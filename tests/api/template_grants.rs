@@ -1,6 +1,7 @@
 //! The template's IAM grants: no wildcard action, no wildcard resource but the few AWS gives no
 //! resource-level permission for (X-Ray's writes, BatchGetSecretValue, Step Functions' task-token
-//! answers) and a durable function's executions (`<function ARN>:*`), each named here.
+//! answers), a durable function's executions (`<function ARN>:*`) and SES's identities of this
+//! account narrowed to the configured From addresses, each named here.
 
 use std::collections::BTreeSet;
 
@@ -34,6 +35,18 @@ fn no_iam_statement_has_a_wildcard_action_or_resource() {
                 }
                 // A durable function's callbacks: on each listed function's durable executions
                 // (`<function ARN>:*`, the only form Lambda matches them by), nothing wider.
+                // SES: the account's identities and configuration sets, only with a From address
+                // EmailSenders allows (a template cannot make one ARN per listed identity).
+                if is_email_send(statement) {
+                    let resource = text(&statement["Resource"]);
+                    assert!(
+                        resource.contains(":${AWS::AccountId}:identity/*")
+                            && text(&statement["Condition"]["StringLike"]["ses:FromAddress"])
+                                .contains("EmailSenders"),
+                        "{id}: SendEmail on {resource}, not narrowed by ses:FromAddress"
+                    );
+                    continue;
+                }
                 if is_durable_callback_answer(statement) {
                     let resource = text(&statement["Resource"]);
                     assert!(
@@ -92,6 +105,11 @@ fn is_task_token_answer(statement: &Value) -> bool {
         statement,
         &["states:SendTaskSuccess", "states:SendTaskFailure"],
     ) && statement["Resource"].as_str() == Some("*")
+}
+
+/// The executor's emails: `ses:SendEmail` alone.
+fn is_email_send(statement: &Value) -> bool {
+    allows_exactly(statement, &["ses:SendEmail"])
 }
 
 /// The executor's answers to Lambda durable functions' callbacks.

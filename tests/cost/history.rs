@@ -77,4 +77,9 @@ pub(crate) const CUTS: &[(&str, f64, f64)] = &[
         53.0,
         48.23,
     ),
+    (
+        "not a cut, a cost of approval policies — a create reads its tenant's policy and groups (one strongly consistent `BatchGetItem`, 2 read units) and, for a tenant with none, warns once that requesters choose their approvers; a warm function does both once per `KEY_CACHE_SECONDS`, this model counts every create cold",
+        53.0,
+        48.62,
+    ),
 ];

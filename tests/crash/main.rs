@@ -479,3 +479,43 @@ async fn a_crash_after_a_workflow_s_answer_answers_nothing_twice() {
     );
     scenario.teardown();
 }
+
+/// A worker dies after SES took an email and before the ledger heard of it: the email is not
+/// sent again (SES takes no key); its outcome is recorded unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crash_after_ses_took_an_email_sends_nothing_more() {
+    let scenario = FailScenario::setup();
+    let overrides = countersign_tests::email::email_overrides();
+    let overrides: Vec<(&str, &str)> = overrides.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let t = TestApp::start_jobs(&overrides).await;
+    fail::cfg("email::after_send", "1*panic").unwrap();
+    let to = "crash-email@example.com";
+    let id = t
+        .create_ok(
+            KEY_A,
+            "email-crash-1",
+            &CreateBody::new("deploy", &[to]).to_string(),
+        )
+        .await;
+    let unknown = || async {
+        t.trail(KEY_A, &id, 100).await.into_iter().find(|e| {
+            e["type"] == "notification.failed"
+                && e["actor"]["channel"] == "email"
+                && e["data"]["outcome"] == "unknown"
+        })
+    };
+    eventually("the email's outcome recorded unknown", || async {
+        unknown().await.is_some()
+    })
+    .await;
+    eventually("the queue did not drain", || async {
+        t.queue_depth(&t.queues().queue_url).await == 0
+    })
+    .await;
+    assert_eq!(
+        countersign_tests::email::emails_about(&id, to).await.len(),
+        1,
+        "sent once, never again"
+    );
+    scenario.teardown();
+}

@@ -10,6 +10,7 @@ pub mod browser;
 pub mod capacity;
 pub mod chain;
 mod client;
+pub mod email;
 pub mod fault_proxy;
 pub mod fixtures;
 pub mod github;

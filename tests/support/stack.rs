@@ -108,6 +108,10 @@ impl TestApp {
             countersign::config::secrets::load(vars.clone(), deployer.secretsmanager)
                 .await
                 .expect("test configuration");
+        // The senders of EMAIL, verified on the local SES as a deployer verifies them.
+        countersign::runner::verify_senders(&direct, &config.email)
+            .await
+            .expect("verify the test's email senders");
         let app = App::with_secret_source(
             config,
             secret_source,

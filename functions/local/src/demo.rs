@@ -113,3 +113,37 @@ async fn notify(Json(body): Json<Value>) -> Json<Value> {
     );
     Json(json!({"delivered": true}))
 }
+
+/// Prints each email the local SES sends (its recipient and subject), read from the local
+/// AWS's `GET /_countersign/emails` once a second, as a demo's approvers would get them.
+pub fn print_emails(aws_endpoint: String) {
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let url = format!("{}/_countersign/emails", aws_endpoint.trim_end_matches('/'));
+        let mut printed = 0;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            let Ok(answer) = http.get(&url).send().await else {
+                continue;
+            };
+            let Ok(emails) = answer.json::<Vec<Value>>().await else {
+                continue;
+            };
+            for email in emails.iter().skip(printed) {
+                println!(
+                    "email to {}: {}",
+                    email["to"]
+                        .as_array()
+                        .map(|to| to
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default(),
+                    email["subject"].as_str().unwrap_or_default()
+                );
+            }
+            printed = printed.max(emails.len());
+        }
+    });
+}

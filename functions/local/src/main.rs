@@ -52,6 +52,9 @@ fn demo_default(name: &str, port: u16) -> Option<String> {
         )),
         // The local AWS runs state machines and stands in for durable callbacks: both resume.
         "RESUME_TYPES" => Some("stepfunctions,lambda_durable".to_owned()),
+        // The demo's approvers are emailed through the local SES (their emails are printed).
+        "EMAIL" => Some(r#"{"demo": {"from": "approvals@demo.example"}}"#.to_owned()),
+        "EMAIL_SENDERS" => Some("*@demo.example".to_owned()),
         _ => None,
     }
 }
@@ -89,7 +92,7 @@ fn variables(port: u16) -> HashMap<String, String> {
     variables
 }
 
-const DEMO_VARIABLES: [&str; 8] = [
+const DEMO_VARIABLES: [&str; 10] = [
     "API_KEYS",
     "ACTION_TARGETS",
     "WEBHOOK_SOURCES",
@@ -98,6 +101,8 @@ const DEMO_VARIABLES: [&str; 8] = [
     "DECISION_TOKEN_SECRET",
     "EVENT_SUBSCRIPTIONS",
     "RESUME_TYPES",
+    "EMAIL",
+    "EMAIL_SENDERS",
 ];
 
 fn config(port: u16) -> Result<Config, countersign::ConfigError> {
@@ -158,6 +163,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         countersign::observe::Sink::Stdout,
     );
     deployer.store.ensure_tables().await?;
+    // The senders of EMAIL, verified on the local SES as the deployer verifies them on AWS.
+    countersign::runner::verify_senders(&aws, &deployer.config.email).await?;
     // The demo tenant's approval policy and group, as an administrator would push them.
     let demo_policy = match demo {
         true => Some(demo_policy::ensure(&deployer.store, deployer.clock.now()).await?),
@@ -188,6 +195,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     print_banner(port, demo, &deployer, &functions);
     if let Some((version, pushed)) = demo_policy {
         print_demo_policy(port, version, pushed);
+    }
+    // What the local SES sends, printed as it goes out.
+    if !deployer.config.email.is_empty()
+        && let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL")
+    {
+        demo::print_emails(endpoint);
     }
     let mut router =
         countersign::http::local_router(|f| functions.app(f).clone()).merge(demo::router(

@@ -59,7 +59,8 @@ impl Config {
                 self.jobs()?;
                 require(!self.secrets.action_targets.is_empty(), "ACTION_TARGETS")?;
                 self.slack_tokens_present()?;
-                self.github_keys_present()
+                self.github_keys_present()?;
+                self.senders_allowed()
             }
             // The redelivery sweep asks GitHub as each App.
             Function::Sweeper => self.github_keys_present(),
@@ -93,6 +94,22 @@ impl Config {
             Some((tenant, _)) => Err(ConfigError::new(
                 "SLACK_BOT_TOKENS",
                 format!("{tenant}: no bot token (in SLACK_BOT_TOKENS, or SLACK's bot_token)"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Every sender of `EMAIL` is a From address the executor's role may send with
+    /// (`EMAIL_SENDERS`, the template's `EmailSenders`): otherwise IAM would refuse each of its
+    /// emails.
+    fn senders_allowed(&self) -> Result<(), ConfigError> {
+        match crate::email::config::uncovered(&self.email, &self.email_senders) {
+            Some((tenant, from)) => Err(ConfigError::new(
+                "EMAIL_SENDERS",
+                format!(
+                    "{tenant}: its sender {from} matches none of the From addresses the \
+                     executor may send with (template parameter EmailSenders)"
+                ),
             )),
             None => Ok(()),
         }

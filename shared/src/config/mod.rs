@@ -5,6 +5,8 @@
 //! variable's parser shares; a variable (or a family read together) with more than a line of
 //! parsing has its own file.
 
+use std::collections::BTreeMap;
+
 use crate::domain::Retention;
 use crate::observe::MetricsConfig;
 use crate::store::{SeatCaps, Tables};
@@ -99,6 +101,11 @@ pub struct Config {
     /// seconds of a job's attempts, so a short brownout of Step Functions or Lambda strands no
     /// workflow.
     pub resume_retry_seconds: i64,
+    /// `EMAIL` (none by default): the tenants whose approvers are emailed, with their senders.
+    pub email: BTreeMap<crate::domain::TenantId, crate::email::EmailSender>,
+    /// `EMAIL_SENDERS`: the From addresses (or patterns) the executor may send with (checked by
+    /// its start).
+    pub email_senders: Vec<String>,
 }
 
 impl Config {
@@ -188,6 +195,15 @@ impl Config {
                 86_400,
                 "RESUME_RETRY_SECONDS",
             )?,
+            email: get("EMAIL")
+                .map(|raw| {
+                    crate::email::parse_email(&raw).map_err(|e| ConfigError::new("EMAIL", e))
+                })
+                .transpose()?
+                .unwrap_or_default(),
+            email_senders: crate::email::config::parse_senders(
+                &get("EMAIL_SENDERS").unwrap_or_default(),
+            ),
         })
     }
 }

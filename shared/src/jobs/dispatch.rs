@@ -15,6 +15,7 @@ use super::job::Job;
 use crate::domain::trail::{EventType, events_for_change, stream_position};
 use crate::domain::{Approval, Retention, Status};
 use crate::observe::{self, Metric};
+use crate::slack::MessageState;
 use crate::store::{StatusMove, StoreError, items_to_approval, retain_until_of};
 use crate::{App, Function};
 
@@ -185,6 +186,8 @@ impl Dispatcher {
         let mut jobs = Vec::new();
         let mut events = Vec::new();
         let mut indexed = Vec::new();
+        // What the emails of each approval of an emailing tenant show, as its change left it.
+        let mut shown = HashMap::new();
         // Each approval's expiry, which its events' TTL counts from.
         let mut expiries = std::collections::HashMap::new();
         for change in changes {
@@ -204,14 +207,20 @@ impl Dispatcher {
                         .iter()
                         .find(|e| e.kind == EventType::Created)
                         .map_or("", |e| e.order.as_str());
-                    // Without a notifier (a Slack- or GitHub-only deployment) approvers are not
-                    // notified by it: no notify job is made to fail.
+                    // A notification is made for a notifier or a tenant's email; without either
+                    // (a Slack- or GitHub-only deployment) none is made to fail.
                     let notifies = self.app.secrets().notifier_url.is_some();
+                    let emails = new
+                        .as_ref()
+                        .is_some_and(|n| self.app.config.email.contains_key(&n.tenant));
+                    if let Some(new) = new.as_ref().filter(|_| emails) {
+                        shown.insert((new.tenant.clone(), new.id.clone()), MessageState::of(new));
+                    }
                     jobs.extend(
                         jobs_for_change(old.as_ref(), new.as_ref(), created)
                             .into_iter()
                             .chain(stall_jobs(new.as_ref(), &derived))
-                            .filter(|job| notifies || !matches!(job, Job::Notify(_))),
+                            .filter(|job| notifies || emails || !matches!(job, Job::Notify(_))),
                     );
                     jobs.extend(github_job(old.as_ref(), new.as_ref(), &derived));
                     jobs.extend(crate::jobs::ResumeJob::of_change(
@@ -264,6 +273,13 @@ impl Dispatcher {
         if let Ok(copies) = &delegates {
             jobs.extend(copies.iter().cloned());
         }
+        // Each notification's emails, for the tenants of EMAIL; then the notifications
+        // themselves only where a notifier takes them.
+        let emails = super::email_jobs(&jobs, &shown, &self.app.config.email);
+        if self.app.secrets().notifier_url.is_none() {
+            jobs.retain(|job| !matches!(job, Job::Notify(_)));
+        }
+        jobs.extend(emails);
         self.app
             .store
             .put_events(&events, now, |e| {

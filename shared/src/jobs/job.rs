@@ -11,6 +11,7 @@ use crate::domain::{ApprovalId, Approver, Completion, EpochSeconds, IdempotencyK
 use crate::slack::MessageState;
 use crate::store::{Guarded, LedgerKey, size};
 
+pub use super::email::EmailJob;
 pub use super::github_call::GithubCall;
 use super::job_body::ExecuteJobBody;
 use super::notify_body::NotifyJobBody;
@@ -39,6 +40,8 @@ pub enum Job {
     Github(GithubJob),
     /// The answer to an AWS workflow waiting on the approval (`resume`).
     Resume(ResumeJob),
+    /// One email to one approver, through SES (v7).
+    Email(EmailJob),
 }
 
 /// A GitHub deployment's rejection.
@@ -348,6 +351,7 @@ impl Job {
             Self::Github(j) => format!("{}#github", j.approval_id),
             Self::Resume(j) if j.generation == 0 => format!("{}#resume", j.approval_id),
             Self::Resume(j) => format!("{}#resume#{}", j.approval_id, j.generation),
+            Self::Email(j) => format!("{}#{}", j.approval_id(), j.tag()),
         }
     }
 
@@ -360,7 +364,8 @@ impl Job {
             | Self::Callback(_)
             | Self::Slack(_)
             | Self::SlackReply(_)
-            | Self::Resume(_) => None,
+            | Self::Resume(_)
+            | Self::Email(_) => None,
         }
     }
 
@@ -379,6 +384,7 @@ impl Job {
             Self::SlackReply(j) => Guarded::LaterNotifications(format!("slack-{}", j.reason.tag())),
             Self::Github(_) => Guarded::GithubAnswer,
             Self::Resume(_) => Guarded::Resume,
+            Self::Email(j) => Guarded::LaterNotifications(j.tag()),
         };
         LedgerKey {
             tenant: self.tenant().clone(),
@@ -398,6 +404,9 @@ impl Job {
         if let Self::Resume(j) = self {
             // What was sent is known to the attempt that sent it, which records its own end.
             return j.ended_event(&completion, None, true, now);
+        }
+        if let Self::Email(j) = self {
+            return j.ended_event(&completion, now);
         }
         let (after, kind, discriminator, data) = match (self, &completion) {
             (Self::Callback(j), Completion::Succeeded) => (
@@ -476,7 +485,8 @@ impl Job {
             | Self::Slack(_)
             | Self::SlackReply(_)
             | Self::Github(_)
-            | Self::Resume(_) => None,
+            | Self::Resume(_)
+            | Self::Email(_) => None,
         }
     }
 
@@ -510,6 +520,8 @@ impl Job {
             Self::Github(j) => format!("{}:github", j.approval_id),
             // AWS's answer calls take none: the token itself answers once.
             Self::Resume(j) => format!("{}:resume", j.approval_id),
+            // SES takes none: the email's ledger item keeps it to one.
+            Self::Email(j) => format!("{}:{}", j.approval_id(), j.tag()),
         }
     }
 
@@ -533,6 +545,7 @@ impl Job {
             Self::SlackReply(_) => "slack_reply",
             Self::Github(_) => "github",
             Self::Resume(_) => "resume",
+            Self::Email(_) => "email",
         }
     }
 
@@ -545,6 +558,7 @@ impl Job {
             Self::SlackReply(j) => &j.approval_id,
             Self::Github(j) => &j.approval_id,
             Self::Resume(j) => &j.approval_id,
+            Self::Email(j) => j.approval_id(),
         }
     }
 
@@ -557,6 +571,7 @@ impl Job {
             Self::SlackReply(j) => &j.tenant,
             Self::Github(j) => &j.tenant,
             Self::Resume(j) => &j.tenant,
+            Self::Email(j) => j.tenant(),
         }
     }
 
@@ -571,6 +586,7 @@ impl Job {
             Self::SlackReply(j) => j.trace.as_deref(),
             Self::Github(j) => j.trace.as_deref(),
             Self::Resume(j) => j.trace.as_deref(),
+            Self::Email(j) => j.trace.as_deref(),
         };
         stored
             .and_then(crate::observe::TraceContext::from_stored)
@@ -589,6 +605,7 @@ impl Job {
             Self::SlackReply(j) if j.trace.is_none() => j.trace = trace,
             Self::Github(j) if j.trace.is_none() => j.trace = trace,
             Self::Resume(j) if j.trace.is_none() => j.trace = trace,
+            Self::Email(j) if j.trace.is_none() => j.trace = trace,
             _ => {}
         }
         self
@@ -604,6 +621,7 @@ impl Job {
             Self::SlackReply(j) => j.expires_at,
             Self::Github(j) => j.expires_at,
             Self::Resume(j) => j.expires_at,
+            Self::Email(j) => Some(j.message.expires_at),
         }
     }
 
@@ -613,7 +631,8 @@ impl Job {
             | Self::Callback(_)
             | Self::Slack(_)
             | Self::SlackReply(_)
-            | Self::Github(_) => 0,
+            | Self::Github(_)
+            | Self::Email(_) => 0,
             Self::Execute(j) => j.generation,
             Self::Resume(j) => j.generation,
         }

@@ -7,6 +7,7 @@
 mod delegates;
 mod dispatch;
 mod dispatch_policy;
+mod email;
 mod executor;
 mod expiry;
 mod github_call;
@@ -22,10 +23,12 @@ mod stall;
 
 pub use dispatch::{DispatchError, Dispatcher, StreamChange};
 pub use dispatch_policy::{callback_jobs, execute_job, github_job, jobs_for_change, slack_job};
+pub use email::email_jobs;
 pub use executor::{Executor, JobMessage};
 pub use expiry::Expirer;
 pub use job::{
-    CallbackJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, ResumeJob, SlackJob,
+    CallbackJob, EmailJob, ExecuteJob, GithubCall, GithubJob, Job, NotifyJob, NotifyReason,
+    ResumeJob, SlackJob,
 };
 pub use reconcile::{REQUEUE_LIMIT, Reconciler};
 pub use redelivery::Redelivered;

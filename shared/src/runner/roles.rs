@@ -90,6 +90,14 @@ impl LocalRoles {
                 given.insert(parameter, "(set)");
             }
         }
+        // The From addresses the executor may send with are its grant's condition.
+        if let Some(senders) = variables
+            .get("EMAIL_SENDERS")
+            .filter(|s| !s.trim().is_empty())
+            && !given.contains_key("EmailSenders")
+        {
+            given.insert("EmailSenders", senders.as_str());
+        }
         // Only what names a resource (a table, the queue, a secret's ARN): never a secret's
         // value, whatever the endpoint turns out to be.
         let resources: HashMap<&str, &str> = variables

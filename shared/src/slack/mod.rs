@@ -12,4 +12,4 @@ pub mod signature;
 
 pub use config::{SlackApp, SlackSecret, parse_slack, parse_slack_bot_tokens};
 pub use interaction::{Click, parse_click};
-pub use message::MessageState;
+pub use message::{MessageState, RuleLine};

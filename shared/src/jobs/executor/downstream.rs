@@ -66,6 +66,12 @@ impl Target {
                 idempotent: true,
                 status: None,
             },
+            // SES, through the SDK (`email.rs`); it takes no key: at most once.
+            Job::Email(_) => Self {
+                url: Some("ses".to_owned()),
+                idempotent: false,
+                status: None,
+            },
             // Drawn by the Slack path, never called here.
             Job::Slack(_) => Self {
                 url: None,
@@ -184,6 +190,9 @@ impl Downstream {
             Job::Resume(_) => {
                 return CallOutcome::Refused("a workflow's answer has no target URL".into());
             }
+            Job::Email(_) => {
+                return CallOutcome::Refused("an email has no target URL".into());
+            }
         };
         let request = match job {
             Job::Callback(_) => request,
@@ -192,7 +201,8 @@ impl Downstream {
             | Job::Slack(_)
             | Job::SlackReply(_)
             | Job::Github(_)
-            | Job::Resume(_) => request.header("Idempotency-Key", job.business_key()),
+            | Job::Resume(_)
+            | Job::Email(_) => request.header("Idempotency-Key", job.business_key()),
         };
         call(request, job, idempotent, budget).await
     }
@@ -248,27 +258,47 @@ impl Downstream {
         answered.unwrap_or_else(|_| Answered::Unknown("no answer within the timeout".to_owned()))
     }
 
-    /// A notification: the approver's review link (minted here, never stored), and what to
-    /// review.
-    fn notification(&self, job: &NotifyJob, approver: &Approver) -> Option<serde_json::Value> {
+    /// `approver`'s review link of the approval (minted here, never stored): a delegate's
+    /// (`in_place_of`) opens the page in the place they may fill. `None` without
+    /// `DECISION_TOKEN_SECRET` (required at start: never in practice).
+    pub fn review_link(
+        &self,
+        (tenant, approval_id): (&crate::domain::TenantId, &crate::domain::ApprovalId),
+        approver: &Approver,
+        expires_at: crate::domain::EpochSeconds,
+        in_place_of: Option<&Approver>,
+    ) -> Option<String> {
         let secrets = self.app.secrets();
         let token = secrets.decision_token_secret.as_ref()?.mint(
-            &job.tenant,
-            &job.approval_id,
+            tenant,
+            approval_id,
             approver,
-            job.expires_at + REVIEW_LINK_GRACE_SECONDS,
+            expires_at + REVIEW_LINK_GRACE_SECONDS,
         );
-        // A delegate's link opens the page in the place they may fill.
-        let place = job.in_place_of.as_ref().map_or_else(String::new, |place| {
+        let place = in_place_of.map_or_else(String::new, |place| {
             let pair = url::form_urlencoded::Serializer::new(String::new())
                 .append_pair("place", place.as_str())
                 .finish();
             format!("&{pair}")
         });
+        Some(format!(
+            "{}/approvals/{approval_id}/review?token={token}{place}",
+            self.public_base_url
+        ))
+    }
+
+    /// A notification: the approver's review link, and what to review.
+    fn notification(&self, job: &NotifyJob, approver: &Approver) -> Option<serde_json::Value> {
+        let review_url = self.review_link(
+            (&job.tenant, &job.approval_id),
+            approver,
+            job.expires_at,
+            job.in_place_of.as_ref(),
+        )?;
         let mut body = json!({
             "approval_id": job.approval_id,
             "approver": approver,
-            "review_url": format!("{}/approvals/{}/review?token={token}{place}", self.public_base_url, job.approval_id),
+            "review_url": review_url,
             "action": job.action,
             "context": job.context,
             "expires_at": rfc3339(job.expires_at),

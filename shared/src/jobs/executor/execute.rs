@@ -73,6 +73,7 @@ impl Executor {
                         self.github_outcome(r, answered, &mut github_wait).await?
                     }
                     (None, Job::SlackReply(reply)) => self.reply_in_slack(reply, budget).await,
+                    (None, Job::Email(email)) => self.send_email(email, budget).await,
                     (None, _) => {
                         self.downstream
                             .send(&r.job, url, r.target.idempotent, budget)
@@ -88,7 +89,8 @@ impl Executor {
                     | Job::Slack(_)
                     | Job::SlackReply(_)
                     | Job::Github(_)
-                    | Job::Resume(_) => r.job.kind(),
+                    | Job::Resume(_)
+                    | Job::Email(_) => r.job.kind(),
                 };
                 CallOutcome::Refused(format!("action type {kind:?} is not configured"))
             }
@@ -104,7 +106,8 @@ impl Executor {
             | Job::Slack(_)
             | Job::SlackReply(_)
             | Job::Github(_)
-            | Job::Resume(_) => {}
+            | Job::Resume(_)
+            | Job::Email(_) => {}
         }
 
         // Whether it acted is not known, and the target can say: ask it — not now, but once it

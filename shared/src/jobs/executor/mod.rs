@@ -13,6 +13,7 @@
 
 mod callback;
 mod downstream;
+mod email;
 mod execute;
 mod github;
 mod message;
@@ -54,6 +55,8 @@ pub struct Executor {
     slack_api: crate::slack::api::SlackApi,
     /// Step Functions and Lambda, for the workflows waiting on approvals.
     workflows: Workflows,
+    /// SES, for the tenants whose approvers are emailed.
+    ses: crate::email::ses::Ses,
 }
 
 /// One receive of a job: its message, the job, how the ledger knows it, where its call goes,
@@ -100,6 +103,7 @@ impl Executor {
         Ok(Self {
             slack_api,
             workflows: Workflows::new(sdk),
+            ses: crate::email::ses::Ses::new(sdk),
             queue: JobQueue {
                 sqs: app.sqs.clone(),
                 url: jobs.queue_url.to_owned(),
@@ -434,7 +438,8 @@ impl Executor {
                 | Job::Callback(_)
                 | Job::Slack(_)
                 | Job::SlackReply(_)
-                | Job::Resume(_) => {}
+                | Job::Resume(_)
+                | Job::Email(_) => {}
             }
         }
         Ok(written)
