@@ -8,6 +8,11 @@
   "(N of the M tables)" — in digits or in words.
 - Nothing cites a document outside the repository: no tracked file names the specification
   the project was built from ("SPEC") or the directory beside the repository that holds it.
+- The lists that follow the code stay whole: every alarm of the template has its row in
+  OPERATIONS' table, every template parameter its row in DEPLOY's; every repository path a
+  document names (in backticks, or in ARCHITECTURE's tree) exists; every folder of `examples/`
+  is in DEVELOPING's row for it; every secret-bearing variable the code reads
+  (`SECRET_VARIABLES`) is in KEYS' list of them.
 
 Run: .local/venv/bin/python -m unittest discover -s infra/tests -v   (make test runs it)
 """
@@ -153,6 +158,75 @@ class Documents(unittest.TestCase):
                 for line_number, line in enumerate(f, 1):
                     with self.subTest(file=name, line=line_number):
                         self.assertIsNone(outside.search(line), line.strip())
+
+
+
+def read(relative: str) -> str:
+    with open(os.path.join(ROOT, relative), encoding="utf-8") as f:
+        return f.read()
+
+
+def table_names(text: str) -> set[str]:
+    """Every backticked name in a table row's first cell."""
+    names = set()
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            names.update(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    return names
+
+
+# Where a repository path starts: the top-level folders and the root files a document names.
+TOP = r"(?:docs|infra|shared|tests|cli|functions|examples|\.ci)/"
+
+
+class ListsFollowTheCode(unittest.TestCase):
+    def test_every_alarm_has_its_row_in_operations(self) -> None:
+        alarms = {name for name, r in load()["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+        self.assertGreater(len(alarms), 10)
+        rows = table_names(read("docs/OPERATIONS.md"))
+        # A row `<Function>ErrorsAlarm` stands for every function's alarm of that kind.
+        kinds = [row.removeprefix("<Function>") for row in rows if row.startswith("<Function>")]
+        missing = {a for a in alarms - rows if not any(a.endswith(kind) for kind in kinds)}
+        self.assertEqual(missing, set(), "alarms missing from the table")
+
+    def test_every_parameter_has_its_row_in_deploy(self) -> None:
+        parameters = set(load()["Parameters"])
+        self.assertEqual(parameters - table_names(read("docs/DEPLOY.md")), set(), "parameters missing from the table")
+
+    def test_every_path_a_document_names_exists(self) -> None:
+        checked = 0
+        for path in documents():
+            text = open(path, encoding="utf-8").read()
+            named = re.findall(r"`(" + TOP + r"[\w./-]*)`", text)
+            # ARCHITECTURE's tree names the library's files relative to shared/.
+            if path.endswith("ARCHITECTURE.md"):
+                named += ["shared/" + p for p in re.findall(r"^\s+(src/[\w./-]+)", text, flags=re.M)]
+            for name in named:
+                name = name.split("#")[0].rstrip(".")
+                checked += 1
+                with self.subTest(document=os.path.relpath(path, ROOT), path=name):
+                    self.assertTrue(os.path.exists(os.path.join(ROOT, name)), "no such path")
+        self.assertGreater(checked, 50)
+
+    def test_every_examples_folder_is_listed_where_the_examples_are(self) -> None:
+        folders = {f for f in os.listdir(os.path.join(ROOT, "examples"))
+                   if os.path.isdir(os.path.join(ROOT, "examples", f))}
+        row = next(line for line in read("docs/DEVELOPING.md").splitlines() if line.startswith("| `examples/` |"))
+        for folder in sorted(folders):
+            with self.subTest(folder=folder):
+                self.assertIn(f"`{folder}/", row)
+
+    def test_every_secret_bearing_variable_is_listed_in_keys(self) -> None:
+        source = read("shared/src/config/secrets.rs")
+        listed = re.search(r"pub const SECRET_VARIABLES: \[&str; \d+\] = \[(.*?)\];", source, flags=re.S)
+        assert listed is not None
+        variables = re.findall(r'"([A-Z_]+)"', listed.group(1))
+        self.assertGreater(len(variables), 5)
+        keys = read("docs/KEYS.md")
+        paragraph = keys[keys.index("The secret-bearing variables are"):].split("\n\n")[0]
+        for variable in variables:
+            with self.subTest(variable=variable):
+                self.assertIn(f"`{variable}`", paragraph)
 
 
 if __name__ == "__main__":
