@@ -180,6 +180,17 @@ TOP = r"(?:docs|infra|shared|tests|cli|functions|examples|\.ci)/"
 
 
 class ListsFollowTheCode(unittest.TestCase):
+    def test_the_readmes_cost_is_cost_mds(self) -> None:
+        readme, cost = read("README.md"), read("docs/COST.md")
+        headline = re.search(r"\*\*What it costs\.\*\* (\$[\d.,]+) per million approvals.*?; (\$[\d.,]+) a month",
+                             readme, flags=re.S)
+        assert headline is not None, "the README states what it costs"
+        self.assertIn(f"**per million approvals: {headline.group(1)}**", cost)
+        self.assertRegex(cost, r"\*\*total\*\* \|[^|]*\| \*\*" + re.escape(headline.group(2)) + r"\*\*")
+        sfn = re.search(r"\*\*(\$[\d.,]+) per million approvals\*\* in transitions alone", cost)
+        assert sfn is not None
+        self.assertIn(f"{sfn.group(1)} per million approvals", readme, "the README's Step Functions comparison")
+
     def test_every_alarm_has_its_row_in_operations(self) -> None:
         alarms = {name for name, r in load()["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
         self.assertGreater(len(alarms), 10)
