@@ -71,6 +71,12 @@ pub enum Command {
     Events(EventsArgs),
     /// Withdraw a pending approval
     Cancel(CancelArgs),
+    /// Claim an approved approval-only execution before performing it: prints the approval
+    /// (the payload its approvers saw). Of several claimers one wins; the same --key again
+    /// replays the claim
+    Claim(ClaimArgs),
+    /// Report a claimed execution's outcome, with the claim's --key
+    Report(ReportArgs),
     /// Serve AI agents over the Model Context Protocol on stdio (tools: request_approval,
     /// wait_for_decision, get_approval, claim, report, permission_prompt). The permission
     /// prompt reads COUNTERSIGN_AGENT_ACTION, COUNTERSIGN_AGENT_APPROVERS (comma-separated;
@@ -387,4 +393,39 @@ pub struct CancelArgs {
     /// Why it is withdrawn (recorded and shown to the approvers)
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// The approval's id (apr_…)
+    pub id: String,
+
+    /// The claim's Idempotency-Key: keep it to report with (and to claim again safely after a
+    /// lost answer)
+    #[arg(long)]
+    pub key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The approval's id (apr_…)
+    pub id: String,
+
+    /// The claim's Idempotency-Key
+    #[arg(long)]
+    pub key: String,
+
+    /// What became of the action
+    #[arg(long, value_enum)]
+    pub outcome: ReportOutcome,
+
+    /// What happened, in a line (the execution's note)
+    #[arg(long)]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReportOutcome {
+    Succeeded,
+    Failed,
 }

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use url::Url;
 
 use crate::approval::{self, Approval};
-use crate::args::{CancelArgs, EventsArgs, ListArgs, VoteArgs};
+use crate::args::{
+    CancelArgs, ClaimArgs, EventsArgs, ListArgs, ReportArgs, ReportOutcome, VoteArgs,
+};
 use crate::client::{Api, Patience, Reply, with_retries};
 use crate::progress::{Progress, stderr_line, stdout_line};
 use crate::{CliError, Output, gate, render};
@@ -27,10 +29,21 @@ async fn send(
     body: Option<&str>,
     patience: Patience,
 ) -> Result<Reply, CliError> {
+    send_with(api, method, url, &[], body, patience).await
+}
+
+async fn send_with(
+    api: &Api,
+    method: Method,
+    url: &Url,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+    patience: Patience,
+) -> Result<Reply, CliError> {
     let mut progress = Progress::new();
     with_retries(
         patience,
-        |limit| api.call(method.clone(), url.clone(), &[], body, limit),
+        |limit| api.call(method.clone(), url.clone(), headers, body, limit),
         |what, pause| progress.retry(what, pause),
     )
     .await
@@ -120,6 +133,40 @@ pub async fn cancel(api: &Api, out: Output, args: CancelArgs) -> Result<u8, CliE
     let reply = send(api, Method::POST, &url, body.as_deref(), one_shot()).await?;
     if !out.json && reply.replayed {
         stderr_line("it was already cancelled");
+    }
+    out.approval(&reply.body)?;
+    Ok(0)
+}
+
+/// Claims an approved approval-only execution with `--key` as its `Idempotency-Key`: a lost
+/// answer is claimed again safely (the same key replays the claim).
+pub async fn claim(api: &Api, out: Output, args: ClaimArgs) -> Result<u8, CliError> {
+    let url = api.url(&["approvals", &args.id, "execution", "claim"], &[]);
+    let headers = [("Idempotency-Key", args.key.as_str())];
+    let reply = send_with(api, Method::POST, &url, &headers, None, one_shot()).await?;
+    if !out.json && reply.replayed {
+        stderr_line("already claimed with this key: the same claim");
+    }
+    out.approval(&reply.body)?;
+    Ok(0)
+}
+
+/// Reports a claimed execution's outcome with the claim's `--key`.
+pub async fn report(api: &Api, out: Output, args: ReportArgs) -> Result<u8, CliError> {
+    let outcome = match args.outcome {
+        ReportOutcome::Succeeded => "succeeded",
+        ReportOutcome::Failed => "failed",
+    };
+    let mut body = json!({"outcome": outcome});
+    if let Some(detail) = &args.detail {
+        body["detail"] = json!(detail);
+    }
+    let body = body.to_string();
+    let url = api.url(&["approvals", &args.id, "execution", "report"], &[]);
+    let headers = [("Idempotency-Key", args.key.as_str())];
+    let reply = send_with(api, Method::POST, &url, &headers, Some(&body), one_shot()).await?;
+    if !out.json && reply.replayed {
+        stderr_line("already reported: the same report");
     }
     out.approval(&reply.body)?;
     Ok(0)

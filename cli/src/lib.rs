@@ -79,6 +79,8 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Vote(args) => commands::vote(&api, out, args).await,
         Command::Events(args) => commands::events(&api, out, args).await,
         Command::Cancel(args) => commands::cancel(&api, out, args).await,
+        Command::Claim(args) => commands::claim(&api, out, args).await,
+        Command::Report(args) => commands::report(&api, out, args).await,
         Command::Delegate(command) => delegate::run(&api, out, command).await,
         Command::Keys(_) | Command::Policy(_) | Command::Groups(_) => {
             unreachable!("handled above")

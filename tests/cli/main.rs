@@ -13,6 +13,7 @@
 //! `mcp_tasks.rs`, over `mcp_wire.rs`, checked by `task_schema.rs`), `delegate` in
 //! `delegate.rs`.
 
+mod claims;
 mod delegate;
 mod flaky_front;
 mod harness;
