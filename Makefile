@@ -4,7 +4,7 @@
 # provider the sign-in tests run, under .local/oidc) and reuse it. `make test` installs while Rust compiles
 # (infra/test.sh).
 
-.PHONY: run test lint venv oidc browser package deploy-check bench
+.PHONY: run test lint venv oidc browser package dist deploy-check bench
 
 run:
 	infra/run-local.sh
@@ -27,6 +27,10 @@ browser:
 
 package:
 	infra/package.sh
+
+# The CLI as static Linux binaries (x86_64 and aarch64, musl) with SHA-256 sums, into dist/.
+dist:
+	infra/dist.sh
 
 # Not part of `make test`: sam validate --lint and sam build, as the README's deploy section runs
 # them, and a check that every function was built for arm64. Offline, no AWS credentials.

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use countersign::Function;
 use countersign::jobs::Expirer;
-use countersign_tests::email::{EMAIL_FROM, email_overrides, emails_about};
+use countersign_tests::email::{
+    EMAIL_CONFIGURATION_SET, EMAIL_FROM, email_overrides, emails_about,
+};
 use countersign_tests::workflows::fault;
 use countersign_tests::{
     ALICE, BOB, CreateBody, KEY_A, KEY_B, TestApp, events_of_type, eventually,
@@ -83,6 +85,7 @@ async fn each_approver_is_emailed_once_under_replayed_creates_and_concurrent_swe
         let emails = emails_about(&id, approver).await;
         assert_eq!(emails.len(), 1, "{approver}: {emails:#?}");
         assert_eq!(emails[0]["from"], EMAIL_FROM);
+        assert_eq!(emails[0]["configuration_set"], EMAIL_CONFIGURATION_SET);
         assert_eq!(
             emails[0]["subject"],
             "Approval requested: Deploy api 1042 to prod"

@@ -6,12 +6,17 @@ use serde_json::Value;
 /// The sender of the tests' emailing tenant (tenant-a).
 pub const EMAIL_FROM: &str = "approvals@countersign.test";
 
+/// Its configuration set (bounces and complaints reach its event destinations on AWS).
+pub const EMAIL_CONFIGURATION_SET: &str = "countersign-tests";
+
 /// `EMAIL` and `EMAIL_SENDERS` for tenant-a, as start_jobs overrides.
 pub fn email_overrides() -> [(&'static str, String); 2] {
     [
         (
             "EMAIL",
-            format!(r#"{{"tenant-a": {{"from": "{EMAIL_FROM}"}}}}"#),
+            format!(
+                r#"{{"tenant-a": {{"from": "{EMAIL_FROM}", "configuration_set": "{EMAIL_CONFIGURATION_SET}"}}}}"#
+            ),
         ),
         ("EMAIL_SENDERS", EMAIL_FROM.to_owned()),
     ]

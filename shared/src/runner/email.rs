@@ -1,6 +1,6 @@
 //! The local AWS's stand-in for the account's verified SES identities: each sender of `EMAIL`
-//! is verified at start (SES v2 `CreateEmailIdentity`, which moto verifies at once), as the
-//! deployer verifies them on AWS before a deploy (docs/EMAIL.md).
+//! is verified at start (SES v2 `CreateEmailIdentity`, which moto verifies at once), and its
+//! configuration set created, as the deployer does on AWS before a deploy (docs/EMAIL.md).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +16,27 @@ pub async fn verify_senders(
 ) -> Result<(), String> {
     let ses = aws_sdk_sesv2::Client::new(sdk);
     for sender in senders.values() {
+        if let Some(set) = &sender.configuration_set {
+            match ses
+                .create_configuration_set()
+                .configuration_set_name(set)
+                .send()
+                .await
+            {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        Some("AlreadyExistsException" | "ConfigurationSetAlreadyExistsException")
+                    ) => {}
+                Err(e) => {
+                    return Err(format!(
+                        "creating the configuration set {set} on the local SES: {}",
+                        aws_sdk_sesv2::error::DisplayErrorContext(&e)
+                    ));
+                }
+            }
+        }
         match ses
             .create_email_identity()
             .email_identity(&sender.from)
