@@ -83,6 +83,7 @@ pub struct SessionKeys {
     sessions: Vec<(String, Vec<u8>)>,
     sign_ins: Vec<(String, Vec<u8>)>,
     csrf: Vec<(String, Vec<u8>)>,
+    passkeys: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for SessionKeys {
@@ -97,6 +98,9 @@ fn tag(key: &[u8], payload: &str) -> Hmac<Sha256> {
     mac.update(payload.as_bytes());
     mac
 }
+
+/// How long a passkey vote's nonce is valid: the page's statement must be signed within it.
+pub const VOTE_NONCE_SECONDS: EpochSeconds = 300;
 
 /// `{key id}.{base64url(json)}.{base64url(mac)}`, signed with the first key.
 fn seal<T: Serialize>(keys: &[(String, Vec<u8>)], value: &T) -> String {
@@ -147,6 +151,7 @@ impl SessionKeys {
             sessions: secret.derive("countersign session v1"),
             sign_ins: secret.derive("countersign sign-in v1"),
             csrf: secret.derive("countersign csrf v1"),
+            passkeys: secret.derive("countersign passkey v1"),
         }
     }
 
@@ -189,6 +194,69 @@ impl SessionKeys {
         let (id, key) = &self.csrf[0];
         let mac = tag(key, &session.nonce).finalize().into_bytes();
         format!("{id}.{}", URL_SAFE_NO_PAD.encode(mac))
+    }
+
+    /// A passkey vote's nonce: bound to `session` and to `binding` (the approval and what the
+    /// page read of its action), valid [`VOTE_NONCE_SECONDS`] from `now`:
+    /// `{key id}.{expiry}.{random}.{mac}`.
+    pub fn vote_nonce(&self, session: &Session, binding: &str, now: EpochSeconds) -> String {
+        let (id, key) = &self.passkeys[0];
+        let expiry = now + VOTE_NONCE_SECONDS;
+        let random = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 12]>());
+        let mac = tag(
+            key,
+            &format!("{}|{binding}|{expiry}|{random}", session.nonce),
+        )
+        .finalize()
+        .into_bytes();
+        format!(
+            "{id}.{expiry}.{random}.{}",
+            URL_SAFE_NO_PAD.encode(&mac[..16])
+        )
+    }
+
+    /// Whether `nonce` is one of `session`'s for `binding`, still valid at `now` (its MAC in
+    /// constant time).
+    pub fn vote_nonce_holds(
+        &self,
+        session: &Session,
+        binding: &str,
+        nonce: &str,
+        now: EpochSeconds,
+    ) -> bool {
+        let [id, expiry, random, mac] = nonce.split('.').collect::<Vec<_>>()[..] else {
+            return false;
+        };
+        let (Ok(at), Ok(mac)) = (expiry.parse::<EpochSeconds>(), URL_SAFE_NO_PAD.decode(mac))
+        else {
+            return false;
+        };
+        if now > at || at > now + VOTE_NONCE_SECONDS || mac.len() != 16 {
+            return false;
+        }
+        self.passkeys
+            .iter()
+            .filter(|(key_id, _)| key_id == id)
+            .any(|(_, key)| {
+                tag(
+                    key,
+                    &format!("{}|{binding}|{expiry}|{random}", session.nonce),
+                )
+                .verify_truncated_left(&mac)
+                .is_ok()
+            })
+    }
+
+    /// A passkey page's state (a registration under way), sealed for its form.
+    pub fn seal_passkey<T: Serialize>(&self, value: &T) -> String {
+        seal(&self.passkeys, value)
+    }
+
+    pub fn open_passkey<T: for<'de> Deserialize<'de>>(
+        &self,
+        sealed: &str,
+    ) -> Result<T, SessionError> {
+        open(&self.passkeys, sealed)
     }
 
     /// Whether `token` is `session`'s CSRF token (in constant time).

@@ -137,6 +137,7 @@ async fn a_delegate_is_told_in_the_delegators_place_and_decides_there_once() {
         signed_in: None,
         by: Some(countersign::domain::Approver::parse(CI).unwrap()),
         delegation_set_by: None,
+        passkey: None,
     };
     // On a fresh approval, where the vote would be counted without completing anything (a
     // completing vote is also refused by the store's reading of the refusal).

@@ -188,6 +188,7 @@ fn a_resume_job_fits_a_message_whatever_its_approval_holds() {
             signed_in: None,
             by: None,
             delegation_set_by: None,
+            passkey: None,
         });
     }
     if let Some(last) = approval.votes.last_mut() {

@@ -55,6 +55,9 @@ pub struct CreateRequest {
     /// The AWS workflow to tell when it ends (whether its type is enabled is the caller's to
     /// check).
     pub resume: Option<super::resume::Resume>,
+    /// `"assurance": "passkey"`: every vote a passkey signature (it only adds to what the
+    /// deployment's policy asks).
+    pub assurance: Option<super::approval_policy::Assurance>,
 }
 
 impl CreateRequest {
@@ -94,6 +97,7 @@ impl CreateRequest {
                     | "reminders"
                     | "escalation"
                     | "resume"
+                    | "assurance"
             ) {
                 errors.push(FieldError::new(key.clone(), "unknown field"));
             }
@@ -165,6 +169,17 @@ impl CreateRequest {
             Some(value) => super::resume::Resume::parse(value, &mut errors),
         };
 
+        let assurance = match body.get("assurance").filter(|a| !a.is_null()) {
+            None => None,
+            Some(Value::String(raw)) if raw == "passkey" => {
+                Some(super::approval_policy::Assurance::Passkey)
+            }
+            Some(_) => {
+                errors.push(FieldError::new("assurance", "must be \"passkey\""));
+                None
+            }
+        };
+
         let written = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len())
             + serde_json::to_vec(&context).map_or(usize::MAX, |v| v.len());
         if written > Self::MAX_WRITTEN_BYTES {
@@ -192,6 +207,7 @@ impl CreateRequest {
                     reminders,
                     escalation: body.get("escalation").filter(|e| !e.is_null()).cloned(),
                     resume,
+                    assurance,
                 })
             }
             _ => Err(CreateRefusal::Invalid(errors)),
@@ -238,7 +254,7 @@ impl CreateRequest {
             resume: self.resume,
             policy_source: None,
             policy_evaluated: None,
-            assurance: None,
+            assurance: self.assurance,
             comment_cap: None,
         }
     }

@@ -19,6 +19,9 @@ pub struct DecideRequest {
     /// The groups `approver` (the place) is in now, from the cached groups: a deployment's
     /// group rule counts the place's vote only while it is still in the group.
     pub place_groups: Vec<GroupName>,
+    /// Whether the vote carries a verified passkey signature (the only vote a passkey-only
+    /// approval counts).
+    pub passkey: bool,
 }
 
 impl DecideRequest {
@@ -70,6 +73,7 @@ impl DecideRequest {
                 sent_by: None,
                 by: None,
                 place_groups: Vec::new(),
+                passkey: false,
             }),
             _ => Err(errors),
         }
@@ -127,6 +131,9 @@ pub enum DecideRefusal {
     },
     /// The place was in a group rule's group at the create and is no longer: 403 `forbidden`.
     NotInGroup(GroupName),
+    /// The approval is passkey-only and the vote carries no passkey signature: 403
+    /// `passkey_required`, nothing recorded.
+    PasskeyRequired,
     /// A pending quorum approval that this approve completes: the counted-vote write refused
     /// it for exactly that reason, and the store writes it again as the completing vote.
     Completes(Box<Approval>),
@@ -147,6 +154,7 @@ impl DecideRefusal {
             Self::NotAnApprover => Some("not_an_approver"),
             Self::SelfApproval => Some("self_approval_forbidden"),
             Self::NotDelegated | Self::NotInGroup(_) => Some("forbidden"),
+            Self::PasskeyRequired => Some("passkey_required"),
             Self::CommentTooLong { .. } => Some("invalid_request"),
             Self::Repeat(_) | Self::Completes(_) | Self::Unexplained => None,
         }
@@ -164,6 +172,11 @@ pub fn classify_refusal(
     let Some(old) = old else {
         return DecideRefusal::NotFound;
     };
+    // A passkey-only approval hears no other vote, whoever sends it and whatever its state:
+    // told before anything else, so no other channel learns more of it.
+    if old.assurance.is_some() && !request.passkey {
+        return DecideRefusal::PasskeyRequired;
+    }
     // The requester's own key decides nothing, whoever it names and whatever state it finds.
     if request
         .sent_by
@@ -246,6 +259,7 @@ mod tests {
             sent_by: None,
             by: None,
             place_groups: Vec::new(),
+            passkey: false,
         }
     }
 
@@ -263,6 +277,7 @@ mod tests {
             signed_in: None,
             by: None,
             delegation_set_by: None,
+            passkey: None,
         });
         approval
     }
@@ -452,6 +467,8 @@ pub enum WebhookOutcome {
     SelfApprovalForbidden,
     /// The event's comment is longer than the approval keeps of one: not counted.
     CommentTooLong,
+    /// The approval is passkey-only: no webhook votes on it.
+    PasskeyRequired,
     /// GitHub: a job waiting on an environment opened a round (its approval).
     Opened,
     /// GitHub: a job waiting on an environment joined the round open for it.
@@ -473,6 +490,7 @@ impl WebhookOutcome {
             Self::Ignored => "ignored",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::CommentTooLong => "comment_too_long",
+            Self::PasskeyRequired => "passkey_required",
             Self::Opened => "opened",
             Self::Joined => "joined",
             Self::Refused => "refused",
@@ -489,6 +507,7 @@ impl WebhookOutcome {
             Self::Ignored,
             Self::SelfApprovalForbidden,
             Self::CommentTooLong,
+            Self::PasskeyRequired,
             Self::Opened,
             Self::Joined,
             Self::Refused,
@@ -511,6 +530,7 @@ impl WebhookOutcome {
             | DecideRefusal::NotInGroup(_) => Some(Self::NotAnApprover),
             DecideRefusal::CommentTooLong { .. } => Some(Self::CommentTooLong),
             DecideRefusal::SelfApproval => Some(Self::SelfApprovalForbidden),
+            DecideRefusal::PasskeyRequired => Some(Self::PasskeyRequired),
             DecideRefusal::Completes(_) | DecideRefusal::Unexplained => None,
         }
     }

@@ -11,6 +11,7 @@ pub mod delegation;
 mod github;
 mod ids;
 mod numbers;
+pub mod passkey;
 mod policy;
 pub mod resume;
 mod retention;
@@ -20,7 +21,7 @@ pub mod trail;
 pub use api_key::{KeyId, KeyRecord, TableKey};
 pub use approval::{
     Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
-    SignIn, SlackMessage, Status, StatusCheck,
+    PasskeyEvidence, SignIn, SlackMessage, Status, StatusCheck,
 };
 pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};

@@ -157,6 +157,7 @@ pub fn round_approval(
         signed_in: None,
         by: None,
         delegation_set_by: None,
+        passkey: None,
     });
     let approval = Approval {
         tenant: tenant.clone(),

@@ -114,6 +114,7 @@ pub async fn decide(
         signed_in: None,
         by: request.by.clone(),
         delegation_set_by: None,
+        passkey: None,
     };
     let outcome = if in_place {
         match app
@@ -157,6 +158,7 @@ pub async fn decide(
                 DecideRefusal::SelfApproval => Err(ApiError::SelfApprovalForbidden),
                 DecideRefusal::NotDelegated => Err(ApiError::NotDelegated),
                 DecideRefusal::NotInGroup(group) => Err(ApiError::NotInGroup(group)),
+                DecideRefusal::PasskeyRequired => Err(ApiError::PasskeyRequired),
                 DecideRefusal::CommentTooLong { cap } => Err(ApiError::CommentTooLong(cap)),
                 DecideRefusal::Completes(_) | DecideRefusal::Unexplained => {
                     Err(ApiError::Internal(StoreError::Corrupt(

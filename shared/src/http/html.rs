@@ -1,6 +1,6 @@
 //! What every HTML page shares (the review page, the inbox, sign-in's pages): one stylesheet,
-//! headers that cache nothing, leak no URL and run no script, and the plain pages that reveal
-//! nothing.
+//! headers that cache nothing, leak no URL and run no script but our own, and the plain pages
+//! that reveal nothing.
 
 use std::sync::LazyLock;
 
@@ -38,16 +38,24 @@ nav { display: flex; gap: 1rem; align-items: center; flex-wrap: wrap; margin-bot
 nav .who { margin-left: auto; }
 "#;
 
-/// The Content-Security-Policy: the one stylesheet, no script, forms posting to this origin
-/// (and `form_action`, the identity provider's origin, where a post may be sent to sign in).
+/// Our one script (WebAuthn on the passkeys page and a passkey-only approval's review page),
+/// inline on the pages that use it and allowed by its hash.
+pub(super) const PASSKEY_SCRIPT: &str = include_str!("assets/passkey.js");
+
+/// The Content-Security-Policy: the one stylesheet, our one script (by hash), forms posting to
+/// this origin (and `form_action`, the identity provider's origin, where a post may be sent to
+/// sign in), nothing fetched.
 fn content_security_policy(form_action: Option<&str>) -> HeaderValue {
     static STYLE_HASH: LazyLock<String> = LazyLock::new(|| {
         base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()))
     });
+    static SCRIPT_HASH: LazyLock<String> = LazyLock::new(|| {
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(PASSKEY_SCRIPT.as_bytes()))
+    });
     let extra = form_action.map(|o| format!(" {o}")).unwrap_or_default();
     let csp = format!(
-        "default-src 'none'; style-src 'sha256-{}'; form-action 'self'{extra}; base-uri 'none'; frame-ancestors 'none'",
-        *STYLE_HASH
+        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}'; form-action 'self'{extra}; base-uri 'none'; frame-ancestors 'none'",
+        *STYLE_HASH, *SCRIPT_HASH
     );
     HeaderValue::from_str(&csp).unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"))
 }
@@ -105,7 +113,11 @@ pub(super) fn page_for(
                 title { (title) " · Countersign" }
                 style { (maud::PreEscaped(STYLE)) }
             }
-            body { main { (body) } }
+            body {
+                main { (body) }
+                // Only where a form asks for a passkey.
+                @if body.0.contains("data-passkey") { script { (maud::PreEscaped(PASSKEY_SCRIPT)) } }
+            }
         }
     };
     secured_for(

@@ -13,6 +13,7 @@ mod listing;
 mod openapi;
 mod operator;
 mod pages;
+pub(crate) mod passkeys;
 mod problem;
 mod review;
 mod sign_in;
@@ -133,6 +134,10 @@ fn decide_routes() -> Router<Arc<App>> {
         .route("/auth/{tenant}/login", get(sign_in::login))
         .route("/auth/{tenant}/callback", get(sign_in::callback))
         .route("/auth/{tenant}/logout", post(sign_in::logout))
+        .route(
+            "/auth/{tenant}/passkeys",
+            get(passkeys::show).post(passkeys::post),
+        )
         .route("/inbox/{tenant}", get(inbox::show));
     of_function(routes, Function::Decide)
 }

@@ -87,6 +87,14 @@ pub enum ApiError {
         "this approver was removed from group {0} since the approval was created: its vote no longer counts there"
     )]
     NotInGroup(GroupName),
+    #[error(
+        "this approval is passkey-only: every vote is a passkey signature on its review page; nothing was recorded"
+    )]
+    PasskeyRequired,
+    #[error("this approval has no certificate: it is not passkey-only, or not approved")]
+    NoCertificate,
+    #[error("the approval's certificate is being issued: claim it again in a moment")]
+    CertificatePending,
     #[error("the comment is longer than this approval keeps ({0} bytes)")]
     CommentTooLong(u32),
     #[error("{detail}")]
@@ -147,9 +155,12 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized | Self::InvalidSignature => StatusCode::UNAUTHORIZED,
-            Self::NotFound | Self::NoDelegation | Self::NoRoute | Self::UnknownSource => {
-                StatusCode::NOT_FOUND
-            }
+            Self::NotFound
+            | Self::NoDelegation
+            | Self::NoRoute
+            | Self::UnknownSource
+            | Self::NoCertificate => StatusCode::NOT_FOUND,
+            Self::CertificatePending => StatusCode::CONFLICT,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -175,6 +186,7 @@ impl ApiError {
             | Self::Forbidden
             | Self::NotDelegated
             | Self::NotInGroup(_)
+            | Self::PasskeyRequired
             | Self::SelfApprovalForbidden
             | Self::PolicyForbidden { .. }
             | Self::PolicyError { .. } => StatusCode::FORBIDDEN,
@@ -215,6 +227,9 @@ impl ApiError {
         ("not_an_approver", 403),
         ("forbidden", 403),
         ("self_approval_forbidden", 403),
+        ("passkey_required", 403),
+        ("no_certificate", 404),
+        ("certificate_pending", 409),
         ("policy_unsatisfiable", 400),
         ("policy_forbidden", 403),
         ("policy_error", 403),
@@ -262,6 +277,9 @@ impl ApiError {
             Self::ApprovalExpired => "approval_expired",
             Self::NotAnApprover => "not_an_approver",
             Self::Forbidden | Self::NotDelegated | Self::NotInGroup(_) => "forbidden",
+            Self::PasskeyRequired => "passkey_required",
+            Self::NoCertificate => "no_certificate",
+            Self::CertificatePending => "certificate_pending",
             Self::SelfApprovalForbidden => "self_approval_forbidden",
             Self::PolicyUnsatisfiable { .. } => "policy_unsatisfiable",
             Self::PolicyForbidden { .. } => "policy_forbidden",
@@ -302,6 +320,9 @@ impl ApiError {
             Self::ApprovalExpired => "Approval expired",
             Self::NotAnApprover => "Not an approver",
             Self::Forbidden | Self::NotDelegated | Self::NotInGroup(_) => "Forbidden",
+            Self::PasskeyRequired => "Passkey required",
+            Self::NoCertificate => "No certificate",
+            Self::CertificatePending => "Certificate pending",
             Self::SelfApprovalForbidden => "Self-approval forbidden",
             Self::PolicyUnsatisfiable { .. } => "Policy unsatisfiable",
             Self::PolicyForbidden { .. } => "Forbidden by policy",
@@ -400,6 +421,9 @@ mod tests {
             ApiError::NoDelegation,
             ApiError::NoRoute,
             ApiError::UnknownSource,
+            ApiError::PasskeyRequired,
+            ApiError::NoCertificate,
+            ApiError::CertificatePending,
             ApiError::InvalidSignature,
             ApiError::MethodNotAllowed,
             ApiError::UnsupportedMediaType,
@@ -505,6 +529,9 @@ mod tests {
                 | ApiError::NotDelegated
                 | ApiError::SelfApprovalForbidden
                 | ApiError::NotInGroup(_)
+                | ApiError::PasskeyRequired
+                | ApiError::NoCertificate
+                | ApiError::CertificatePending
                 | ApiError::CommentTooLong(_)
                 | ApiError::PolicyForbidden { .. }
                 | ApiError::PolicyError { .. }

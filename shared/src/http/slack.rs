@@ -166,6 +166,7 @@ async fn vote(
         sent_by: None,
         by: None,
         place_groups,
+        passkey: false,
     };
     // As themselves first, as before delegation: a listed approver's click costs what it did.
     let Some(old) = cast(app, tenant, &id, &request, now).await? else {
@@ -278,6 +279,7 @@ fn slack_vote(request: &DecideRequest, now: EpochSeconds) -> Decision {
         signed_in: None,
         by: request.by.clone(),
         delegation_set_by: None,
+        passkey: None,
     }
 }
 
@@ -363,6 +365,9 @@ fn refusal_text(
                 true => "You are".to_owned(),
                 false => format!("{} is", escape(place.as_str())),
             }
+        ),
+        DecideRefusal::PasskeyRequired => format!(
+            "This request takes a passkey signature on its review page: Slack cannot sign it. {NOTHING}"
         ),
         // A click carries no comment.
         DecideRefusal::CommentTooLong { cap } => {

@@ -149,6 +149,7 @@ async fn deliver(
                         signed_in: None,
                         by: None,
                         delegation_set_by: None,
+                        passkey: None,
                     };
                     app.store
                         .ingest_decision(

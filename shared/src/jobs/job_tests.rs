@@ -22,6 +22,7 @@ fn decided(outcome: Outcome) -> Approval {
         signed_in: None,
         by: None,
         delegation_set_by: None,
+        passkey: None,
     });
     approval
 }
@@ -374,6 +375,7 @@ mod sqs_bodies {
                 signed_in: None,
                 by: None,
                 delegation_set_by: None,
+                passkey: None,
             };
             approved.votes = vec![vote.clone()];
             approved.decision = Some(vote);

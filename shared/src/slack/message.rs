@@ -400,6 +400,7 @@ mod tests {
             signed_in: None,
             by: None,
             delegation_set_by: None,
+            passkey: None,
         };
         approval.votes = vec![vote.clone()];
         approval.decision = Some(vote);

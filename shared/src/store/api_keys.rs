@@ -16,6 +16,7 @@ use super::client::{Store, Transaction, condition_failed_item};
 use super::conditions::ONLY_IF_NEW;
 use super::error::StoreError;
 use super::keys::DELEGATION_PREFIX;
+use super::passkeys::PASSKEY_PREFIX;
 use crate::domain::{Approver, EpochSeconds, KeyId, KeyRecord, TenantId};
 
 /// only_if_new_key: `keys create` never overwrites a key; of any number of concurrent creates
@@ -272,11 +273,11 @@ impl Store {
                 .await
                 .map_err(|e| StoreError::from_sdk("Scan", e))?;
             // The table also holds delegations (store/delegations.rs): not keys.
-            for item in page
-                .items()
-                .iter()
-                .filter(|item| !get_s(item, "pk").is_ok_and(|pk| pk.starts_with(DELEGATION_PREFIX)))
-            {
+            for item in page.items().iter().filter(|item| {
+                !get_s(item, "pk").is_ok_and(|pk| {
+                    pk.starts_with(DELEGATION_PREFIX) || pk.starts_with(PASSKEY_PREFIX)
+                })
+            }) {
                 keys.push(key_from_item(item)?);
             }
             start = page.last_evaluated_key().cloned();

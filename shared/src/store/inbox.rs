@@ -186,6 +186,7 @@ impl Store {
             sent_by: None,
             by: None,
             place_groups: place_groups.to_vec(),
+            passkey: false,
         };
         let outcome = WebhookOutcome::from_refusal(&classify_refusal(old, &request, now)).ok_or(
             StoreError::Corrupt("the decision condition refused a decidable approval"),

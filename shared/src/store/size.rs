@@ -99,6 +99,7 @@ fn largest_vote(approver: &Approver, comment_cap: Option<u32>) -> (Decision, usi
         signed_in: None,
         by: None,
         delegation_set_by: None,
+        passkey: None,
     };
     let signed_in = Decision {
         webhook_event_id: None,
@@ -115,6 +116,7 @@ fn largest_vote(approver: &Approver, comment_cap: Option<u32>) -> (Decision, usi
         webhook_event_id: None,
         by: Approver::from_stored(&"x".repeat(Delegation::MAX_DELEGATE_BYTES)).ok(),
         delegation_set_by: None,
+        passkey: None,
         ..webhook.clone()
     };
     let own = approver.identity().len();

@@ -21,6 +21,8 @@
 //!   counts since is refused rather than leave the approval pending with its quorum met.
 //! - `approvals_i >= t_i` for every `i` (completing write) — the counts it read still hold.
 //! - expiry, listed approver and separation of duties: as for v1's decision (`ONLY_IF_DECIDABLE`).
+//! - `attribute_not_exists(#assurance)` (a vote without a passkey signature) — a passkey-only
+//!   approval counts only votes whose assertion the handler verified; any other is refused.
 //! - `attribute_[not_]exists(#approval_only)` (a write that approves) — the execution it leaves
 //!   is the one the action type has: queued for the executor, or not started, waiting for its
 //!   caller's claim on an approval-only type ([`ApprovalId::executes_hint`] picks the first
@@ -61,6 +63,10 @@ const ONLY_IF_DELEGATE_NOT_REQUESTER: &str = "(attribute_not_exists(#requested_b
 /// many people keeps shorter comments, so that its item never outgrows DynamoDB's 400 KB).
 const ONLY_IF_COMMENT_FITS: &str =
     "(attribute_not_exists(#comment_cap) OR #comment_cap >= :comment_bytes)";
+
+/// ... and, for a vote without a passkey signature, the approval is not passkey-only
+/// (`assurance`, set at the create): whichever channel sent it, it records nothing.
+const ONLY_IF_NOT_PASSKEY_ONLY: &str = " AND attribute_not_exists(#assurance)";
 
 /// The most of the place's groups a vote's condition names: with 15 rules, a delegate's
 /// completing vote's condition stays within DynamoDB's 4 KB for an expression (tested below).
@@ -196,8 +202,12 @@ impl VoteWrite {
             WriteKind::Veto | WriteKind::Single => id.rules_hint().unwrap_or(0),
         };
         let condition = format!(
-            "{condition} AND {ONLY_IF_COMMENT_FITS}{}",
-            still_in_groups(rules, groups.len())
+            "{condition} AND {ONLY_IF_COMMENT_FITS}{}{}",
+            still_in_groups(rules, groups.len()),
+            match vote.passkey {
+                Some(_) => "",
+                None => ONLY_IF_NOT_PASSKEY_ONLY,
+            }
         );
         // The outcome a deciding write sets: rejected (nothing due), or approved with the
         // execution queued (due to end from now) or, approval-only, waiting for its claim.
@@ -363,6 +373,7 @@ pub(crate) fn next(
         sent_by: by.sent_by.cloned(),
         by: vote.by.clone(),
         place_groups: by.groups.to_vec(),
+        passkey: vote.passkey.is_some(),
     };
     let kind = match classify_refusal(old.cloned(), &request, now) {
         DecideRefusal::Completes(old) => {
@@ -486,6 +497,7 @@ mod tests {
             signed_in: None,
             by: None,
             delegation_set_by: None,
+            passkey: None,
         }
     }
 

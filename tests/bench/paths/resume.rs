@@ -63,6 +63,7 @@ impl Bench<'_> {
                 signed_in: None,
                 by: None,
                 delegation_set_by: None,
+                passkey: None,
             };
             let decided = store
                 .decide(

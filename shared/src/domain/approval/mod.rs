@@ -156,6 +156,25 @@ pub struct Decision {
     /// Who set the delegation `by` voted under (the delegator, or an operator): the trail's
     /// actor names them beside the delegate. Not shown in the approval.
     pub delegation_set_by: Option<Approver>,
+    /// The passkey signature a vote on a passkey-only approval carries (docs/VERIFY.md).
+    pub passkey: Option<Box<PasskeyEvidence>>,
+}
+
+/// A vote's passkey assertion over its statement, as verified when it was cast: what the
+/// certificate carries of it (binary fields base64url).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PasskeyEvidence {
+    /// The statement's RFC 8785 form (its nonce included): SHA-256 of it is the challenge.
+    pub statement: String,
+    pub credential_id: String,
+    pub authenticator_data: String,
+    pub client_data_json: String,
+    pub signature: String,
+    pub public_key: crate::domain::passkey::Jwk,
+    /// Who registered the credential, as their provider vouched for them then.
+    pub iss: String,
+    pub sub: String,
+    pub registered_at: EpochSeconds,
 }
 
 /// A person as their OpenID Provider vouched for them at sign-in: the issuer, their subject

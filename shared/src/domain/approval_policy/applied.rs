@@ -36,13 +36,16 @@ impl Approval {
                 self.approvers = approvers;
                 self.policy = Some(policy);
                 self.policy_source = Some(source);
-                self.assurance = assurance;
+                // The create's own ask only adds to the policy's.
+                self.assurance = assurance.or(self.assurance);
             }
             Governance::Auto { source } => {
                 let decider = source.policies.first().cloned().unwrap_or_default();
                 self.id = ApprovalId::generate_hinting(0, self.executes);
                 self.approvers = Vec::new();
                 self.policy = None;
+                // Nobody votes: there is no signature to ask for.
+                self.assurance = None;
                 self.status = Status::Approved;
                 self.decision = Some(Decision {
                     outcome: Outcome::Approved,
@@ -55,6 +58,7 @@ impl Approval {
                     signed_in: None,
                     by: None,
                     delegation_set_by: None,
+                    passkey: None,
                 });
                 // Queued for the executor, or — approval-only — waiting for its caller's claim,
                 // as any approving vote leaves it.

@@ -214,6 +214,7 @@ fn voted(approval: &mut crate::domain::Approval, place: &str, by: Option<&str>) 
         signed_in: None,
         by: by.map(who),
         delegation_set_by: None,
+        passkey: None,
     });
 }
 
@@ -353,6 +354,7 @@ proptest! {
                     signed_in: None,
                     by: in_place.then(|| voter.clone()),
                     delegation_set_by: None,
+                    passkey: None,
                 });
                 if outcome == Outcome::Rejected {
                     break; // a veto decides: nothing after it is a pending approval's vote
@@ -365,6 +367,7 @@ proptest! {
                     sent_by: in_place.then(|| voter.clone()),
                     by: in_place.then(|| voter.clone()),
                     place_groups: Vec::new(),
+                    passkey: false,
                 };
                 let refusal = classify_refusal(Some(approval.clone()), &request, NOW);
                 prop_assert!(

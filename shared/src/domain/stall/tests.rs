@@ -297,6 +297,7 @@ fn a_reminder_skips_whoever_voted_in_someone_elses_place() {
         signed_in: None,
         by: Some(people(&["bob"])[0].clone()),
         delegation_set_by: None,
+        passkey: None,
     });
     let waiting: Vec<&str> = approval.waiting_on().iter().map(|a| a.as_str()).collect();
     assert_eq!(waiting, ["carol"], "alice's place is filled, bob has voted");

@@ -16,6 +16,7 @@ fn vote(approver: &str, outcome: Outcome, at: EpochSeconds) -> Decision {
         signed_in: None,
         by: None,
         delegation_set_by: None,
+        passkey: None,
     }
 }
 

@@ -8,6 +8,7 @@
 //! session's person, with the session's CSRF token, from this origin. Without `OIDC`, the link
 //! is the credential (v1's signed links).
 
+mod passkey;
 mod render;
 
 use std::sync::Arc;
@@ -38,6 +39,35 @@ fn self_approval_forbidden() -> Response {
         "Not yours to decide",
         "You requested this approval",
         "Its requester may not decide it: someone else on the list must. Nothing was recorded.",
+    )
+}
+
+/// A vote without a passkey signature on a passkey-only approval.
+fn passkey_required() -> Response {
+    notice(
+        StatusCode::FORBIDDEN,
+        "Passkey required",
+        "This request takes a passkey signature",
+        "Nothing was recorded. Add a passkey on your passkeys page, then approve or reject with it here.",
+    )
+}
+
+/// A passkey vote whose checks failed: why, in the approver's words.
+fn passkey_refused(refusal: &passkey::PasskeyRefusal) -> Response {
+    let why = match refusal {
+        passkey::PasskeyRefusal::Nonce => {
+            "This page is older than 5 minutes, or was opened in another session: open the review link again and sign there.".to_owned()
+        }
+        passkey::PasskeyRefusal::Credential => {
+            "That passkey is not registered to you (or was removed): add it on your passkeys page.".to_owned()
+        }
+        passkey::PasskeyRefusal::Assertion(why) => format!("The signature did not verify: {why}."),
+    };
+    notice(
+        StatusCode::FORBIDDEN,
+        "Not recorded",
+        "Your passkey signature was not accepted",
+        &format!("Nothing was recorded. {why}"),
     )
 }
 
@@ -217,6 +247,20 @@ pub async fn show(
                     return not_listed(&signer.session.identity);
                 }
                 Some(signer) => Viewer::SignedIn {
+                    passkey: match approval.assurance {
+                        None => None,
+                        Some(_) => {
+                            match passkey::ask(&app, &approval, &signer.session, place.as_ref())
+                                .await
+                            {
+                                Ok(ask) => ask,
+                                Err(err) => {
+                                    tracing::error!(error = %err, "review page: passkeys");
+                                    return unavailable();
+                                }
+                            }
+                        }
+                    },
                     csrf: sign_in::csrf_token(&app, &signer.session).unwrap_or_default(),
                     sign_in_again: (!signer.fresh)
                         .then(|| sign_in::login_path(&app, &grant.tenant, &here, true)),
@@ -266,9 +310,9 @@ pub async fn decide_form(
     };
     let review = review_path(app, &id, &token, field("place").as_deref());
     // Who votes: the link's approver, or the signed-in person.
-    let (mut approver, signed_in): (Approver, Option<SignIn>) =
+    let (mut approver, signed_in, session): (Approver, Option<SignIn>, Option<Session>) =
         match sign_in::oidc_of(app, &grant.tenant) {
-            None => (grant.approver.clone(), None),
+            None => (grant.approver.clone(), None, None),
             Some(oidc) => {
                 if !sign_in::same_origin(app, headers) {
                     return notice(
@@ -293,7 +337,11 @@ pub async fn decide_form(
                     return see_other(&sign_in::login_path(app, &grant.tenant, &review, true));
                 }
                 let sign_in = sign_in::sign_in_of(&signer.session);
-                (signer.session.identity, Some(sign_in))
+                (
+                    signer.session.identity.clone(),
+                    Some(sign_in),
+                    Some(signer.session),
+                )
             }
         };
     // A delegate's form names the place they fill: its delegation is read with the approval
@@ -325,6 +373,42 @@ pub async fn decide_form(
             return unavailable();
         }
     };
+    // A passkey vote: verified before its write, which stores it with the vote.
+    let evidence = match (field("nonce"), &session) {
+        (Some(nonce), Some(session)) => {
+            let version = field("policy_version");
+            let fields = passkey::PasskeyFields {
+                nonce: &nonce,
+                action_type: &field("action_type").unwrap_or_default(),
+                payload_sha256: &field("payload_sha256").unwrap_or_default(),
+                policy_version: version.as_deref(),
+                credential_id: &field("credential_id").unwrap_or_default(),
+                authenticator_data: &field("authenticator_data").unwrap_or_default(),
+                client_data_json: &field("client_data_json").unwrap_or_default(),
+                signature: &field("signature").unwrap_or_default(),
+            };
+            let checked = passkey::verified(
+                app,
+                (&grant.tenant, &id),
+                &fields,
+                session,
+                (outcome, &approver, by.as_ref()),
+            )
+            .await;
+            match checked {
+                Ok(Ok(evidence)) => Some(evidence),
+                Ok(Err(refusal)) => {
+                    super::refused_vote(Channel::ReviewPage, DecideRefusal::PasskeyRequired);
+                    return passkey_refused(&refusal);
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "review form: passkeys");
+                    return unavailable();
+                }
+            }
+        }
+        _ => None,
+    };
     let now = app.clock.now();
     let request = DecideRequest {
         outcome,
@@ -333,6 +417,7 @@ pub async fn decide_form(
         sent_by: by.clone(),
         by: by.clone(),
         place_groups,
+        passkey: evidence.is_some(),
     };
     let decision = Decision {
         outcome,
@@ -345,6 +430,7 @@ pub async fn decide_form(
         signed_in,
         by: by.clone(),
         delegation_set_by: None,
+        passkey: evidence,
     };
     // A delegate's vote is sent by the delegate: the requester may not stand in either.
     let outcome = match &by {
@@ -391,6 +477,7 @@ pub async fn decide_form(
                     "Nothing was recorded: the approval policy counts this place's vote only while it is in the group.",
                 );
             }
+            DecideRefusal::PasskeyRequired => return passkey_required(),
             DecideRefusal::CommentTooLong { cap } => {
                 return notice(
                     StatusCode::BAD_REQUEST,

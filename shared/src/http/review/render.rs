@@ -4,6 +4,7 @@
 use maud::{Markup, html};
 use serde_json::{Map, Value};
 
+use super::passkey::PasskeyAsk;
 use crate::domain::{Approval, Approver, Channel, ExecutionStatus, Outcome, Status};
 use crate::http::html::when;
 
@@ -21,6 +22,9 @@ pub(super) enum Viewer {
         /// in again.
         sign_in_again: Option<String>,
         logout: String,
+        /// On a passkey-only approval: what the page signs with (`None` otherwise, or when
+        /// this deployment cannot ask for a passkey).
+        passkey: Option<PasskeyAsk>,
     },
 }
 
@@ -140,9 +144,16 @@ pub(super) fn render(
                             p.muted { "Deciding needs a recent sign-in: sign in again, then decide." }
                             div.actions { a.button #sign-in href=(again) { "Sign in again to decide" } }
                         }
+                        Viewer::SignedIn { identity, csrf, passkey, .. } if approval.assurance.is_some() => {
+                            p.muted { "As " (identity.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
+                            (passkey_form(token, csrf, place, passkey.as_ref()))
+                        }
                         Viewer::SignedIn { identity, csrf, .. } => {
                             p.muted { "As " (identity.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
                             (decision_form(token, Some(csrf), place))
+                        }
+                        Viewer::Link { .. } if approval.assurance.is_some() => {
+                            p.muted { "This request takes a passkey signature, which needs sign-in: this organisation's approvers do not sign in to Countersign, so nobody can decide it here." }
                         }
                         Viewer::Link { approver } => {
                             p.muted { "As " (approver.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
@@ -199,6 +210,50 @@ fn decision_form(token: &str, csrf: Option<&str>, place: Option<&Approver>) -> M
             div.actions {
                 button.approve type="submit" name="decision" value="approve" { "Approve" }
                 button.reject type="submit" name="decision" value="reject" { "Reject" }
+            }
+        }
+    }
+}
+
+/// A passkey-only approval's buttons: each signs its statement with the approver's passkey
+/// (our script fills the assertion's fields), then posts the form.
+fn passkey_form(
+    token: &str,
+    csrf: &str,
+    place: Option<&Approver>,
+    ask: Option<&PasskeyAsk>,
+) -> Markup {
+    let Some(ask) = ask else {
+        return html! { p.muted { "This request takes a passkey signature, and this deployment has no public address to ask for one." } };
+    };
+    let credentials = serde_json::to_string(&ask.credentials).unwrap_or_default();
+    html! {
+        p.muted #passkey-only {
+            "This request takes a passkey signature: your passkey signs the exact action (payload digest "
+            code { (&ask.payload_sha256[..16]) "…" } ") and your vote, and the certificate anyone can check carries it."
+        }
+        @if ask.credentials.is_empty() {
+            p #no-passkey { "You have no passkey yet: " a href=(ask.passkeys_page) { "add one" } ", then come back to this page." }
+        } @else {
+            form method="post" action="decision" data-passkey="vote" data-rp-id=(ask.rp_id) data-credentials=(credentials) {
+                input type="hidden" name="token" value=(token);
+                input type="hidden" name="csrf" value=(csrf);
+                @if let Some(place) = place { input type="hidden" name="place" value=(place.as_str()); }
+                input type="hidden" name="nonce" value=(ask.nonce);
+                input type="hidden" name="action_type" value=(ask.action_type);
+                input type="hidden" name="payload_sha256" value=(ask.payload_sha256);
+                input type="hidden" name="policy_version" value=(ask.policy_version.map(|v| v.to_string()).unwrap_or_default());
+                input type="hidden" name="decision" value="";
+                @for name in ["credential_id", "authenticator_data", "client_data_json", "signature"] {
+                    input type="hidden" name=(name) value="";
+                }
+                label for="comment" { "Comment (optional)" }
+                textarea id="comment" name="comment" maxlength="2000" {}
+                p.passkey-status.muted {}
+                div.actions {
+                    button.approve type="button" value="approve" data-challenge=(ask.approve_challenge) { "Approve with passkey" }
+                    button.reject type="button" value="reject" data-challenge=(ask.reject_challenge) { "Reject with passkey" }
+                }
             }
         }
     }

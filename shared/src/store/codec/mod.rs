@@ -270,6 +270,9 @@ pub(crate) fn decision_to_attr(decision: &Decision) -> AttributeValue {
     if let Some(set_by) = &decision.delegation_set_by {
         map.insert("set_by".to_owned(), s(set_by.as_str()));
     }
+    if let Some(evidence) = &decision.passkey {
+        map.insert("passkey".to_owned(), passkey::evidence_to_attr(evidence));
+    }
     AttributeValue::M(map)
 }
 
@@ -560,6 +563,7 @@ fn decision_from_map(map: &Item) -> Result<Decision, StoreError> {
             .map(|by| Approver::from_stored(&by))
             .transpose()
             .map_err(|_| StoreError::corrupt("decision.set_by"))?,
+        passkey: passkey::evidence_from(map)?,
     })
 }
 
@@ -612,6 +616,7 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
 }
 
 pub(crate) mod governed;
+mod passkey;
 mod resume;
 mod stall;
 pub(crate) use stall::{ESCALATED, REMINDED};

@@ -48,6 +48,7 @@ fn an_approval_survives_the_round_trip() {
             }),
             by: Some(Approver::parse("Carol").unwrap()),
             delegation_set_by: None,
+            passkey: None,
         }],
         decision: Some(Decision {
             outcome: Outcome::Approved,
@@ -60,6 +61,7 @@ fn an_approval_survives_the_round_trip() {
             signed_in: None,
             by: None,
             delegation_set_by: None,
+            passkey: None,
         }),
         cancellation: Some(Cancellation {
             by: Approver::parse("ci@acme").unwrap(),
