@@ -35,6 +35,7 @@ mod oidc_provider;
 mod oidc_sign_in;
 mod openapi;
 mod operator;
+mod passkeys;
 mod policy;
 mod policy_github;
 mod policy_versions;

@@ -19,6 +19,7 @@ pub mod local_aws;
 pub mod local_runner;
 pub mod meter;
 pub mod oidc;
+pub mod passkeys;
 pub mod policy;
 pub mod receiver;
 pub mod runtime_api;

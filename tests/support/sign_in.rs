@@ -49,6 +49,8 @@ pub struct SignInStack {
     port: u16,
     /// Follows no redirect: each step is looked at.
     pub http: reqwest::Client,
+    /// `PUBLIC_BASE_URL`'s origin: the app's address, or (for passkeys) the same by name.
+    public_origin: String,
 }
 
 /// A session: the cookie's value, and where the callback sent its person.
@@ -91,10 +93,18 @@ impl SignInStack {
             // With the jobs running: the inbox reads the approval index dispatch keeps.
             TestApp::start_jobs(&all).await
         };
+        let public_origin = match overrides
+            .iter()
+            .any(|(k, v)| *k == "PUBLIC_BASE_URL" && v.contains("{localhost}"))
+        {
+            true => t.base.replace("127.0.0.1", "localhost"),
+            false => t.base.clone(),
+        };
         let mut stack = Self {
             t,
             provider: None,
             port,
+            public_origin,
             http: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
@@ -105,10 +115,15 @@ impl SignInStack {
     }
 
     fn provider_config(&self) -> Value {
+        let mut redirect_uris = vec![self.t.url(&format!("/auth/{TENANT_A}/callback"))];
+        let by_name = format!("{}/auth/{TENANT_A}/callback", self.public_origin);
+        if !redirect_uris.contains(&by_name) {
+            redirect_uris.push(by_name);
+        }
         json!({
             // Registered to always state `auth_time` (which the trail records), as Okta does.
             "clients": [{"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
-                         "redirect_uris": [self.t.url(&format!("/auth/{TENANT_A}/callback"))],
+                         "redirect_uris": redirect_uris,
                          "require_auth_time": true}],
             "accounts": accounts(),
         })
@@ -135,7 +150,15 @@ impl SignInStack {
 
     /// This app's origin (what its own pages' posts carry as `Origin`).
     pub fn origin(&self) -> String {
-        self.t.base.clone()
+        self.public_origin.clone()
+    }
+
+    /// [`SignInStack::start`] with `PUBLIC_BASE_URL` naming the app `localhost` (WebAuthn's
+    /// relying party must be a domain, not an IP address).
+    pub async fn start_for_passkeys(oidc: Value, overrides: &[(&str, &str)]) -> Self {
+        let mut all = vec![("PUBLIC_BASE_URL", "{localhost}")];
+        all.extend_from_slice(overrides);
+        Self::start_as(oidc, &all, false).await
     }
 
     /// `GET /auth/{tenant}/login?return_to=…`: the provider's authorize URL and the sign-in's

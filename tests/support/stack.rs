@@ -56,7 +56,12 @@ impl TestApp {
             vars.insert(variable.to_owned(), table.to_owned());
         }
         for (k, v) in overrides {
-            vars.insert((*k).to_owned(), v.replace("{base}", &base));
+            // `{localhost}`: the same address by name (a WebAuthn relying party is a domain).
+            let by_name = base.replace("127.0.0.1", "localhost");
+            vars.insert(
+                (*k).to_owned(),
+                v.replace("{localhost}", &by_name).replace("{base}", &base),
+            );
         }
         let mut secret_arns = HashMap::new();
         let uncounted = aws_sdk_secretsmanager::Client::new(&direct);

@@ -65,6 +65,7 @@ impl Approval {
                     comment: v.comment.as_deref(),
                     webhook_event_id: v.webhook_event_id.as_deref(),
                     by: v.by.as_ref(),
+                    passkey: v.passkey.as_ref().map(|p| p.credential_id.as_str()),
                 })
                 .collect(),
             decision: self.decision.as_ref().map(|d| DecisionView {
@@ -204,6 +205,10 @@ struct VoteView<'a> {
     /// Only on a vote cast in the approver's place: the delegate who cast it.
     #[serde(skip_serializing_if = "Option::is_none")]
     by: Option<&'a Approver>,
+    /// Only on a passkey vote: the credential that signed it (the certificate carries the
+    /// signature).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passkey: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
