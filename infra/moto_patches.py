@@ -21,6 +21,8 @@ moto did); here, the list and `install()`, which puts them in place.
 13. An expression is at most 4 KB (`expressions`).
 14. SES v2 SendEmail keeps each email whole (its text and HTML parts) for the control API, and
     answers injected faults (`ses`).
+15. KMS Sign signs a `DIGEST` as it is, and refuses a message over 4096 bytes or a digest of
+    the wrong length (`kms`).
 
 Besides: Secrets Manager refuses a SecretString over 65,536 characters and a
 BatchGetSecretValue of more than 20 secrets (`secrets_manager`).
@@ -39,6 +41,7 @@ from moto.dynamodb.models.table import GlobalSecondaryIndex
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+from moto.kms.responses import KmsResponse
 from moto.secretsmanager.responses import SecretsManagerResponse
 from moto.sesv2.responses import SESV2Response
 from moto.sqs.models import Message, SQSBackend
@@ -51,6 +54,7 @@ from moto_fixes import (
     dispatch,
     expressions,
     indexes,
+    kms,
     secrets_manager,
     ses,
     sfn_answers,
@@ -111,6 +115,9 @@ def install(port: int | None = None) -> None:
     StepFunctionResponse.send_task_success = sfn_answers.send_task_success  # type: ignore[method-assign]
     StepFunctionResponse.send_task_failure = sfn_answers.send_task_failure  # type: ignore[method-assign]
     StepFunctionResponse.send_task_heartbeat = sfn_answers.send_task_heartbeat  # type: ignore[method-assign]
+    # 15: KMS Sign's MessageType and sizes.
+    if not getattr(KmsResponse.sign, "_countersign", False):
+        KmsResponse.sign = kms.sign(KmsResponse.sign)  # type: ignore[method-assign]
     # 14: what SES sent, whole.
     if not getattr(SESV2Response.send_email, "_countersign", False):
         patched = ses.checked(SESV2Response.send_email)

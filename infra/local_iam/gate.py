@@ -55,6 +55,7 @@ _JSON_SERVICES = {
     "secretsmanager": "secretsmanager",
     "AmazonSQS": "sqs",
     "AWSStepFunctions": "states",
+    "TrentService": "kms",
 }
 
 
@@ -214,6 +215,9 @@ class Gate:
         elif service == "states":
             needs = needs_of.stepfunctions(operation, body)
             code = "AccessDeniedException"
+        elif service == "kms":
+            needs = needs_of.kms(operation, body, region, ACCOUNT)
+            code = "AccessDeniedException"
         elif service == "sqs":
             for need in needs_of.sqs(operation, body, region):
                 self._allow(identity, need.action, need.resource, need.context,
@@ -275,7 +279,7 @@ class Gate:
             if service is None:
                 raise Refusal(400, "AccessDeniedException",
                               "the local IAM check reads JSON-protocol requests to DynamoDB, DynamoDB Streams, SQS, "
-                              "Secrets Manager and Step Functions, and Lambda's durable-execution callbacks, only")
+                              "Secrets Manager, Step Functions and KMS, and Lambda's durable-execution callbacks, only")
             body = json.loads(raw or b"{}")
             region = environ.get("HTTP_AUTHORIZATION", "").partition("Credential=")[2].split("/")[2]
             batch = self._check(identity, service, operation, body, region)

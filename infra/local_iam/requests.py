@@ -29,6 +29,8 @@ list_amazondynamodb.html, list_amazonsqs.html, list_awssecretsmanager.html).
   form) has no resource to evaluate: nothing is checked, and the request is answered
   InvalidParameterValueException, as a malformed id is, whoever asks.
 
+- KMS (list_awskeymanagementservice.html): Sign and GetPublicKey on the key the request names
+  (`KeyId`, an ARN or a key id).
 - SES v2 SendEmail (list_amazonsesv2.html; restJson1, `POST /v2/email/outbound-emails`):
   `ses:SendEmail` on the sending identity, `identity/<the From address>` (a grant on
   `identity/*` covers the domain's identity too), and on `configuration-set/<name>` when the
@@ -232,6 +234,17 @@ def stepfunctions(operation: str, body: dict[str, Any]) -> list[Need]:
         return [Need(action, "*", {})]
     arn = body.get("executionArn") or body.get("stateMachineArn")
     return [Need(action, str(arn) if arn else "*", {})]
+
+
+def kms(operation: str, body: dict[str, Any], region: str, account: str) -> list[Need]:
+    """A KMS operation (list_awskeymanagementservice.html): its action on the key the request
+    names, by ARN or by id (an alias is not modelled: Countersign names its key by ARN)."""
+    key = str(body.get("KeyId") or "")
+    if key.startswith("arn:"):
+        return [Need(f"kms:{operation}", key, {})]
+    if key.startswith("alias/"):
+        return [Need(f"kms:{operation}", f"arn:aws:kms:{region}:{account}:{key}", {})]
+    return [Need(f"kms:{operation}", f"arn:aws:kms:{region}:{account}:key/{key}" if key else "*", {})]
 
 
 def durable_callback(kind: str, callback_id: str, execution_of: Callable[[str], str | None]) -> list[Need]:

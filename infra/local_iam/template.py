@@ -137,6 +137,11 @@ class Resolver:
                 for branch in _branches(expression):
                     if isinstance(branch, dict) and "Ref" in branch:
                         self.refs.setdefault(branch["Ref"], variables[variable])
+                    # A key named by its ARN (`!GetAtt Key.Arn`): the ARN the variable holds.
+                    if isinstance(branch, dict) and "Fn::GetAtt" in branch:
+                        logical = branch["Fn::GetAtt"][0]
+                        if self.resources.get(logical, {}).get("Type") == "AWS::KMS::Key":
+                            self.refs.setdefault(logical, variables[variable])
         self._conditions: dict[str, bool] = {}
 
     def _functions(self) -> dict[str, dict[str, Any]]:
@@ -186,6 +191,8 @@ class Resolver:
                 return f"arn:aws:dynamodb:{self.region}:{self.account}:table/{table}"
             if attribute == "StreamArn":
                 return lambda: self.stream_of(table)
+        if kind == "AWS::KMS::Key" and attribute == "Arn":
+            return named
         if kind == "AWS::SQS::Queue" and attribute == "Arn":
             path = urlparse(named).path.strip("/").split("/")
             return f"arn:aws:sqs:{self.region}:{path[0]}:{path[-1]}"

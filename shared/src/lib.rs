@@ -7,6 +7,7 @@
 #![recursion_limit = "512"]
 
 pub mod auth;
+pub mod certificate_key;
 pub mod clock;
 pub mod config;
 pub mod cursor;
@@ -54,6 +55,8 @@ pub struct App {
     secrets: Arc<config::LiveSecrets>,
     /// The function this process is, once known (the `Function` of a refresh's metrics).
     function: OnceLock<&'static str>,
+    /// `CERTIFICATE_KEY_ARN`'s key, with a KMS client of this function's credentials.
+    certificate_key: OnceLock<certificate_key::CertificateKey>,
 }
 
 impl App {
@@ -113,6 +116,7 @@ impl App {
             relying_parties: oidc::RelyingParties::new(),
             secrets,
             function: OnceLock::new(),
+            certificate_key: OnceLock::new(),
             config,
             store,
             sqs,
@@ -129,14 +133,16 @@ impl App {
             .await;
         let (config, source) =
             config::secrets::load(environment(), aws_sdk_secretsmanager::Client::new(&aws)).await?;
-        Ok(Self::with_secret_source(
+        let app = Self::with_secret_source(
             config,
             source,
             aws_sdk_dynamodb::Client::new(&aws),
             aws_sdk_sqs::Client::new(&aws),
             Clock::system(),
             observe::Sink::Stdout,
-        ))
+        );
+        app.use_sdk(&aws);
+        Ok(app)
     }
 
     /// The secret-bearing configuration in force. When `SECRETS_REFRESH_SECONDS` have passed,
@@ -213,6 +219,21 @@ impl App {
             tracing::warn!("{warning}");
         }
         Ok(app)
+    }
+
+    /// Makes the clients beyond the tables and the queue from `sdk` (this function's
+    /// credentials): the certificate key's KMS client.
+    pub fn use_sdk(&self, sdk: &aws_config::SdkConfig) {
+        if let Some(arn) = &self.config.certificate_key_arn {
+            let _ = self
+                .certificate_key
+                .set(certificate_key::CertificateKey::new(sdk, arn));
+        }
+    }
+
+    /// The certificate key, where `CERTIFICATE_KEY_ARN` names one.
+    pub fn certificate_key(&self) -> Option<&certificate_key::CertificateKey> {
+        self.certificate_key.get()
     }
 
     /// Marks this process as `function` (the `Function` of its secrets refreshes' metrics).

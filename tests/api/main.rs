@@ -8,6 +8,7 @@
 //! CLI binary).
 
 mod alarms;
+mod certificates;
 mod claims;
 mod create;
 mod decide;

@@ -55,6 +55,13 @@ impl TestApp {
         for (variable, table) in tables.variables() {
             vars.insert(variable.to_owned(), table.to_owned());
         }
+        // The stack's certificate key, as the template creates one.
+        if !overrides.iter().any(|(k, _)| *k == "CERTIFICATE_KEY_ARN") {
+            let key = countersign::runner::create_certificate_key(&direct)
+                .await
+                .expect("the stack's certificate key");
+            vars.insert("CERTIFICATE_KEY_ARN".into(), key);
+        }
         for (k, v) in overrides {
             // `{localhost}`: the same address by name (a WebAuthn relying party is a domain).
             let by_name = base.replace("127.0.0.1", "localhost");

@@ -142,6 +142,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         aws_sdk_secretsmanager::Client::new(&aws),
     )
     .await?;
+    // The certificate key, as the template creates one.
+    if config.certificate_key_arn.is_none() {
+        let key = countersign::runner::create_certificate_key(&aws).await?;
+        variables.insert("CERTIFICATE_KEY_ARN".to_owned(), key.clone());
+        config.certificate_key_arn = Some(key);
+    }
     let sqs = aws_sdk_sqs::Client::new(&aws);
     if config.jobs_queue_url.is_none() {
         let queues = ensure_queues(

@@ -53,7 +53,11 @@ impl Config {
             // Provider webhooks, Slack's clicks, GitHub's events, any of them or none (a
             // deployment that takes no webhook answers every source 404).
             Function::Webhook => Ok(()),
-            Function::Dispatch => require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL"),
+            // It signs passkey-only approvals' certificates.
+            Function::Dispatch => {
+                require(self.jobs_queue_url.is_some(), "JOBS_QUEUE_URL")?;
+                require(self.certificate_key_arn.is_some(), "CERTIFICATE_KEY_ARN")
+            }
             // It acts as each tenant's Slack app and GitHub App.
             Function::Executor => {
                 self.jobs()?;

@@ -65,6 +65,9 @@ pub struct Config {
     pub jobs_queue_url: Option<String>,
     /// Base of review links, e.g. `https://approvals.example.com`.
     pub public_base_url: Option<String>,
+    /// `CERTIFICATE_KEY_ARN`: the KMS key (`ECC_NIST_P256`) that signs passkey-only approvals'
+    /// certificates (the dispatch function signs, the read function publishes its public key).
+    pub certificate_key_arn: Option<String>,
     pub idempotency_ttl_seconds: i64,
     pub inbox_ttl_seconds: i64,
     pub job_visibility_timeout_seconds: i64,
@@ -128,6 +131,17 @@ impl Config {
             .map(|raw| http_url(&raw).map_err(|e| ConfigError::new("PUBLIC_BASE_URL", e)))
             .transpose()?
             .map(|url| url.trim_end_matches('/').to_owned());
+        let certificate_key_arn = get("CERTIFICATE_KEY_ARN")
+            .map(
+                |arn| match arn.starts_with("arn:") && arn.contains(":key/") {
+                    true => Ok(arn.trim().to_owned()),
+                    false => Err(ConfigError::new(
+                        "CERTIFICATE_KEY_ARN",
+                        "must be a KMS key's ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)",
+                    )),
+                },
+            )
+            .transpose()?;
         let job_visibility_timeout_seconds = number(&get, "JOB_VISIBILITY_TIMEOUT_SECONDS", 30, 1)?;
         let job_max_attempts = number(&get, "JOB_MAX_ATTEMPTS", 5, 1)?;
         // The job's whole retry budget: every receive the redrive policy allows, each a
@@ -153,6 +167,7 @@ impl Config {
             )?,
             jobs_queue_url: get("JOBS_QUEUE_URL"),
             public_base_url,
+            certificate_key_arn,
             // The contract keeps keys at least 24 h, and event ids longer than providers
             // redeliver automatically (3 days).
             idempotency_ttl_seconds,

@@ -256,6 +256,7 @@ impl CreateRequest {
             policy_evaluated: None,
             assurance: self.assurance,
             comment_cap: None,
+            certificate: None,
         }
     }
 }

@@ -20,8 +20,8 @@ pub mod trail;
 
 pub use api_key::{KeyId, KeyRecord, TableKey};
 pub use approval::{
-    Approval, ApprovalView, Cancellation, Channel, Decision, Execution, ExecutionStatus, Outcome,
-    PasskeyEvidence, SignIn, SlackMessage, Status, StatusCheck,
+    Approval, ApprovalView, Cancellation, CertificateSeal, Channel, Decision, Execution,
+    ExecutionStatus, Outcome, PasskeyEvidence, SignIn, SlackMessage, Status, StatusCheck,
 };
 pub use attempt::{Completion, LedgerStatus};
 pub use create::{CreateRefusal, CreateRequest, FieldError, fingerprint};

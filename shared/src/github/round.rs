@@ -191,6 +191,7 @@ pub fn round_approval(
         policy_evaluated: None,
         assurance: None,
         comment_cap: None,
+        certificate: None,
         github: Some(GithubGate {
             installation_id: request.installation_id,
             repository: request.repository.clone(),

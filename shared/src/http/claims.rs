@@ -20,6 +20,7 @@ use super::operator::outcome_of;
 use super::{ApiError, REPLAYED};
 use crate::App;
 use crate::auth::Role;
+use crate::domain::passkey::sealed_certificate;
 use crate::domain::{Approval, DecideRequest, ExecutionStatus, FieldError, Status};
 
 pub(super) const REPORT_BODY_LIMIT: usize = 16 * 1024;
@@ -59,14 +60,29 @@ pub async fn claim(
         .store
         .claim_execution(&caller.tenant, &id, key.as_str(), claimant, now)
         .await?;
+    // The claim's answer carries a passkey-only approval's certificate.
+    let certified = |approval: &Approval, mut view: Value| {
+        if let (Some(certificate), Some(fields)) =
+            (sealed_certificate(approval), view.as_object_mut())
+        {
+            fields.insert("certificate".to_owned(), certificate);
+        }
+        view
+    };
+    if let Ok(approval) = &written {
+        return Ok(Json(certified(approval, json!(approval.view(now)))).into_response());
+    }
     let (old, approval) = match refused(written, &caller, now)? {
         Written::Applied(response) => return Ok(response),
         Written::Refused(old, approval) => (old, approval),
     };
     match old.execution.claimed_by.as_deref() {
-        Some(claimed) if claimed == key.as_str() => Ok(replayed(approval)),
+        Some(claimed) if claimed == key.as_str() => Ok(replayed(certified(&old, approval))),
         Some(_) => Err(ApiError::AlreadyClaimed { approval }),
         None if old.status_at(now) != Status::Approved => Err(ApiError::NotApproved { approval }),
+        None if old.assurance.is_some() && old.certificate.is_none() => {
+            Err(ApiError::CertificatePending)
+        }
         None => Err(ApiError::Internal(crate::store::StoreError::Corrupt(
             "the claim's condition refused a claimable approval",
         ))),

@@ -1,6 +1,7 @@
 //! The HTTP API: one axum router, hosted by `lambda_http` in Lambda and by the local runner.
 
 mod approvals;
+mod certificates;
 mod claims;
 mod create;
 mod delegations;
@@ -123,7 +124,16 @@ fn api_routes() -> Router<Arc<App>> {
 }
 
 fn read_routes() -> Router<Arc<App>> {
-    let routes = Router::new().route("/approvals/{id}", get(approvals::get));
+    let routes = Router::new()
+        .route("/approvals/{id}", get(approvals::get))
+        .route(
+            "/approvals/{id}/certificate",
+            get(certificates::certificate),
+        )
+        .route(
+            "/.well-known/countersign/jwks.json",
+            get(certificates::jwks),
+        );
     of_function(routes, Function::Read)
 }
 

@@ -143,6 +143,8 @@ pub enum DispatchError {
     Unreadable(String),
     #[error("events not stored: {0}")]
     Events(#[from] StoreError),
+    #[error("certificate not issued: {0}")]
+    Certificate(String),
 }
 
 /// `ApprovalDecided` by outcome, and `TimeToDecision` for an outcome a vote decided.
@@ -195,6 +197,13 @@ impl Dispatcher {
             let new = change.new.as_ref().map(items_to_approval).transpose();
             match (old, new) {
                 (Ok(old), Ok(new)) => {
+                    // Certified before its jobs are made: the execute job carries it.
+                    let new = match new {
+                        Some(new) if super::certify::needs_certificate(&new) => {
+                            Some(super::certify::certify(&self.app, new).await?)
+                        }
+                        new => new,
+                    };
                     if let Some(approval) = new.as_ref().or(old.as_ref()) {
                         expiries.insert(
                             (approval.tenant.clone(), approval.id.clone()),

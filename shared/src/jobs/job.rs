@@ -327,6 +327,10 @@ pub struct ExecuteJob {
     /// queued before jobs carried it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<EpochSeconds>,
+    /// A passkey-only approval's certificate (docs/VERIFY.md): the execute call's body carries
+    /// it for the target to check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<Value>,
 }
 
 /// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`

@@ -31,6 +31,8 @@ pub(super) struct ExecuteJobBody {
     github: Option<GithubCall>,
     #[serde(default)]
     expires_at: Option<crate::domain::EpochSeconds>,
+    #[serde(default)]
+    certificate: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -62,6 +64,7 @@ impl TryFrom<ExecuteJobBody> for ExecuteJob {
             trace: body.trace,
             github: body.github,
             expires_at: body.expires_at,
+            certificate: body.certificate,
         })
     }
 }

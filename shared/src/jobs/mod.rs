@@ -4,6 +4,7 @@
 //! left behind (approvals past their expiry, executions whose job was lost, GitHub deliveries
 //! that never arrived).
 
+mod certify;
 mod delegates;
 mod dispatch;
 mod dispatch_policy;

@@ -72,6 +72,7 @@ impl Functions {
                 sink.clone(),
             );
             app.set_function(function);
+            app.use_sdk(&own_sdk);
             apps.insert(function, app);
             sdks.insert(function, own_sdk);
         }

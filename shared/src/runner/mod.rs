@@ -4,6 +4,7 @@
 //! with Lambda's batch semantics (delete what succeeded, leave the rest; a panicking handler
 //! leaves its whole batch).
 
+mod certificate_key;
 mod email;
 mod functions;
 mod queue;
@@ -13,6 +14,7 @@ mod stream;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use certificate_key::create_certificate_key;
 pub use email::verify_senders;
 pub use functions::{Clients, Functions};
 pub use queue::{JobQueues, REDRIVE_HEADROOM, ensure_queues};

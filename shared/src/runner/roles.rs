@@ -98,7 +98,7 @@ impl LocalRoles {
         {
             given.insert("EmailSenders", senders.as_str());
         }
-        // Only what names a resource (a table, the queue, a secret's ARN): never a secret's
+        // Only what names a resource (a table, the queue, a secret's or a key's ARN): never a secret's
         // value, whatever the endpoint turns out to be.
         let resources: HashMap<&str, &str> = variables
             .iter()
@@ -106,6 +106,7 @@ impl LocalRoles {
                 name.ends_with("_TABLE")
                     || name.ends_with("_SECRET_ARN")
                     || *name == "JOBS_QUEUE_URL"
+                    || *name == "CERTIFICATE_KEY_ARN"
             })
             .map(|(name, value)| (name.as_str(), value.as_str()))
             .collect();

@@ -25,8 +25,11 @@ use crate::domain::{
 };
 
 /// only_if_claimable: approved, approval-only, never claimed.
+/// A passkey-only approval is claimable once its certificate is issued (the claim's answer
+/// carries it).
 const ONLY_IF_UNCLAIMED: &str = "attribute_exists(#approval_only) AND #status = :approved \
-     AND #execution.#status = :not_started AND attribute_not_exists(#execution.#claimed_by)";
+     AND #execution.#status = :not_started AND attribute_not_exists(#execution.#claimed_by) \
+     AND (attribute_not_exists(#assurance) OR attribute_exists(#certificate))";
 /// ... by its requester (a key with the operator role claims, or reports on, any of the
 /// tenant's): the claim's key shows on the approval, so the report is bound to both.
 const ONLY_IF_ITS_REQUESTER: &str = "#requested_by_id = :by";

@@ -259,3 +259,37 @@ impl Store {
         Ok(records)
     }
 }
+
+impl Store {
+    /// Stores the certificate's seal on its approval, once: of two issuers racing (a stream
+    /// batch delivered again), the first seal stands and both get it. `None`: no such approval.
+    pub async fn seal_certificate(
+        &self,
+        tenant: &TenantId,
+        id: &crate::domain::ApprovalId,
+        seal: &crate::domain::CertificateSeal,
+    ) -> Result<Option<crate::domain::Approval>, StoreError> {
+        let names = HashMap::from([
+            ("#certificate".to_owned(), "certificate".to_owned()),
+            ("#status".to_owned(), "status".to_owned()),
+        ]);
+        let values = HashMap::from([(
+            ":seal".to_owned(),
+            super::codec::passkey::seal_to_attr(seal),
+        )]);
+        let written = self
+            .update_approval(
+                tenant,
+                id,
+                "SET #certificate = :seal",
+                "attribute_exists(#status) AND attribute_not_exists(#certificate)",
+                names,
+                values,
+            )
+            .await?;
+        Ok(match written {
+            Ok(approval) => Some(approval),
+            Err(old) => old.filter(|a| a.certificate.is_some()),
+        })
+    }
+}

@@ -361,6 +361,17 @@ pub struct Approval {
     /// The longest comment (UTF-8 bytes) a vote on it may carry, when its many approvers leave
     /// less than the usual room on its item (`None`: the usual limit).
     pub comment_cap: Option<u32>,
+    /// A passkey-only approval's certificate, once issued: when, and Countersign's signature
+    /// (the rest of it is this approval's, [`crate::domain::passkey::certificate_of`]).
+    pub certificate: Option<CertificateSeal>,
+}
+
+/// Countersign's signature of an approval's certificate, as stored on the approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateSeal {
+    pub issued_at: EpochSeconds,
+    /// The detached compact JWS (`header..signature`).
+    pub signature: String,
 }
 
 /// A message posted to Slack: its channel and timestamp (Slack's id of a message).
@@ -540,6 +551,7 @@ pub(crate) mod tests {
             policy_evaluated: None,
             assurance: None,
             comment_cap: None,
+            certificate: None,
         }
     }
 

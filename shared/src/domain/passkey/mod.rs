@@ -7,6 +7,7 @@
 pub mod assertion;
 pub mod certificate;
 pub mod jwk;
+mod of_approval;
 pub mod soft;
 pub mod statement;
 mod verify;
@@ -30,5 +31,6 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
 pub use assertion::{Assertion, AssertionError, Expected};
 pub use certificate::{Certificate, CertificateVote, PolicyEvidence, RuleEvidence};
 pub use jwk::Jwk;
+pub use of_approval::{certificate_of, sealed_certificate};
 pub use statement::{Statement, payload_sha256};
 pub use verify::{Pinned, VerifyError, verify_certificate};

@@ -170,13 +170,19 @@ impl Downstream {
                 Some(request) => request,
                 None => return CallOutcome::Refused("the tenant has no subscription".to_owned()),
             },
-            Job::Execute(j) => self.http.post(url).json(&json!({
-                "approval_id": j.approval_id,
-                "tenant": j.tenant,
-                "action": {"type": j.action_type, "payload": j.payload},
-                "context": j.context,
-                "decision": j.decision,
-            })),
+            Job::Execute(j) => {
+                let mut body = json!({
+                    "approval_id": j.approval_id,
+                    "tenant": j.tenant,
+                    "action": {"type": j.action_type, "payload": j.payload},
+                    "context": j.context,
+                    "decision": j.decision,
+                });
+                if let (Some(certificate), Some(fields)) = (&j.certificate, body.as_object_mut()) {
+                    fields.insert("certificate".to_owned(), certificate.clone());
+                }
+                self.http.post(url).json(&body)
+            }
             // Each approver's call is its own ([`Downstream::notify`]).
             Job::Notify(_) => {
                 return CallOutcome::Refused("a notify job calls each approver".into());

@@ -122,6 +122,9 @@ pub(crate) fn approval_to_item(approval: &Approval) -> Item {
         item.insert(resume::RESUME.to_owned(), resume::resume_to_attr(resume));
     }
     item.extend(governed::governed_attributes(approval));
+    if let Some(seal) = &approval.certificate {
+        item.insert(passkey::CERTIFICATE.to_owned(), passkey::seal_to_attr(seal));
+    }
     item
 }
 
@@ -529,6 +532,7 @@ pub(crate) fn approval_from_item(item: &Item) -> Result<Approval, StoreError> {
         policy_evaluated: governed::evaluated_from(item)?,
         assurance: governed::assurance_from(item)?,
         comment_cap: governed::comment_cap_from(item),
+        certificate: passkey::seal_from(item)?,
     })
 }
 
@@ -616,7 +620,7 @@ fn json_object(item: &Item, name: &'static str) -> Result<Map<String, Value>, St
 }
 
 pub(crate) mod governed;
-mod passkey;
+pub(crate) mod passkey;
 mod resume;
 mod stall;
 pub(crate) use stall::{ESCALATED, REMINDED};

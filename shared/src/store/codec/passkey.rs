@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::domain::PasskeyEvidence;
 use crate::domain::passkey::Jwk;
+use crate::domain::{CertificateSeal, PasskeyEvidence};
 use crate::store::attr::{Item, get_n, get_s, n, s};
 use crate::store::error::StoreError;
 
@@ -53,4 +53,28 @@ pub(super) fn evidence_from(decision: &Item) -> Result<Option<Box<PasskeyEvidenc
         sub: text("sub")?,
         registered_at: get_n(map, "registered_at")?,
     })))
+}
+
+/// The approval's attribute holding its certificate's seal.
+pub(crate) const CERTIFICATE: &str = "certificate";
+
+pub(crate) fn seal_to_attr(seal: &CertificateSeal) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("issued_at".to_owned(), n(seal.issued_at)),
+        ("signature".to_owned(), s(&seal.signature)),
+    ]))
+}
+
+pub(crate) fn seal_from_attr(value: &AttributeValue) -> Result<CertificateSeal, StoreError> {
+    let AttributeValue::M(map) = value else {
+        return Err(StoreError::corrupt("certificate"));
+    };
+    Ok(CertificateSeal {
+        issued_at: get_n(map, "issued_at")?,
+        signature: get_s(map, "signature")?.to_owned(),
+    })
+}
+
+pub(super) fn seal_from(item: &Item) -> Result<Option<CertificateSeal>, StoreError> {
+    item.get(CERTIFICATE).map(seal_from_attr).transpose()
 }

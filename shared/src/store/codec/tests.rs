@@ -100,6 +100,7 @@ fn an_approval_survives_the_round_trip() {
         policy_evaluated: None,
         assurance: None,
         comment_cap: None,
+        certificate: None,
         github: Some(GithubGate {
             installation_id: 42,
             repository: "acme/api".into(),
