@@ -100,6 +100,84 @@ pub enum Command {
     /// table, over your AWS credentials). Exit 1 on a refusal
     #[command(subcommand)]
     Groups(crate::policy::args::GroupsCommand),
+    /// Check a passkey-only approval's certificate offline: Countersign's signature, each
+    /// vote's passkey signature over its statement, the payload's digest, every rule met by
+    /// distinct people other than the requester (and, with --credentials, every passkey
+    /// pinned). Exit 0 with one line per rule; 1 with the first reason it fails
+    Verify(VerifyArgs),
+    /// List, export and revoke people's passkeys (the keys table, over your AWS
+    /// credentials). `export` writes what a verifier pins (--credentials)
+    #[command(subcommand)]
+    Passkeys(PasskeysCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The certificate (JSON, as GET /approvals/{id}/certificate answers), or - for stdin
+    pub certificate: String,
+
+    /// Countersign's public keys: a JWKS file, or its URL [default:
+    /// $COUNTERSIGN_URL/.well-known/countersign/jwks.json]
+    #[arg(long, value_name = "FILE|URL")]
+    pub jwks: Option<String>,
+
+    /// The passkeys to trust (`countersign passkeys export`): every vote's credential must be
+    /// one of them, for that person, with that key
+    #[arg(long, value_name = "FILE")]
+    pub credentials: Option<String>,
+
+    /// The payload the target holds (JSON): it must be the certificate's
+    #[arg(long, value_name = "FILE")]
+    pub payload: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PasskeysCommand {
+    /// List a tenant's passkeys (credential id, identity, when registered)
+    List(PasskeysListArgs),
+    /// Print every passkey of a tenant as JSON: {"credentials": [{credential_id, identity,
+    /// public_key_jwk, iss, sub, registered_at}]} — the file `verify --credentials` pins
+    Export(PasskeysTenantArgs),
+    /// Remove a person's passkey: it signs no vote from then on
+    Revoke(PasskeyRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PasskeysListArgs {
+    #[arg(long)]
+    pub tenant: String,
+
+    /// Only this person's
+    #[arg(long)]
+    pub identity: Option<String>,
+
+    #[command(flatten)]
+    pub table: KeysTable,
+}
+
+#[derive(Debug, Args)]
+pub struct PasskeysTenantArgs {
+    #[arg(long)]
+    pub tenant: String,
+
+    #[command(flatten)]
+    pub table: KeysTable,
+}
+
+#[derive(Debug, Args)]
+pub struct PasskeyRevokeArgs {
+    #[arg(long)]
+    pub tenant: String,
+
+    /// Whose passkey: the person's identity, e.g. alice@example.com
+    #[arg(long)]
+    pub identity: String,
+
+    /// The credential id (base64url, as `passkeys list` shows it)
+    pub credential_id: String,
+
+    #[command(flatten)]
+    pub table: KeysTable,
 }
 
 #[derive(Debug, Subcommand)]

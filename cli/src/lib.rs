@@ -12,6 +12,7 @@ mod gate;
 mod input;
 pub mod keys;
 pub mod mcp;
+pub mod passkeys;
 pub mod policy;
 pub mod progress;
 pub mod render;
@@ -67,6 +68,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Keys(command) => return keys::run(command, cli.json).await,
         Command::Policy(command) => return policy::run(command, cli.json).await,
         Command::Groups(command) => return policy::run_groups(command, cli.json).await,
+        Command::Passkeys(command) => return passkeys::run(command, cli.json).await,
+        // Offline: no API key, no AWS call (a JWKS URL is the one request it may make).
+        Command::Verify(args) => return passkeys::verify(args, cli.url.as_deref(), cli.json).await,
         command => command,
     };
     let cli = Cli { command, ..cli };
@@ -82,7 +86,11 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Claim(args) => commands::claim(&api, out, args).await,
         Command::Report(args) => commands::report(&api, out, args).await,
         Command::Delegate(command) => delegate::run(&api, out, command).await,
-        Command::Keys(_) | Command::Policy(_) | Command::Groups(_) => {
+        Command::Keys(_)
+        | Command::Policy(_)
+        | Command::Groups(_)
+        | Command::Passkeys(_)
+        | Command::Verify(_) => {
             unreachable!("handled above")
         }
         Command::Mcp => {

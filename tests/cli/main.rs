@@ -24,6 +24,7 @@ mod mcp_wire;
 mod policy;
 mod reads;
 mod task_schema;
+mod verify;
 
 use std::time::{Duration, Instant};
 

@@ -132,7 +132,6 @@ pub async fn show(
             let exclude = passkeys
                 .iter()
                 .filter_map(|p| crate::domain::passkey::unb64(&p.credential_id))
-                .map(Into::into)
                 .collect();
             let started = webauthn.start_passkey_registration(
                 user_handle(&tenant, &session),

@@ -170,7 +170,7 @@ pub fn execute_job(approval: &Approval) -> Job {
         trace: approval.trace.clone(),
         github: GithubCall::of(approval),
         expires_at: Some(approval.expires_at),
-        certificate: crate::domain::passkey::sealed_certificate(approval),
+        certificate: crate::domain::passkey::sealed_certificate(approval).map(Box::new),
     })
 }
 

@@ -330,7 +330,7 @@ pub struct ExecuteJob {
     /// A passkey-only approval's certificate (docs/VERIFY.md): the execute call's body carries
     /// it for the target to check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate: Option<Value>,
+    pub certificate: Option<Box<Value>>,
 }
 
 /// What a header value cannot carry as it is: controls, space (trimmed at the ends) and `%`

@@ -32,7 +32,7 @@ pub(super) struct ExecuteJobBody {
     #[serde(default)]
     expires_at: Option<crate::domain::EpochSeconds>,
     #[serde(default)]
-    certificate: Option<Value>,
+    certificate: Option<Box<Value>>,
 }
 
 #[derive(Deserialize)]

@@ -247,7 +247,12 @@ fn verify_fails_with_its_reason_on_each_change() {
     );
     let other_payload = json!({"amount": 1});
     assert_eq!(
-        verify_certificate(&sealed, &[jwk.clone()], None, Some(&other_payload)),
+        verify_certificate(
+            &sealed,
+            std::slice::from_ref(&jwk),
+            None,
+            Some(&other_payload)
+        ),
         Err(VerifyError::PayloadMismatch)
     );
 
@@ -315,7 +320,7 @@ fn verify_fails_with_its_reason_on_each_change() {
     // A credential not pinned: Bob's passkey is not in the file (or is, for someone else).
     let only_alice = pinned(&[(&f.alice, "alice@example.com")]);
     assert!(matches!(
-        verify_certificate(&sealed, &[jwk.clone()], Some(&only_alice), None),
+        verify_certificate(&sealed, std::slice::from_ref(&jwk), Some(&only_alice), None),
         Err(VerifyError::NotPinned(2, _, _))
     ));
     let swapped = pinned(&[

@@ -253,7 +253,7 @@ pub async fn show(
                             match passkey::ask(&app, &approval, &signer.session, place.as_ref())
                                 .await
                             {
-                                Ok(ask) => ask,
+                                Ok(ask) => ask.map(Box::new),
                                 Err(err) => {
                                     tracing::error!(error = %err, "review page: passkeys");
                                     return unavailable();

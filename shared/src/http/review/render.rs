@@ -24,7 +24,7 @@ pub(super) enum Viewer {
         logout: String,
         /// On a passkey-only approval: what the page signs with (`None` otherwise, or when
         /// this deployment cannot ask for a passkey).
-        passkey: Option<PasskeyAsk>,
+        passkey: Option<Box<PasskeyAsk>>,
     },
 }
 
@@ -146,7 +146,7 @@ pub(super) fn render(
                         }
                         Viewer::SignedIn { identity, csrf, passkey, .. } if approval.assurance.is_some() => {
                             p.muted { "As " (identity.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }
-                            (passkey_form(token, csrf, place, passkey.as_ref()))
+                            (passkey_form(token, csrf, place, passkey.as_deref()))
                         }
                         Viewer::SignedIn { identity, csrf, .. } => {
                             p.muted { "As " (identity.as_str()) (in_place(place)) ". This request expires " (when(approval.expires_at)) "." }

@@ -179,7 +179,10 @@ impl Downstream {
                     "decision": j.decision,
                 });
                 if let (Some(certificate), Some(fields)) = (&j.certificate, body.as_object_mut()) {
-                    fields.insert("certificate".to_owned(), certificate.clone());
+                    fields.insert(
+                        "certificate".to_owned(),
+                        serde_json::Value::clone(certificate),
+                    );
                 }
                 self.http.post(url).json(&body)
             }
