@@ -12,6 +12,7 @@ use fantoccini::Locator;
 use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
 use serde_json::json;
 
+mod passkeys;
 mod sign_in;
 
 /// Where screenshots go: `docs/screenshots/` with UPDATE_SCREENSHOTS=1 (they are shown in the
