@@ -8,6 +8,36 @@ use countersign_tests::sign_in::{SignInStack, two_of_two};
 use countersign_tests::{ALICE, BOB, CreateBody, KEY_A, TestApp};
 use serde_json::{Value, json};
 
+/// The Rust target example of docs/VERIFY.md, compiled and run here.
+#[path = "../../examples/verify/verify_certificate.rs"]
+mod target_example;
+
+/// The Python example of docs/VERIFY.md on `certificate` (and `payload`): its exit code and
+/// output.
+fn python_verifies(certificate: &Value, jwks: &Value, payload: Option<&Value>) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("verify-py-{}", ulid::Ulid::new()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let mut args = vec![
+        countersign_tests::workspace_root().join("examples/verify/verify_certificate.py"),
+        dir.join("cert.json"),
+        dir.join("jwks.json"),
+    ];
+    std::fs::write(&args[1], certificate.to_string()).expect("write");
+    std::fs::write(&args[2], jwks.to_string()).expect("write");
+    if let Some(payload) = payload {
+        args.push(dir.join("payload.json"));
+        std::fs::write(&args[3], payload.to_string()).expect("write");
+    }
+    let out = std::process::Command::new(countersign_tests::python())
+        .args(&args)
+        .output()
+        .expect("run the Python example");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
 async fn certificate(t: &TestApp, id: &str) -> countersign_tests::Reply {
     t.send(
         t.http
@@ -95,6 +125,40 @@ async fn a_two_of_two_yields_a_certificate_that_verifies_and_a_claim_carries_it(
     ]}))
     .expect("pins");
     assert!(verify_certificate(&cert, &keys, Some(&pinned), None).is_ok());
+    // The examples a target copies: Python (every check) and Rust (Countersign's signature and
+    // the payload it was sent), each refusing a changed payload.
+    let jwks_value = json!({"keys": keys});
+    let (code, text) = python_verifies(&cert, &jwks_value, Some(&cert["action"]["payload"]));
+    assert_eq!(
+        (code, text.trim()),
+        (
+            0,
+            format!("rule both: met, 2 of 2 required, by {ALICE}, {BOB}").as_str()
+        )
+    );
+    let mut changed = cert.clone();
+    changed["action"]["payload"]["build"] = json!(8);
+    let (code, text) = python_verifies(&changed, &jwks_value, None);
+    assert_eq!(code, 1, "{text}");
+    let (code, text) = python_verifies(&cert, &jwks_value, Some(&json!({"build": 8})));
+    assert_eq!(code, 1, "{text}");
+    let mut removed = cert.clone();
+    removed["votes"].as_array_mut().map(Vec::pop);
+    assert_eq!(
+        python_verifies(&removed, &jwks_value, None).0,
+        1,
+        "a vote removed"
+    );
+    let payload = cert["action"]["payload"].clone();
+    assert_eq!(
+        target_example::verify_certificate(&cert, &jwks_value, &id, &payload),
+        Ok(())
+    );
+    assert!(target_example::verify_certificate(&changed, &jwks_value, &id, &payload).is_err());
+    assert!(
+        target_example::verify_certificate(&cert, &jwks_value, &id, &json!({"build": 8})).is_err()
+    );
+    assert!(target_example::verify_certificate(&cert, &jwks_value, "apr_other", &payload).is_err());
     // The same certificate every time (its seal is stored once).
     assert_eq!(certificate(t, &id).await.json(), cert);
     assert_eq!(cert["requested_by"], json!("tenant-a"));
