@@ -22,6 +22,8 @@ mod deployment;
 mod history;
 #[path = "cost/model.rs"]
 mod model;
+#[path = "cost/passkeys.rs"]
+mod passkeys;
 #[path = "cost/prices.rs"]
 mod prices;
 #[path = "cost/render.rs"]

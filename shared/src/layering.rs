@@ -142,6 +142,7 @@ const STORE_RANKS: &[(&str, u8)] = &[
     ("client", 4),
     ("batch", 5),
     ("schema", 5),
+    ("passkeys", 5),
     ("approvals", 6),
     ("votes", 6),
     ("operator", 6),

@@ -266,6 +266,12 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
     // The dispatcher makes notify jobs only where there is a notifier (as the template gives it
     // NOTIFIER_URL's secret only then).
     let notifier = t.downstream_url("/notify");
+    let certificate_key = t
+        .app
+        .config
+        .certificate_key_arn
+        .clone()
+        .expect("the stack's certificate key");
     let env = with(
         base_env(&t),
         &[
@@ -274,6 +280,8 @@ async fn dispatch_turns_a_stream_record_into_jobs() {
             // Where the approvers' delegations are (a delegate gets a copy), as the template
             // gives it.
             ("KEYS_TABLE", &t.app.config.tables.api_keys),
+            // The key it signs certificates with (the stack's own).
+            ("CERTIFICATE_KEY_ARN", &certificate_key),
         ],
     );
     invoke("dispatch", env, event).await;

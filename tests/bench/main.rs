@@ -8,7 +8,8 @@
 //! API, the binary and zip sizes, the per-request CPU work, and the decision-to-effect latency
 //! through the whole chain on one local runner, a listing page beside the requests it is made
 //! of (`--listing` runs only that), how far apart a notify job's calls go out (`--notify`), and
-//! a create's approval-policy evaluation and overhead (`--policy`). The last line is `overhead-ratio: …`
+//! a create's approval-policy evaluation and overhead (`--policy`), and what a passkey vote and
+//! a 3-of-5 certificate cost (`--passkeys`). The last line is `overhead-ratio: …`
 //! (in-process ops/s ÷ raw ops/s at concurrency 8; the router writes its metrics, as in Lambda,
 //! into memory here). `--effect` runs only the last part, `--paths` only the first, `--cpu`
 //! only the per-request CPU work.
@@ -18,6 +19,7 @@ mod cpu;
 mod effect;
 mod listing;
 mod notify;
+mod passkeys;
 mod paths;
 mod policy;
 
@@ -41,6 +43,10 @@ async fn main() {
     }
     if std::env::args().any(|a| a == "--policy") {
         policy::run(if quick { 40 } else { 150 }).await;
+        return;
+    }
+    if std::env::args().any(|a| a == "--passkeys") {
+        passkeys::run(quick);
         return;
     }
     if std::env::args().any(|a| a == "--notify") {

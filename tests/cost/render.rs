@@ -226,6 +226,7 @@ pub(crate) fn render(lives: &[(&str, Life)], stalls: &Stalls, bill: &Bill<'_>) -
     writeln!(w).expect("write");
     crate::stall::render(w, stalls, lives);
     crate::agent_wait::render(w, bill);
+    crate::passkeys::render(w);
     writeln!(w, "## What was cut\n").expect("write");
     writeln!(w, "Scenario (b), step by step:\n").expect("write");
     writeln!(

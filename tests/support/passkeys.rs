@@ -182,3 +182,137 @@ pub async fn sign_vote(
     let assertion = key.assert(&statement.challenge());
     post_vote(s, id, &form, vote, &assertion, session).await
 }
+
+/// The relying party of the sample votes and certificates (the benchmark's and COST.md's).
+pub const SAMPLE_ORIGIN: &str = "https://approvals.example.com";
+pub const SAMPLE_RP: &str = "approvals.example.com";
+
+fn sample_payload() -> serde_json::Map<String, Value> {
+    serde_json::json!({"service": "api", "build": 4242, "region": "eu-west-1",
+                       "commit": "9fceb02d0ae598e95dc970b74767f19372d61af8"})
+    .as_object()
+    .cloned()
+    .unwrap_or_default()
+}
+
+fn sample_statement(approver: &str) -> Statement {
+    Statement {
+        tenant: "acme".into(),
+        approval_id: "apr_01JEXAMPLEEXAMPLEEXAMPLE00".into(),
+        action_type: "deploy".into(),
+        payload_sha256: countersign::domain::passkey::payload_sha256(&sample_payload()),
+        vote: "approve".into(),
+        approver: approver.into(),
+        by: None,
+        policy_version: Some(12),
+        // The shape of the service's nonce: key id, expiry, 12 random bytes, a 16-byte MAC.
+        nonce: "k1.1765190000.aGVsbG8taGVsbG8t.MDEyMzQ1Njc4OWFiY2RlZg".into(),
+    }
+}
+
+/// A passkey vote as the service stores it (signed in, its evidence), with its assertion, the
+/// credential's key and the challenge it signed.
+pub fn sample_vote() -> (
+    countersign::domain::Decision,
+    Assertion,
+    p256::ecdsa::VerifyingKey,
+    [u8; 32],
+) {
+    use countersign::domain::{Approver, Channel, Decision, Outcome, PasskeyEvidence, SignIn};
+    let key = SoftAuthenticator::new(1, SAMPLE_RP, SAMPLE_ORIGIN);
+    let statement = sample_statement("approver1@example.com");
+    let challenge = statement.challenge();
+    let assertion = key.assert(&challenge);
+    let evidence = PasskeyEvidence {
+        statement: statement.canonical(),
+        credential_id: b64(&assertion.credential_id),
+        authenticator_data: b64(&assertion.authenticator_data),
+        client_data_json: b64(&assertion.client_data_json),
+        signature: b64(&assertion.signature),
+        public_key: key.jwk(),
+        iss: "https://id.example.com".into(),
+        sub: "00u1a2b3c4d5e6f7g8h9".into(),
+        registered_at: 1_765_190_000,
+    };
+    let vote = Decision {
+        outcome: Outcome::Approved,
+        approver: Approver::parse("approver1@example.com").expect("approver"),
+        decided_at: 1_765_190_100,
+        channel: Channel::ReviewPage,
+        comment: None,
+        webhook_event_id: None,
+        key_id: None,
+        signed_in: Some(SignIn {
+            issuer: "https://id.example.com".into(),
+            sub: "00u1a2b3c4d5e6f7g8h9".into(),
+            auth_time: Some(1_765_190_000),
+        }),
+        by: None,
+        delegation_set_by: None,
+        passkey: Some(Box::new(evidence)),
+    };
+    let verifying = key.jwk().verifying_key().expect("P-256");
+    (vote, assertion, verifying, challenge)
+}
+
+/// A sealed 3-of-5 certificate (three of five listed approvers signed) and the JWKS of the
+/// local key that stands in for Countersign's.
+pub fn three_of_five() -> (Value, Vec<countersign::domain::passkey::Jwk>) {
+    use countersign::domain::passkey::certificate::{
+        CertificateVote, CertifiedAction, PolicyEvidence, RuleEvidence,
+    };
+    use countersign::domain::passkey::{Certificate, Jwk, payload_sha256};
+    use p256::ecdsa::signature::Signer as _;
+    let people: Vec<String> = (1..=5)
+        .map(|i| format!("approver{i}@example.com"))
+        .collect();
+    let mut certificate = Certificate {
+        v: 1,
+        approval_id: "apr_01JEXAMPLEEXAMPLEEXAMPLE00".into(),
+        tenant: "acme".into(),
+        requested_by: Some("ci@acme".into()),
+        action: CertifiedAction {
+            kind: "deploy".into(),
+            payload: sample_payload(),
+        },
+        payload_sha256: payload_sha256(&sample_payload()),
+        policy: PolicyEvidence {
+            version: Some(12),
+            sha256: Some("ab".repeat(32)),
+            rules: vec![RuleEvidence {
+                name: "release".into(),
+                group: Some("release-managers".into()),
+                min_approvals: 3,
+                approvers: people.clone(),
+            }],
+        },
+        votes: Vec::new(),
+        decided_at: "2026-12-08T10:00:00Z".into(),
+        issued_at: "2026-12-08T10:00:01Z".into(),
+        signature: String::new(),
+    };
+    for (i, person) in people.iter().enumerate().take(3) {
+        let key = SoftAuthenticator::new(i as u8 + 1, SAMPLE_RP, SAMPLE_ORIGIN);
+        let statement = sample_statement(person);
+        let assertion = key.assert(&statement.challenge());
+        certificate.votes.push(CertificateVote {
+            statement: statement.canonical(),
+            credential_id: b64(&assertion.credential_id),
+            authenticator_data: b64(&assertion.authenticator_data),
+            client_data_json: b64(&assertion.client_data_json),
+            signature: b64(&assertion.signature),
+            public_key_jwk: key.jwk(),
+            identity: person.clone(),
+            iss: "https://id.example.com".into(),
+            sub: format!("sub-{person}"),
+            registered_at: "2026-12-01T09:00:00Z".into(),
+        });
+    }
+    let countersign = p256::ecdsa::SigningKey::from_slice(&[9u8; 32]).expect("a valid scalar");
+    let (header, input) = certificate.to_sign("k1");
+    let signature: p256::ecdsa::Signature = countersign.sign(input.as_bytes());
+    let sealed = certificate.sealed(&header, &signature.to_bytes());
+    let mut jwk = Jwk::of(countersign.verifying_key());
+    jwk.kid = Some("k1".into());
+    (sealed, vec![jwk])
+}

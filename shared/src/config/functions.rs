@@ -349,11 +349,30 @@ mod tests {
                 .is_ok()
         );
         let queue = ("JOBS_QUEUE_URL", "http://localhost/q");
+        let key = (
+            "CERTIFICATE_KEY_ARN",
+            "arn:aws:kms:us-east-1:123456789012:key/2f1d8e63-5a8f-4a6c-9d0e-1b2c3d4e5f60",
+        );
         assert!(
-            config(&[queue])
+            config(&[queue, key])
                 .unwrap()
                 .check_for(Function::Dispatch)
                 .is_ok()
+        );
+        assert_eq!(
+            config(&[queue])
+                .unwrap()
+                .check_for(Function::Dispatch)
+                .unwrap_err()
+                .variable,
+            "CERTIFICATE_KEY_ARN",
+            "the dispatch function signs certificates"
+        );
+        assert_eq!(
+            config(&[("CERTIFICATE_KEY_ARN", "alias/countersign")])
+                .unwrap_err()
+                .variable,
+            "CERTIFICATE_KEY_ARN"
         );
         assert_eq!(
             config(&[queue])

@@ -45,7 +45,7 @@ pub(super) const PASSKEY_SCRIPT: &str = include_str!("assets/passkey.js");
 /// The Content-Security-Policy: the one stylesheet, our one script (by hash), forms posting to
 /// this origin (and `form_action`, the identity provider's origin, where a post may be sent to
 /// sign in), nothing fetched.
-fn content_security_policy(form_action: Option<&str>) -> HeaderValue {
+fn content_security_policy(form_action: Option<&str>, script: bool) -> HeaderValue {
     static STYLE_HASH: LazyLock<String> = LazyLock::new(|| {
         base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()))
     });
@@ -53,9 +53,14 @@ fn content_security_policy(form_action: Option<&str>) -> HeaderValue {
         base64::engine::general_purpose::STANDARD.encode(Sha256::digest(PASSKEY_SCRIPT.as_bytes()))
     });
     let extra = form_action.map(|o| format!(" {o}")).unwrap_or_default();
+    // Our script, only on the pages that carry it: every other page runs none.
+    let script = match script {
+        true => format!(" script-src 'sha256-{}';", *SCRIPT_HASH),
+        false => String::new(),
+    };
     let csp = format!(
-        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}'; form-action 'self'{extra}; base-uri 'none'; frame-ancestors 'none'",
-        *STYLE_HASH, *SCRIPT_HASH
+        "default-src 'none'; style-src 'sha256-{}';{script} form-action 'self'{extra}; base-uri 'none'; frame-ancestors 'none'",
+        *STYLE_HASH
     );
     HeaderValue::from_str(&csp).unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"))
 }
@@ -64,12 +69,17 @@ fn content_security_policy(form_action: Option<&str>) -> HeaderValue {
 /// referrer to another origin (a review URL holds its token; the identity provider is another
 /// origin), and the policy above. Not `no-referrer`: under it a browser sends `Origin: null`
 /// with a form post even to this origin, and a signed-in approver's post must show its origin.
-pub(super) fn secured_for(mut response: Response, form_action: Option<&str>) -> Response {
+pub(super) fn secured_for(response: Response, form_action: Option<&str>) -> Response {
+    secured_with(response, form_action, false)
+}
+
+/// [`secured_for`], allowing our script when `script`.
+fn secured_with(mut response: Response, form_action: Option<&str>, script: bool) -> Response {
     let headers: [(HeaderName, HeaderValue); 5] = [
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
         (
             header::CONTENT_SECURITY_POLICY,
-            content_security_policy(form_action),
+            content_security_policy(form_action, script),
         ),
         (
             header::REFERRER_POLICY,
@@ -103,6 +113,9 @@ pub(super) fn page_for(
     body: Markup,
     form_action: Option<&str>,
 ) -> Response {
+    // Only where a form of ours asks for a passkey (text on the page cannot spell the
+    // attribute: maud escapes its quote).
+    let scripted = body.0.contains("data-passkey=\"");
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -115,14 +128,14 @@ pub(super) fn page_for(
             }
             body {
                 main { (body) }
-                // Only where a form asks for a passkey.
-                @if body.0.contains("data-passkey") { script { (maud::PreEscaped(PASSKEY_SCRIPT)) } }
+                @if scripted { script { (maud::PreEscaped(PASSKEY_SCRIPT)) } }
             }
         }
     };
-    secured_for(
+    secured_with(
         (status, axum::response::Html(markup.into_string())).into_response(),
         form_action,
+        scripted,
     )
 }
 

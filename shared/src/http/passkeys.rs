@@ -315,6 +315,12 @@ pub async fn post(
                     "Only P-256 (ES256) passkeys sign votes.",
                 );
             };
+            if passkey.cred_id().len() > crate::domain::passkey::MAX_CREDENTIAL_ID_BYTES {
+                return refused(
+                    StatusCode::BAD_REQUEST,
+                    "This passkey's id is longer than Countersign keeps (256 bytes).",
+                );
+            }
             let record = PasskeyRecord {
                 tenant: tenant.clone(),
                 identity: session.identity.clone(),

@@ -82,7 +82,11 @@ fn widest(chars: usize) -> String {
 /// longest comment, through a webhook with its longest event id, after sign-in with the longest
 /// issuer and subject, or in their place by a delegate of the longest name (who joins the
 /// voters too), whichever is larger.
-fn largest_vote(approver: &Approver, comment_cap: Option<u32>) -> (Decision, usize) {
+fn largest_vote(
+    approval: &Approval,
+    approver: &Approver,
+    comment_cap: Option<u32>,
+) -> (Decision, usize) {
     // The longest comment: its characters at their widest, or the approval's cap in bytes.
     let comment = match comment_cap {
         None => widest(DecideRequest::MAX_COMMENT_CHARS),
@@ -120,14 +124,57 @@ fn largest_vote(approver: &Approver, comment_cap: Option<u32>) -> (Decision, usi
         ..webhook.clone()
     };
     let own = approver.identity().len();
+    // A passkey-only approval's vote: signed in, in a delegate's place, with its evidence at
+    // the bounds the vote's checks keep.
+    let passkey = approval.assurance.map(|_| {
+        let by = "x".repeat(Delegation::MAX_DELEGATE_BYTES);
+        let statement = crate::domain::passkey::Statement {
+            tenant: approval.tenant.as_str().to_owned(),
+            approval_id: approval.id.as_str().to_owned(),
+            action_type: approval.action_type.clone(),
+            payload_sha256: "0".repeat(64),
+            vote: "reject".to_owned(),
+            approver: approver.as_str().to_owned(),
+            by: Some(by.clone()),
+            policy_version: Some(u32::MAX),
+            nonce: "x".repeat(96),
+        };
+        let b64_of = |bytes: usize| "x".repeat(bytes.div_ceil(3) * 4);
+        let evidence = crate::domain::PasskeyEvidence {
+            statement: statement.canonical(),
+            credential_id: b64_of(crate::domain::passkey::MAX_CREDENTIAL_ID_BYTES),
+            authenticator_data: b64_of(crate::domain::passkey::MAX_AUTHENTICATOR_DATA_BYTES),
+            client_data_json: b64_of(crate::domain::passkey::MAX_CLIENT_DATA_BYTES),
+            signature: b64_of(crate::domain::passkey::MAX_SIGNATURE_BYTES),
+            public_key: crate::domain::passkey::Jwk {
+                kty: "EC".to_owned(),
+                crv: "P-256".to_owned(),
+                x: "x".repeat(43),
+                y: "x".repeat(43),
+                kid: None,
+                alg: None,
+                use_: None,
+            },
+            iss: "x".repeat(SignIn::MAX_ISSUER_BYTES),
+            sub: "x".repeat(SignIn::MAX_SUB_BYTES),
+            registered_at: EpochSeconds::MAX,
+        };
+        let vote = Decision {
+            by: Approver::from_stored(&by).ok(),
+            passkey: Some(Box::new(evidence)),
+            ..signed_in.clone()
+        };
+        (vote, own + Delegation::MAX_DELEGATE_BYTES)
+    });
     [
         (webhook, own),
         (signed_in, own),
         (delegated, own + Delegation::MAX_DELEGATE_BYTES),
     ]
     .into_iter()
+    .chain(passkey)
     .max_by_key(|(vote, voters)| value_bytes(&decision_to_attr(vote)) + voters)
-    .unwrap_or_else(|| unreachable!("three candidates"))
+    .unwrap_or_else(|| unreachable!("three candidates at least"))
 }
 
 /// The most bytes the approval's item can reach once everything that grows on it has grown to
@@ -145,12 +192,16 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
     let votes: usize = listed
         + voters()
             .map(|a| {
-                let (vote, voters) = largest_vote(a, approval.comment_cap);
+                let (vote, voters) = largest_vote(approval, a, approval.comment_cap);
                 1 + value_bytes(&decision_to_attr(&vote)) + voters
             })
             .sum::<usize>();
     let decision = voters()
-        .map(|a| value_bytes(&decision_to_attr(&largest_vote(a, approval.comment_cap).0)))
+        .map(|a| {
+            value_bytes(&decision_to_attr(
+                &largest_vote(approval, a, approval.comment_cap).0,
+            ))
+        })
         .max()
         .unwrap_or(0);
     // A cancel is the requester's or any operator's: a principal of the longest name.
@@ -191,6 +242,15 @@ pub fn largest_item_bytes(approval: &Approval) -> usize {
         .as_ref()
         .map_or(0, |_| 4 * MAX_ERROR_CHARS + SMALL_ATTRIBUTES_BYTES);
     created + votes + decision + cancellation + execution + deliveries + resume
+}
+
+/// What a vote's passkey evidence adds to its item (bytes, as DynamoDB counts them).
+pub fn passkey_evidence_bytes(vote: &Decision) -> usize {
+    let plain = Decision {
+        passkey: None,
+        ..vote.clone()
+    };
+    value_bytes(&decision_to_attr(vote)).saturating_sub(value_bytes(&decision_to_attr(&plain)))
 }
 
 /// The shortest comment cap an approval may be given (bytes): below it, the approval lists too

@@ -10,6 +10,15 @@ use sha2::{Digest, Sha256};
 
 use super::b64;
 
+/// The most bytes of each part of an assertion a vote keeps (its item's size is bounded): a
+/// credential id (WebAuthn allows 1023 bytes; platform authenticators use 16 to 64), the
+/// authenticator data (37 bytes without extensions), the client data (about 150 bytes).
+pub const MAX_CREDENTIAL_ID_BYTES: usize = 256;
+pub const MAX_AUTHENTICATOR_DATA_BYTES: usize = 512;
+pub const MAX_CLIENT_DATA_BYTES: usize = 1024;
+/// A DER ECDSA P-256 signature is at most 72 bytes.
+pub const MAX_SIGNATURE_BYTES: usize = 72;
+
 /// Authenticator data's flags (§6.1): user present, user verified.
 const FLAG_UP: u8 = 0x01;
 const FLAG_UV: u8 = 0x04;
@@ -69,6 +78,15 @@ impl Assertion {
     }
 
     pub fn verify(&self, key: &VerifyingKey, expected: Expected<'_>) -> Result<(), AssertionError> {
+        if self.credential_id.len() > MAX_CREDENTIAL_ID_BYTES
+            || self.authenticator_data.len() > MAX_AUTHENTICATOR_DATA_BYTES
+            || self.client_data_json.len() > MAX_CLIENT_DATA_BYTES
+            || self.signature.len() > MAX_SIGNATURE_BYTES
+        {
+            return Err(AssertionError::Malformed(
+                "a part is longer than a vote keeps",
+            ));
+        }
         let client: ClientData = serde_json::from_slice(&self.client_data_json)
             .map_err(|_| AssertionError::Malformed("client_data_json is not its JSON"))?;
         if client.kind != "webauthn.get" {

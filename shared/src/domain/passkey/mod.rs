@@ -28,7 +28,10 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok()
 }
 
-pub use assertion::{Assertion, AssertionError, Expected};
+pub use assertion::{
+    Assertion, AssertionError, Expected, MAX_AUTHENTICATOR_DATA_BYTES, MAX_CLIENT_DATA_BYTES,
+    MAX_CREDENTIAL_ID_BYTES, MAX_SIGNATURE_BYTES,
+};
 pub use certificate::{Certificate, CertificateVote, PolicyEvidence, RuleEvidence};
 pub use jwk::Jwk;
 pub use of_approval::{certificate_of, sealed_certificate};

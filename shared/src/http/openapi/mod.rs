@@ -4,6 +4,7 @@
 //! `ApiError`, event types from `EventType`, limits from the parsers' constants.
 
 mod delegations;
+mod passkeys;
 mod resume;
 mod schemas;
 mod sign_in;
@@ -47,6 +48,7 @@ pub fn document() -> Value {
             {"name": "executions", "description": "The operator's hand on an execution."},
             {"name": "webhooks", "description": "Decisions from a signed webhook (Standard Webhooks)."},
             sign_in::tag(),
+            passkeys::tag(),
             delegations::tag(),
             {"name": "service", "description": "Health and this document."}
         ],
@@ -84,7 +86,7 @@ pub fn document() -> Value {
                     "description": "Standard Webhooks: `v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">` with the source's secret, the timestamp within 5 minutes."
                 }
             },
-            "schemas": merged(schemas(), delegations::schemas()),
+            "schemas": merged(merged(schemas(), delegations::schemas()), passkeys::schemas()),
             "parameters": parameters(),
             "headers": headers(),
         }
@@ -94,6 +96,7 @@ pub fn document() -> Value {
 fn paths() -> Value {
     let paths = merged(api_paths(), sign_in::paths());
     let paths = merged(paths, delegations::paths());
+    let paths = merged(paths, passkeys::paths());
     merged(paths, resume::paths())
 }
 
@@ -250,7 +253,7 @@ fn api_paths() -> Value {
                             "invalid_request", "unauthorized", "forbidden", "not_an_approver",
                             "self_approval_forbidden", "not_found", "already_decided",
                             "already_voted", "approval_expired", "payload_too_large",
-                            "unsupported_media_type",
+                            "unsupported_media_type", "passkey_required",
                         ],
                     ),
                     &["400", "403", "503"],
@@ -310,13 +313,14 @@ fn api_paths() -> Value {
                 "operationId": "claimExecution",
                 "tags": ["executions"],
                 "summary": "Claim an approved approval-only execution, once (its requester, or an operator)",
-                "description": "`not_started → running` with `claimed_by` = the `Idempotency-Key`: a single-use capability bound to the payload the approvers saw (the answer carries it). The same key again answers 200 (`idempotent-replayed`); another key 409 `already_claimed`; an approval not approved 409 `not_approved`; a type Countersign executes 409 `not_claimable`. A claim not reported within `STUCK_EXECUTION_SECONDS` becomes `needs_reconciliation`.",
+                "description": "`not_started → running` with `claimed_by` = the `Idempotency-Key`: a single-use capability bound to the payload the approvers saw (the answer carries it). The same key again answers 200 (`idempotent-replayed`); another key 409 `already_claimed`; an approval not approved 409 `not_approved`; a type Countersign executes 409 `not_claimable`; a passkey-only approval whose certificate is not issued yet 409 `certificate_pending` (a moment after it is approved), and its claim's answer carries the certificate. A claim not reported within `STUCK_EXECUTION_SECONDS` becomes `needs_reconciliation`.",
                 "parameters": [{"$ref": "#/components/parameters/IdempotencyKeyRequired"}],
                 "responses": responses(
                     json!({"200": approval_response("Claimed (or claimed by this key before: a replay).", true)}),
                     &[
                         "idempotency_key_missing", "idempotency_key_invalid", "unauthorized", "forbidden",
                         "not_found", "not_claimable", "not_approved", "already_claimed",
+                        "certificate_pending",
                     ],
                 ),
             }
@@ -528,7 +532,7 @@ fn with_html(mut responses: Value, statuses: &[&str]) -> Value {
     responses
 }
 
-fn html(description: &str) -> Value {
+pub(super) fn html(description: &str) -> Value {
     json!({
         "description": description,
         "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},

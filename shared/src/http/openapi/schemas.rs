@@ -56,7 +56,8 @@ fn core() -> Value {
                 "policy": nullable(json!({"$ref": "#/components/schemas/PolicyInput"})),
                 "reminders": nullable(json!({"$ref": "#/components/schemas/RemindersInput"})),
                 "escalation": nullable(json!({"$ref": "#/components/schemas/EscalationInput"})),
-                "resume": nullable(json!({"$ref": "#/components/schemas/ResumeInput"}))
+                "resume": nullable(json!({"$ref": "#/components/schemas/ResumeInput"})),
+                "assurance": nullable(json!({"type": "string", "enum": ["passkey"], "description": "Every vote a passkey signature over the exact action, and a certificate once approved (docs/VERIFY.md). It only adds to what the deployment's approval policy asks."}))
             },
             "description": format!("`payload` and `context` together take at most {} bytes once written out; numbers must be exact (integers within ±2^53).", CreateRequest::MAX_WRITTEN_BYTES),
             "examples": [{"action": {"type": "deploy", "payload": {"service": "api", "build": 1042}}, "approvers": ["alice@example.com", "bob@example.com"]}]
@@ -160,7 +161,8 @@ fn core() -> Value {
                 "channel": channel,
                 "comment": {"type": ["string", "null"]},
                 "webhook_event_id": {"type": ["string", "null"]},
-                "by": {"type": "string", "description": "Only on a vote cast in `approver`'s place: the delegate who cast it."}
+                "by": {"type": "string", "description": "Only on a vote cast in `approver`'s place: the delegate who cast it."},
+                "passkey": {"type": "string", "description": "Only on a passkey vote: the credential id (base64url) that signed it; the certificate carries the signature."}
             }
         },
         "Approval": {
@@ -209,6 +211,7 @@ fn core() -> Value {
                     }
                 })),
                 "assurance": {"type": "string", "enum": ["passkey"], "description": "Only on a passkey-only approval: every vote a passkey signature over the exact action."},
+                "certificate": {"$ref": "#/components/schemas/Certificate", "description": "Only in a claim's answer, on a passkey-only approval."},
                 "context": {"type": "object"},
                 "idempotency_key": {"type": "string"},
                 "created_at": timestamp(),
