@@ -200,7 +200,8 @@ impl Dispatcher {
                     // Certified before its jobs are made: the execute job carries it.
                     let new = match new {
                         Some(new) if super::certify::needs_certificate(&new) => {
-                            Some(super::certify::certify(&self.app, new).await?)
+                            // Boxed: the batch's future stays small (the stream poller's stack).
+                            Some(Box::pin(super::certify::certify(&self.app, new)).await?)
                         }
                         new => new,
                     };
