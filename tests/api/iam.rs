@@ -168,3 +168,60 @@ async fn an_optional_read_that_fails_holds_back_no_execution() {
     })
     .await;
 }
+
+/// Only the dispatch function may `kms:Sign`, and only with the certificate key: the other
+/// functions' roles are refused by the local AWS (as AWS refuses them, from the template's
+/// grants), and the dispatch role is refused on any other key. The read function may read the
+/// key's public key (the JWKS) but not sign with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_dispatch_function_signs_and_only_with_the_certificate_key() {
+    use aws_sdk_kms::primitives::Blob;
+    use aws_sdk_kms::types::{MessageType, SigningAlgorithmSpec};
+    use countersign::Function;
+    let t = TestApp::start().await;
+    let key = t
+        .app
+        .config
+        .certificate_key_arn
+        .clone()
+        .expect("the stack's certificate key");
+    let other = countersign::runner::create_certificate_key(&countersign_tests::sdk_config().await)
+        .await
+        .expect("another key");
+    let sign = |function: Function, key: String| {
+        let kms = aws_sdk_kms::Client::new(t.functions.sdk(function));
+        async move {
+            kms.sign()
+                .key_id(key)
+                .message(Blob::new(vec![7u8; 32]))
+                .message_type(MessageType::Digest)
+                .signing_algorithm(SigningAlgorithmSpec::EcdsaSha256)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    aws_sdk_kms::error::ProvideErrorMetadata::code(&e)
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+        }
+    };
+    assert_eq!(sign(Function::Dispatch, key.clone()).await, Ok(()));
+    assert_eq!(
+        sign(Function::Dispatch, other).await,
+        Err("AccessDeniedException".to_owned()),
+        "another key"
+    );
+    for function in Function::ALL
+        .into_iter()
+        .filter(|f| *f != Function::Dispatch)
+    {
+        assert_eq!(
+            sign(function, key.clone()).await,
+            Err("AccessDeniedException".to_owned()),
+            "{function:?} may not sign"
+        );
+    }
+    let read = aws_sdk_kms::Client::new(t.functions.sdk(Function::Read));
+    assert!(read.get_public_key().key_id(&key).send().await.is_ok());
+}
