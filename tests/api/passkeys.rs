@@ -21,12 +21,16 @@ fn passkey_only(build: u64, approvers: &[&str]) -> String {
     body.to_string()
 }
 
-/// The API keys of the test apps, and Alice's own (an approver's key).
+/// Carol's own approver key (a delegate's).
+const CAROL_KEY: &str = "carol-key-0123456789abcdef";
+
+/// The API keys of the test apps, and Alice's and Carol's own (approvers' keys).
 fn keys() -> String {
     let mut all: Vec<Value> = serde_json::from_str(&test_api_keys()).expect("keys");
     let alice: Vec<Value> = serde_json::from_str(
         &ApiKeys::new()
             .key(ALICE, &["approver"], ALICE_KEY)
+            .key(CAROL, &["approver"], CAROL_KEY)
             .to_string(),
     )
     .expect("keys");
@@ -81,6 +85,22 @@ async fn passkeys_meet_a_two_of_two_and_every_other_vote_is_refused_recording_no
         delivered.json(),
         json!({"status": "processed", "outcome": "passkey_required"})
     );
+    // A delegate without a passkey of their own: Carol, in Alice's place, with her key.
+    let until = countersign::domain::rfc3339(t.clock.now() + 86_400);
+    let delegated = t
+        .send(
+            t.http
+                .put(t.url(&format!("/delegations/{ALICE}")))
+                .bearer_auth(ALICE_KEY)
+                .json(&json!({"delegate": CAROL, "until": until})),
+        )
+        .await;
+    assert_eq!(delegated.status, 200, "{}", delegated.text());
+    let in_place = t
+        .decide(CAROL_KEY, &id, decision_body("approve", ALICE))
+        .await;
+    assert_eq!(in_place.status, 403, "{}", in_place.text());
+    assert_eq!(in_place.json()["code"], "passkey_required");
     let clicked = t
         .click(&slack, U_ALICE, "countersign.approve", &id, false)
         .await;
