@@ -25,6 +25,8 @@ use serde_json::json;
 // tests/ itself, beside the other binaries.
 #[path = "long_lived/client.rs"]
 mod client;
+#[path = "long_lived/passkey_round.rs"]
+mod passkey_round;
 #[path = "long_lived/resume_round.rs"]
 mod resume_round;
 #[path = "long_lived/rounds.rs"]
@@ -441,6 +443,11 @@ async fn two_hundred_approvals_created_and_approved_twice_each_execute_exactly_o
     println!(
         "then {deployments} GitHub deployments on the same runner, each a storm of deliveries: \
          one approval each, GitHub told {told} decisions, one per round, none for a run that ended"
+    );
+    let passkey_only = passkey_round::passkey_round(&runner, &secret_for_agents()).await;
+    println!(
+        "then {passkey_only} passkey-only approvals on the same runner: every decider vote and \
+         webhook refused passkey_required, recording nothing; each cancelled, nothing executed"
     );
     let signed_in = sign_in_round::sign_in_round(&runner, &provider, &downstream).await;
     println!(
