@@ -211,14 +211,25 @@ mod tests {
 
     #[test]
     fn the_policy_names_the_provider_only_where_a_form_may_lead_there() {
-        let plain = content_security_policy(None);
+        let plain = content_security_policy(None, false);
         assert!(plain.to_str().unwrap().contains("form-action 'self';"));
-        let signing_in = content_security_policy(Some("https://idp.example.com"));
+        assert!(!plain.to_str().unwrap().contains("script-src"), "no script");
+        let signing_in = content_security_policy(Some("https://idp.example.com"), false);
         assert!(
             signing_in
                 .to_str()
                 .unwrap()
                 .contains("form-action 'self' https://idp.example.com;")
         );
+        // A page with our script allows it by its hash, and nothing else.
+        let scripted = content_security_policy(None, true);
+        let scripted = scripted.to_str().unwrap();
+        let hash = base64::engine::general_purpose::STANDARD
+            .encode(Sha256::digest(PASSKEY_SCRIPT.as_bytes()));
+        assert!(
+            scripted.contains(&format!("script-src 'sha256-{hash}';")),
+            "{scripted}"
+        );
+        assert!(scripted.starts_with("default-src 'none';") && !scripted.contains("unsafe"));
     }
 }
