@@ -61,6 +61,24 @@ async fn passkeys_meet_a_two_of_two_and_every_other_vote_is_refused_recording_no
         .create_ok(KEY_A, "pk-2", &passkey_only(2, &[ALICE, BOB]))
         .await;
     assert_eq!(s.approval(&id).await["assurance"], "passkey");
+    // Its execute job carries the payload twice: a payload written out past half the usual
+    // room is refused (here 7,000 numbers sent as `1e15`, 119 KB written), which a plain
+    // approval takes.
+    let numbers = vec!["1e15"; 7_000].join(",");
+    let large = |assurance: &str| {
+        format!(
+            r#"{{"action": {{"type": "deploy", "payload": {{"n": [{numbers}]}}}}, "approvers": ["{ALICE}"]{assurance}}}"#
+        )
+    };
+    let refused = t
+        .create(KEY_A, "pk-large", &large(r#", "assurance": "passkey""#))
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(refused.json()["errors"][0]["field"], "action.payload");
+    assert_eq!(
+        t.create(KEY_A, "pk-large-plain", &large("")).await.status,
+        201
+    );
 
     // Every way to vote but a passkey: 403 passkey_required (or its channel's refusal), and
     // nothing recorded.

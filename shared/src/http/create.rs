@@ -197,6 +197,20 @@ pub async fn create(
             ),
         )])
     };
+    // A passkey-only approval's execute job carries its payload twice (and its certificate, the
+    // votes): it must still fit an SQS message, so its payload and context take half the room.
+    let written = serde_json::to_vec(&approval.payload).map_or(usize::MAX, |v| v.len())
+        + serde_json::to_vec(&approval.context).map_or(usize::MAX, |v| v.len());
+    if approval.assurance.is_some() && written > CreateRequest::MAX_WRITTEN_BYTES / 2 {
+        return replay_or(ApiError::invalid(vec![FieldError::new(
+            "action.payload",
+            format!(
+                "a passkey-only approval's payload and context take at most {} bytes once written out (its certificate carries the payload again); these take {written}",
+                CreateRequest::MAX_WRITTEN_BYTES / 2
+            ),
+        )]))
+        .await;
+    }
     if approval.id.group_rules_hint() {
         match size::comment_cap_for(&approval) {
             Ok(cap) => approval.comment_cap = cap,
