@@ -45,6 +45,12 @@ UNUSED: dict[tuple[str, str, str], str] = {
         "The inbox is the listing's approver facet, and a listing removes the approval index's items from "
         "before v5 it finds stale: only a stack upgraded from before v5 holds them, and the upgrade tests "
         "list through the API function.",
+    ("DispatchRole", "kms:Sign", "CertificateKeyArn"):
+        "A deployer's own certificate key (the CertificateKeyArn parameter): the local stack always makes "
+        "its own, so the suite signs through the grant's other branch, CertificateKey.Arn.",
+    ("ReadRole", "kms:GetPublicKey", "CertificateKeyArn"):
+        "A deployer's own certificate key (the CertificateKeyArn parameter): the suite reads the stack's "
+        "own key's, through the grant's other branch, CertificateKey.Arn.",
     ("DispatchRole", "dynamodb:ListStreams", "ApprovalsTable.StreamArn"):
         "Lambda's event source mapping may list the table's streams; the local poller is given the stream "
         "as CloudFormation gives the mapping (its ARN) and never lists.",

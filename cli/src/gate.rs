@@ -149,12 +149,25 @@ async fn wait(
         let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let url = api.url(&["approvals", id], &query);
         let asked = Instant::now();
-        let reply = with_retries(
+        let reply = match with_retries(
             patience,
             |limit| api.call(Method::GET, url.clone(), &[], None, limit),
             |what, pause| progress.retry(what, pause),
         )
-        .await?;
+        .await
+        {
+            Ok(reply) => reply,
+            // `--timeout` ran out while a read was under way (a slow answer, a busy machine):
+            // that is the gate's verdict, not a transport error.
+            Err(CliError::Transport(_)) if patience.expired() => {
+                return Err(CliError::TimedOut {
+                    id: id.to_owned(),
+                    waited: duration::human(started.elapsed()),
+                    state: last_state,
+                });
+            }
+            Err(error) => return Err(error),
+        };
         let approval = approval::parse(&reply.body)?;
         executes = approval.action.executes != Some(false);
         let state = approval.state_line();

@@ -171,14 +171,25 @@ async fn an_optional_read_that_fails_holds_back_no_execution() {
 
 /// Only the dispatch function may `kms:Sign`, and only with the certificate key: the other
 /// functions' roles are refused by the local AWS (as AWS refuses them, from the template's
-/// grants), and the dispatch role is refused on any other key. The read function may read the
-/// key's public key (the JWKS) but not sign with it.
+/// grants), and the dispatch role is refused on any other key. (A stack that withholds the
+/// read role's public-key grant, so that the coverage check expects its refusals: the read
+/// function reads the public key in `certificates.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_dispatch_function_signs_and_only_with_the_certificate_key() {
     use aws_sdk_kms::primitives::Blob;
     use aws_sdk_kms::types::{MessageType, SigningAlgorithmSpec};
     use countersign::Function;
-    let t = TestApp::start().await;
+    let withheld = [["ReadRole", "kms:GetPublicKey", "CertificateKey.Arn"]];
+    let t = TestApp::build_deployed(
+        &[],
+        None,
+        &[],
+        Deployment {
+            without: &withheld,
+            ..Default::default()
+        },
+    )
+    .await;
     let key = t
         .app
         .config
@@ -223,5 +234,8 @@ async fn only_the_dispatch_function_signs_and_only_with_the_certificate_key() {
         );
     }
     let read = aws_sdk_kms::Client::new(t.functions.sdk(Function::Read));
-    assert!(read.get_public_key().key_id(&key).send().await.is_ok());
+    assert!(
+        read.get_public_key().key_id(&key).send().await.is_err(),
+        "withheld here"
+    );
 }
